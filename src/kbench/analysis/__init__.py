@@ -1,0 +1,1 @@
+"""Pure analysis: device peaks, roofline arithmetic, bottleneck classification, run summaries."""

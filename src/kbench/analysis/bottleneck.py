@@ -1,0 +1,46 @@
+"""The bottleneck classification of report-contract sections 3 and 4. Every threshold lives here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+StageClass = Literal["Memory", "Compute", "Latency"]
+
+# A unit running at or above this share of its peak is what limits the stage ("high" in section 4);
+# below it on both units, neither is saturated and latency (launch, occupancy, dependencies) dominates.
+HIGH_PCT = 50.0
+
+# Section 3, "Healthy" column.
+HEALTHY_TC_PCT = 60.0
+HEALTHY_DRAM_PCT = 70.0
+HEALTHY_OCCUPANCY_PCT = 25.0
+HEALTHY_L2_HIT_PCT = 80.0
+HEALTHY_SPILL_BYTES = 0
+HEALTHY_WAVES = 1.0
+
+# Event mode: a timing whose relative spread exceeds this is flagged as unstable.
+UNSTABLE_SPREAD_PCT = 2.0
+
+
+def classify(compute_pct: float, memory_pct: float) -> StageClass:
+    """Section 4: DRAM high / compute low -> Memory; compute high / DRAM low -> Compute; both low -> Latency;
+    both high -> the one closer to its roof."""
+    compute_high, memory_high = compute_pct >= HIGH_PCT, memory_pct >= HIGH_PCT
+    if compute_high and memory_high:
+        return "Compute" if compute_pct >= memory_pct else "Memory"
+    if memory_high:
+        return "Memory"
+    if compute_high:
+        return "Compute"
+    return "Latency"
+
+
+def plan_class(stages: Iterable[tuple[float, StageClass]]) -> StageClass:
+    """The whole plan's class: the class holding the largest share of the plan's time."""
+    totals: dict[StageClass, float] = {}
+    for duration, cls in stages:
+        totals[cls] = totals.get(cls, 0.0) + duration
+    if not totals:
+        raise ValueError("a plan has at least one stage")
+    return max(totals.items(), key=lambda kv: kv[1])[0]

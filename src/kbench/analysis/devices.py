@@ -1,0 +1,145 @@
+"""Device peaks from conf/devices.json (validated models) and detection of the active device through NVML.
+
+A device missing from the file is reported as unknown: no other device's numbers are ever used for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+
+from kbench.analysis.roofline import Ceilings
+from kbench.errors import ConfigError, NoGpuError
+from kbench.plan.base import Precision
+
+
+class Measured(BaseModel):
+    """A value measured on a real part, kept beside the datasheet value."""
+
+    model_config = ConfigDict(extra="forbid")
+    value: PositiveFloat
+    unit: str
+    how: str
+    date: str
+
+
+class DeviceSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    display_name: str
+    nvml_names: list[str] = Field(min_length=1)
+    arch: str
+    sm_count: PositiveInt
+    l2_bytes: PositiveInt
+    dram_gbps: PositiveFloat
+    peak_tflops: dict[Precision, PositiveFloat] = Field(min_length=1)
+    sources: dict[str, str]
+    measured: dict[str, Measured] = {}
+
+    def ceilings(self) -> dict[str, Ceilings]:
+        """Roofs per precision: each precision's peak with the DRAM bandwidth (datasheet values)."""
+        source = f"datasheet peaks of {self.display_name} from conf/devices.json"
+        return {str(p): Ceilings(tflops=v, gbps=self.dram_gbps, source=source) for p, v in self.peak_tflops.items()}
+
+    @model_validator(mode="after")
+    def _sourced(self) -> DeviceSpec:
+        missing = [k for k in ("dram_gbps", "peak_tflops", "sm_count", "l2_bytes") if not self.sources.get(k)]
+        if missing:
+            raise ValueError(f"sources must name where {', '.join(missing)} come from")
+        return self
+
+
+class DeviceTable(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    schema_version: int = Field(alias="schema")
+    note: str = ""
+    devices: dict[str, DeviceSpec] = Field(min_length=1)
+
+    def match(self, name: str) -> tuple[str, DeviceSpec] | None:
+        """The entry whose nvml_names contains ``name`` exactly (NVML's product name)."""
+        for key, spec in self.devices.items():
+            if name in spec.nvml_names:
+                return key, spec
+        return None
+
+
+def devices_path() -> Path:
+    """KBENCH_DEVICES, else the copy packaged in the wheel, else conf/devices.json of a source checkout."""
+    if env := os.environ.get("KBENCH_DEVICES"):
+        return Path(env)
+    packaged = resources.files("kbench").joinpath("conf/devices.json")
+    if packaged.is_file():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[3] / "conf" / "devices.json"
+
+
+def load_devices(path: Path | None = None) -> DeviceTable:
+    path = path or devices_path()
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(
+            f"cannot read device table {path}: {e.strerror} (set KBENCH_DEVICES to a valid file)"
+        ) from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    try:
+        return DeviceTable.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise ConfigError(f"{path}: field {where}: {err['msg']}") from None
+
+
+@dataclass(frozen=True)
+class ActiveDevice:
+    """The GPU kbench runs on: its NVML name and, when conf/devices.json knows it, its peaks."""
+
+    name: str
+    key: str | None
+    spec: DeviceSpec | None
+    driver: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.spec is not None
+
+
+def resolve(table: DeviceTable, name: str, driver: str | None = None) -> ActiveDevice:
+    hit = table.match(name)
+    return ActiveDevice(name, hit[0] if hit else None, hit[1] if hit else None, driver)
+
+
+def active_device(table: DeviceTable | None = None) -> ActiveDevice:
+    """The current CUDA device as NVML names it (NVML's GPU 0 when torch sees no CUDA device)."""
+    from kbench import nvml
+
+    table = table or load_devices()
+    found = nvml.name_and_driver()
+    if found:
+        return resolve(table, *found)
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return resolve(table, torch.cuda.get_device_name())
+    except ImportError:
+        pass
+    raise NoGpuError("no NVIDIA GPU found (NVML unavailable and torch sees no CUDA device); name one with --device")
+
+
+def named_device(table: DeviceTable, key: str) -> ActiveDevice:
+    """A device named on the command line by its key in conf/devices.json (or its NVML name)."""
+    if key in table.devices:
+        spec = table.devices[key]
+        return ActiveDevice(spec.nvml_names[0], key, spec)
+    hit = table.match(key)
+    if hit:
+        return ActiveDevice(key, hit[0], hit[1])
+    from kbench.errors import UsageError
+
+    raise UsageError(f"unknown device '{key}'; known: {', '.join(table.devices)} (see conf/devices.json)")

@@ -1,0 +1,99 @@
+"""Shared by the commands: plan arguments (`<pkg> [<version>] --name=value ...`), errors as one line, progress."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import typer
+
+from kbench.errors import KbenchError, UsageError
+
+log = logging.getLogger("kbench")
+
+
+@dataclass
+class PlanArgs:
+    package: str | None = None
+    version: str | None = None
+    values: dict[str, str] = field(default_factory=dict)
+
+
+def parse_plan_args(tokens: list[str]) -> PlanArgs:
+    """Split the free tokens into package, optional version and ``--name=value`` plan parameters."""
+    out = PlanArgs()
+    for tok in tokens:
+        if tok.startswith("-"):
+            name, eq, value = tok.lstrip("-").partition("=")
+            if not eq or not name:
+                raise UsageError(f"unknown option {tok}; plan parameters are written --name=value (see --list)")
+            out.values[name.replace("-", "_")] = value
+        elif out.package is None:
+            out.package = tok
+        elif out.version is None:
+            out.version = tok
+        else:
+            raise UsageError(f"unexpected argument '{tok}'; usage: <kernel_package> [<version>] --name=value ...")
+    return out
+
+
+def fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"kbench: error: {message}", err=True)
+    sys.exit(code)
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="kbench: %(message)s", stream=sys.stderr, force=True
+    )
+
+
+def run_command(cmd: Any, argv: list[str] | None, prog: str) -> NoReturn:
+    """Run a click command; every error ends as one line on stderr and a non-zero exit code."""
+    try:
+        code = cmd.main(args=argv, prog_name=prog, standalone_mode=False)
+    except KeyboardInterrupt:
+        fail(
+            "interrupted (Ctrl-C); earlier profiles are untouched and this run's folder, if any, is marked interrupted",
+            130,
+        )
+    except KbenchError as e:
+        fail(str(e), e.exit_code)
+    except Exception as e:
+        # click's own errors (typer vendors click in recent releases, so they are matched by shape)
+        if type(e).__name__ == "Abort":
+            fail("interrupted", 130)
+        code = getattr(e, "exit_code", None)
+        if hasattr(e, "format_message") and isinstance(code, int):
+            fail(f"{e.format_message()} (see {prog} --help)", code or 1)
+        if os.environ.get("KBENCH_DEBUG"):
+            raise
+        fail(f"internal error: {type(e).__name__}: {e} (set KBENCH_DEBUG=1 for the traceback)", 70)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+@contextmanager
+def progress(enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """A rich spinner on stderr that the API's progress callback updates; plain log lines when not a terminal."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda msg: typer.echo(f"kbench: {msg}", err=True)
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status("kbench: starting") as status:
+        yield lambda msg: status.update(f"kbench: {msg}")
+
+
+def load_plan(args: PlanArgs, kernel_path: list[str], values: dict[str, Any] | None = None) -> Any:
+    """Validate package, version and parameters into a plan instance (no GPU touched)."""
+    from kbench.plan.discovery import load_version
+
+    if args.package is None:
+        raise UsageError("name a kernel package, e.g. `vector_add` (see --list)")
+    cls = load_version(args.package, args.version, kernel_path)
+    return cls.from_values(values if values is not None else dict(args.values))

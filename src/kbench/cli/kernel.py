@@ -1,0 +1,88 @@
+"""`python -m kbench.kernel <kernel_package> [<version>] --<param>=<value> ... --prof_type=<mode>`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from kbench.cli.common import load_plan, parse_plan_args, progress, run_command, setup_logging
+from kbench.errors import NotBuiltError, UsageError
+from kbench.runtime.profiling import ALL_MODES, BUILT_MODES
+
+EPILOG = (
+    "Plan parameters come from the plan and are written --name=value (e.g. --n=1048576, --b=32 --s=16); "
+    "--list shows every package, version, parameter and default. Modes: annotation (default; ncu counters, "
+    "first pass), event (CUDA events, timings only), ncu (full Nsight Compute deep dive), nsys (timeline), "
+    "disabled (run and check, no profiler). Output: <out>/<mode>/<kernel>/<params>/<timestamp>/report.md."
+)
+
+USAGE = "<kernel_package> [<version>] [--<param>=<value> ...] [OPTIONS]"
+CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["-h", "--help"]}
+
+
+def profile(
+    ctx: typer.Context,
+    prof_type: str = typer.Option(
+        "annotation", "--prof_type", "--prof-type", help="annotation | event | ncu | nsys | disabled"
+    ),
+    list_plans: bool = typer.Option(False, "--list", help="List kernel packages, versions, parameters and defaults."),
+    predict: bool = typer.Option(False, "--predict", help="Print each stage's roofline lower bound; run nothing."),
+    device: str | None = typer.Option(None, "--device", help="With --predict: a device key of conf/devices.json."),
+    out: Path = typer.Option(Path("out/profiles"), "--out", help="Root folder of profile output."),
+    bench_runs: int = typer.Option(100, "--bench-runs", "--bench_runs", min=1, help="Timed repetitions per stage."),
+    check: bool = typer.Option(True, "--check/--no-check", help="Check correctness against the reference first."),
+    cuda_graph: bool = typer.Option(False, "--cuda-graph/--no-cuda-graph", help="Time CUDA-graph replays."),
+    baseline: Path | None = typer.Option(None, "--baseline", help="Run folder to compare with (default: previous)."),
+    kernel_path: list[str] = typer.Option(
+        [], "--kernel-path", help="Folder of your own kernel packages (repeatable; also KBENCH_KERNEL_PATH)."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log what kbench does."),
+) -> None:
+    """Profile a kernel plan: <kernel_package> [<version>] --<param>=<value> ... --prof_type=<mode>."""
+    setup_logging(verbose)
+    args = parse_plan_args(list(ctx.args))
+    if list_plans:
+        from kbench.cli.listing import print_listing
+
+        print_listing(kernel_path)
+        return
+    plan = load_plan(args, kernel_path)
+    if predict:
+        from kbench.cli.listing import print_prediction
+
+        print_prediction(plan, device)
+        return
+    if prof_type not in (*ALL_MODES, "disabled"):
+        raise UsageError(f"unknown --prof_type={prof_type}; choose one of {', '.join(ALL_MODES)}, disabled")
+    if prof_type == "disabled":
+        from kbench.runtime.profiling.session import run_unprofiled
+
+        typer.echo(run_unprofiled(plan, check))
+        return
+    if prof_type not in BUILT_MODES:
+        raise NotBuiltError(
+            f"--prof_type={prof_type} is not implemented yet; use --prof_type=event (CUDA-event timing)"
+        )
+    from kbench.runtime.profiling import measure_for, session
+
+    opts = session.RunOptions(
+        out_root=out, bench_runs=bench_runs, check=check, cuda_graph=cuda_graph, baseline=baseline
+    )
+    with progress() as status:
+        opts.progress = status
+        result = session.run(prof_type, measure_for(prof_type), plan, opts)
+    typer.echo(result.report_md)
+    typer.echo(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", err=True)
+
+
+def command() -> Any:
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+    app.command(context_settings=CONTEXT, epilog=EPILOG, options_metavar=USAGE)(profile)
+    return typer.main.get_command(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_command(command(), argv if argv is not None else sys.argv[1:], "python -m kbench.kernel")

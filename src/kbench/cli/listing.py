@@ -1,0 +1,62 @@
+"""Output of --list, --predict and --prof_type=disabled."""
+
+from __future__ import annotations
+
+import typer
+
+from kbench.analysis import roofline as rl
+from kbench.analysis.devices import active_device, load_devices, named_device
+from kbench.errors import UsageError
+from kbench.plan.base import KernelPlan
+from kbench.plan.discovery import load_version, packages
+
+
+def print_listing(kernel_path: list[str]) -> None:
+    for name, ref in packages(kernel_path).items():
+        origin = "" if ref.origin == "kbench" else f"  [from {ref.origin}]"
+        typer.echo(f"{name}: {ref.doc()}{origin}")
+        baseline = ref.baseline()
+        for version in ref.versions():
+            cls = load_version(name, version, kernel_path)
+            tag = "  (baseline)" if version == baseline else ""
+            typer.echo(f"  {version}{tag}: {(cls.__doc__ or '').strip().splitlines()[0] if cls.__doc__ else ''}")
+        typer.echo("  parameters:")
+        for p in load_version(name, None, kernel_path).params():
+            typer.echo(f"    {p.describe()}")
+
+
+def print_prediction(plan: KernelPlan, device_key: str | None) -> None:
+    """Roofline-only lower bound per stage from the analytic model; nothing is run."""
+    table = load_devices()
+    dev = named_device(table, device_key) if device_key else active_device(table)
+    if dev.spec is None:
+        raise UsageError(
+            f"{dev.name} is not in conf/devices.json: no roofline to predict from; "
+            f"name a known device with --device ({', '.join(table.devices)})"
+        )
+    ceilings = dev.spec.ceilings()
+    typer.echo(
+        f"Roofline-only lower bounds for {plan.package} {plan.version} {plan.values()} on "
+        f"{dev.spec.display_name} ({dev.key}, datasheet peaks):"
+    )
+    typer.echo(
+        f"{'stage':<16}{'precision':>10}{'GFLOP':>12}{'MB':>12}{'FLOP/B':>10}{'ridge':>8}{'bound (us)':>12}  limit"
+    )
+    total = 0.0
+    for s in plan.stages():
+        c = ceilings.get(s.precision)
+        i = rl.intensity(s.flops, s.dram_bytes)
+        ii = "n/a" if i is None else f"{i:.2f}"
+        if c is None:
+            typer.echo(
+                f"{s.name:<16}{s.precision:>10}{s.flops / 1e9:>12.3f}{s.dram_bytes / 1e6:>12.3f}{ii:>10}"
+                f"{'n/a':>8}{'n/a':>12}  no {s.precision} peak for this device"
+            )
+            continue
+        bound = rl.bound_us(c, s.flops, s.dram_bytes)
+        total += bound
+        typer.echo(
+            f"{s.name:<16}{s.precision:>10}{s.flops / 1e9:>12.3f}{s.dram_bytes / 1e6:>12.3f}{ii:>10}"
+            f"{c.ridge:>8.1f}{bound:>12.2f}  {rl.limiting_roof(c, s.flops, s.dram_bytes)}"
+        )
+    typer.echo(f"{'total':<16}{'':>10}{'':>12}{'':>12}{'':>10}{'':>8}{total:>12.2f}")

@@ -1,0 +1,37 @@
+"""The one error hierarchy: the CLI prints ``str(error)`` as one line and exits with ``exit_code``."""
+
+
+class KbenchError(Exception):
+    """Something the user can act on; the message says what to do."""
+
+    exit_code = 1
+
+
+class UsageError(KbenchError):
+    """Bad input: unknown kernel, version or parameter, a malformed option."""
+
+    exit_code = 2
+
+
+class NoGpuError(KbenchError):
+    """The requested work needs a CUDA GPU and none is visible."""
+
+    exit_code = 3
+
+
+class ConfigError(KbenchError):
+    """A configuration file (conf/devices.json, an autotune cache entry) is malformed."""
+
+    exit_code = 4
+
+
+class KernelError(KbenchError):
+    """The kernel under test crashed or computed a wrong result."""
+
+    exit_code = 5
+
+
+class NotBuiltError(KbenchError):
+    """A feature that a later issue delivers; no output is faked in the meantime."""
+
+    exit_code = 6

@@ -1,0 +1,1 @@
+"""Shipped kernel packages (one sub-package each) and `python -m kbench.kernel`."""

@@ -1,0 +1,3 @@
+"""c = a + b elementwise; memory-bound, one stage."""
+
+BASELINE = "base"

@@ -1,0 +1,76 @@
+"""Read-only NVML access (nvidia-ml-py) for the GPU torch is using. Nothing here changes the device."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+def _torch_identity() -> tuple[str | None, str | None]:
+    """(PCI bus id, UUID) of torch's current CUDA device, where torch exposes them."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None, None
+        props: Any = torch.cuda.get_device_properties(torch.cuda.current_device())
+    except Exception:  # no usable CUDA runtime: identify nothing
+        return None, None
+    pci = None
+    if all(hasattr(props, a) for a in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
+        pci = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    uuid = getattr(props, "uuid", None)
+    return pci, (str(uuid) if uuid else None)
+
+
+@contextmanager
+def current_gpu() -> Iterator[tuple[Any, Any] | None]:
+    """Yield (pynvml module, handle) for torch's current device (else NVML's GPU 0), or None without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # library missing or no driver: NVML cannot tell anything
+        yield None
+        return
+    try:
+        pci, uuid = _torch_identity()
+        handle = None
+        try:
+            if pci:
+                handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci.encode())
+            elif uuid:
+                handle = pynvml.nvmlDeviceGetHandleByUUID(("GPU-" + uuid.removeprefix("GPU-")).encode())
+        except pynvml.NVMLError:
+            handle = None
+        if handle is None:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        yield pynvml, handle
+    except pynvml.NVMLError:
+        yield None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def name_and_driver() -> tuple[str, str] | None:
+    with current_gpu() as gpu:
+        if gpu is None:
+            return None
+        nv, handle = gpu
+        return text(nv.nvmlDeviceGetName(handle)), text(nv.nvmlSystemGetDriverVersion())
+
+
+def sm_clock_mhz() -> int | None:
+    with current_gpu() as gpu:
+        if gpu is None:
+            return None
+        nv, handle = gpu
+        try:
+            return int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
+        except nv.NVMLError:
+            return None

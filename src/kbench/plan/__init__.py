@@ -1,0 +1,1 @@
+"""What to run: KernelPlan and Stage, version discovery, the autotune cache."""

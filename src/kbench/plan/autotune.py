@@ -1,0 +1,89 @@
+"""The on-disk autotune cache: one JSON file per device, kernel, version, stage and parameters.
+
+Entries are written atomically (temp file + rename). A corrupt entry (unreadable JSON, missing fields) or a
+stale one (another tuning space, another Triton) is reported in one log line and re-tuned, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kbench.fsutil import write_json_atomic
+from kbench.plan.base import Config
+
+log = logging.getLogger(__name__)
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    best: Config
+    history: list[dict[str, Any]]  # [{"config": {...}, "us": float}] in the order tried
+    source: str  # "cache" | "tuned" | "fixed"
+    path: Path | None
+
+
+def safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "unknown"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("KBENCH_CACHE_DIR", ".cache")) / "kernel-autotune"
+
+
+def entry_path(root: Path, device: str, package: str, version: str, stage: str, params_slug: str) -> Path:
+    return root / safe(device) / safe(package) / safe(version) / safe(stage) / f"{safe(params_slug)}.json"
+
+
+def read_entry(path: Path, space: Sequence[Config], toolchain: str) -> TuneResult | None:
+    """The cached result, or None (with one log line) when the entry is absent, corrupt or stale."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        best, history = data["best"], data["history"]
+        if not isinstance(best, dict) or not isinstance(history, list):
+            raise ValueError("best/history have the wrong type")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        log.warning("autotune cache %s is corrupt (%s); re-tuning", path, e)
+        return None
+    if data.get("schema") != SCHEMA or data.get("space") != list(space) or data.get("toolchain") != toolchain:
+        log.warning("autotune cache %s is stale (tuning space or toolchain changed); re-tuning", path)
+        return None
+    if best not in list(space):
+        log.warning("autotune cache %s names a config outside the tuning space; re-tuning", path)
+        return None
+    return TuneResult(best=best, history=history, source="cache", path=path)
+
+
+def write_entry(path: Path, result: TuneResult, space: Sequence[Config], toolchain: str) -> None:
+    payload = {
+        "schema": SCHEMA,
+        "toolchain": toolchain,
+        "space": list(space),
+        "best": result.best,
+        "history": result.history,
+    }
+    write_json_atomic(path, payload)
+
+
+def tune(space: Sequence[Config], time_us: Callable[[Config], float], path: Path | None, toolchain: str) -> TuneResult:
+    """Pick the fastest config of ``space`` (median microseconds from ``time_us``), through the cache at ``path``."""
+    if len(space) == 1:
+        return TuneResult(best=dict(space[0]), history=[], source="fixed", path=None)
+    if path is not None and (cached := read_entry(path, space, toolchain)) is not None:
+        return cached
+    history: list[dict[str, Any]] = [{"config": dict(c), "us": time_us(c)} for c in space]
+    best = min(history, key=lambda h: h["us"])["config"]
+    result = TuneResult(best=best, history=history, source="tuned", path=path)
+    if path is not None and any(math.isfinite(h["us"]) for h in history):  # never cache a total failure
+        write_entry(path, result, space, toolchain)
+    return result

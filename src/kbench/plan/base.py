@@ -1,0 +1,194 @@
+"""KernelPlan: the unit a user writes. One module per version, each exporting ``PLAN = <subclass>``.
+
+A plan is a frozen pydantic model whose fields are the kernel's parameters (validated before anything
+touches a GPU). It declares its stages in execution order; each stage carries its analytic FLOP and DRAM
+byte counts and a ``build`` function that turns (workspace, tuning config) into a launch-only callable,
+so allocation and setup stay outside the timed region.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import annotated_types
+from pydantic import BaseModel, ConfigDict, Field
+
+# The meta-parameters of one tuning configuration: constexpr block sizes plus num_warps / num_stages.
+Config = dict[str, int]
+Precision = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"]
+PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
+DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "int8": 1}
+
+
+def param(default: Any, *, help: str, ge: float | None = None, le: float | None = None) -> Any:
+    """Declare a plan parameter: default, inclusive range and the help shown by ``--list``."""
+    return Field(default, description=help, ge=ge, le=le)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A launch-only callable for one stage, and the grid it launches (None for library calls)."""
+
+    fn: Callable[[], object]
+    grid: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One kernel launch (or a small fixed group) of a plan, with its analytic cost model."""
+
+    name: str
+    flops: float
+    dram_bytes: float
+    precision: Precision
+    build: Callable[[Any, Config], Launch]
+    # First entry is the default; more than one entry means the stage is autotuned over them.
+    tuning: Sequence[Config] = field(default_factory=lambda: [{}])
+    # Names of the GPU kernels this stage is expected to launch (for conformance checks); "" = library.
+    kernels: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9_.:-]+", self.name):
+            raise ValueError(f"stage name {self.name!r}: use letters, digits and _ . : - only (no '/')")
+        if not self.tuning:
+            raise ValueError(f"stage {self.name!r}: tuning needs at least one configuration")
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """A parameter as the CLI and ``--list`` describe it."""
+
+    name: str
+    type_name: str
+    default: Any
+    help: str
+    ge: float | None = None
+    le: float | None = None
+    choices: tuple[Any, ...] = ()
+
+    def describe(self) -> str:
+        bits = [f"--{self.name}={self.default}", self.type_name]
+        if self.choices:
+            bits.append("one of " + "|".join(str(c) for c in self.choices))
+        if self.ge is not None or self.le is not None:
+            bits.append(
+                f"range {self.ge if self.ge is not None else '-inf'}..{self.le if self.le is not None else 'inf'}"
+            )
+        return f"{'  '.join(bits)}  {self.help}".rstrip()
+
+
+class KernelPlan(BaseModel):
+    """Base class of every plan version. Subclasses declare fields with :func:`param` and a ``dtype``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Parameter overrides for `kbench check` under Triton's CPU interpreter (small sizes).
+    check_params: ClassVar[dict[str, Any]] = {}
+    # Relative L2 error allowed against the reference, per dtype.
+    tolerance: ClassVar[dict[str, float]] = {"float32": 1e-5, "float16": 3e-3, "bfloat16": 1.5e-2}
+
+    dtype: str
+
+    # -- identity: derived from where the class lives (<package>.<version>) ---------------------------
+    @classmethod
+    def package_name(cls) -> str:
+        return cls.__module__.split(".")[-2]
+
+    @classmethod
+    def version_name(cls) -> str:
+        return cls.__module__.split(".")[-1]
+
+    @property
+    def package(self) -> str:
+        return self.package_name()
+
+    @property
+    def version(self) -> str:
+        return self.version_name()
+
+    # -- what a version declares -----------------------------------------------------------------------
+    @abstractmethod
+    def stages(self) -> list[Stage]:
+        """The stages in execution order."""
+
+    @abstractmethod
+    def setup(self, device: str, seed: int) -> Any:
+        """Allocate inputs (random, from ``seed``) and outputs on ``device``; return the workspace."""
+
+    @abstractmethod
+    def output(self, ws: Any) -> Any:
+        """The tensor the last stage writes (the correctness check poisons it before running)."""
+
+    @abstractmethod
+    def reference(self, ws: Any) -> Any:
+        """The expected output from a PyTorch implementation in higher precision."""
+
+    # -- helpers ----------------------------------------------------------------------------------------
+    def values(self) -> dict[str, Any]:
+        """Parameter values in declared order, dtype last (the Configuration table's order)."""
+        data = self.model_dump()
+        dtype = data.pop("dtype")
+        return {**data, "dtype": dtype}
+
+    def slug(self) -> str:
+        """A stable, filesystem-safe spelling of the parameters, e.g. ``m4096_n4096_k4096_bfloat16``."""
+        parts = [f"{k}{v}" for k, v in self.values().items() if k != "dtype"]
+        return "_".join([*parts, str(self.dtype)])
+
+    def torch_dtype(self) -> Any:
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    def element_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+    def rtol(self) -> float:
+        return self.tolerance[self.dtype]
+
+    def with_version(self, version: str) -> KernelPlan:
+        """The same parameters in another version of this package."""
+        from kbench.plan.discovery import load_version
+
+        return load_version(self.package, version, like=type(self)).from_values(self.values())
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any]) -> KernelPlan:
+        """Validate ``values`` (strings allowed, as from a command line) into a plan; UsageError if bad."""
+        from pydantic import ValidationError
+
+        from kbench.errors import UsageError
+
+        known = cls.params()
+        unknown = [k for k in values if k not in {p.name for p in known}]
+        if unknown:
+            raise UsageError(
+                f"unknown parameter --{unknown[0]} for {cls.package_name()} {cls.version_name()}; "
+                f"valid: {', '.join(p.describe().split('  ')[0] for p in known)}"
+            )
+        try:
+            return cls.model_validate(values)
+        except ValidationError as e:
+            err = e.errors()[0]
+            name = str(err["loc"][0]) if err["loc"] else "?"
+            info = next((p for p in known if p.name == name), None)
+            hint = f" (expected {info.describe()})" if info else ""
+            raise UsageError(f"bad parameter --{name}={values.get(name)!s}: {err['msg']}{hint}") from None
+
+    @classmethod
+    def params(cls) -> list[ParamInfo]:
+        out: list[ParamInfo] = []
+        for name, f in cls.model_fields.items():
+            ge = next((m.ge for m in f.metadata if isinstance(m, annotated_types.Ge)), None)
+            le = next((m.le for m in f.metadata if isinstance(m, annotated_types.Le)), None)
+            ann = f.annotation
+            choices = typing.get_args(ann) if typing.get_origin(ann) is Literal else ()
+            type_name = "choice" if choices else getattr(ann, "__name__", str(ann))
+            out.append(ParamInfo(name, type_name, f.default, f.description or "", ge, le, choices))  # type: ignore[arg-type]
+        dtype = [p for p in out if p.name == "dtype"]
+        return [p for p in out if p.name != "dtype"] + dtype

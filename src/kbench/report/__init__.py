@@ -1,0 +1,1 @@
+"""Report models and their rendering (jinja2 templates)."""

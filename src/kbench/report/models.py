@@ -1,0 +1,44 @@
+"""The profile result: the only object templates see, and what result.json holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from kbench.analysis.compare import BaselineRow
+from kbench.analysis.summary import PlanFigures, StageFigures
+from kbench.analysis.timing_stats import TimingStats
+
+
+class ProfileResult(BaseModel):
+    kernel: str
+    version: str
+    mode: str
+    params: dict[str, Any]
+    device: str
+    device_key: str | None
+    figures: PlanFigures
+    plan_timing: TimingStats | None = None
+    timing_method: str = ""
+    check: str | None = None
+    clocks: str = ""
+    tools: dict[str, Any] = {}
+    tiling: dict[str, dict[str, Any]] = {}
+    baseline: list[BaselineRow] = []
+    baseline_from: str | None = None
+    notes: list[str] = []
+    out_dir: str = ""
+    report_md: str = ""
+
+    @property
+    def stages(self) -> list[StageFigures]:
+        return self.figures.stages
+
+    @property
+    def path(self) -> Path:
+        return Path(self.out_dir)
+
+    def stage(self, name: str) -> StageFigures:
+        return next(s for s in self.figures.stages if s.name == name)

@@ -1,0 +1,54 @@
+"""The jinja2 environment (StrictUndefined) and the writers of report.md."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import jinja2
+
+from kbench.report.models import ProfileResult
+
+
+def num(value: float | None, digits: int = 2) -> str:
+    """A number with fixed decimals, or n/a when it was not measured."""
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def sci(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3e}"
+
+
+def cell(text: object) -> str:
+    """Text safe inside a markdown table cell."""
+    return str(text).replace("|", "/").replace("\n", " ")
+
+
+def opt(value: object) -> str:
+    """A value as text, n/a when absent (empty sequences included)."""
+    if value is None or value == [] or value == {}:
+        return "n/a"
+    return cell(", ".join(str(v) for v in value) if isinstance(value, list | tuple) else value)
+
+
+def pairs(mapping: dict[str, object] | None) -> str:
+    if not mapping:
+        return "n/a"
+    return cell(", ".join(f"{k}={'n/a' if v is None else v}" for k, v in mapping.items()))
+
+
+@cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("kbench.report", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+    env.filters.update(num=num, sci=sci, cell=cell, opt=opt, pairs=pairs)
+    return env
+
+
+def render_report(result: ProfileResult) -> str:
+    return environment().get_template("report.md.j2").render(r=result, f=result.figures)

@@ -1,0 +1,1 @@
+"""Running plans: preparing and checking them, timing, output folders, one module per profiling mode."""

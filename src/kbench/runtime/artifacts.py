@@ -1,0 +1,82 @@
+"""Per-stage artifacts of a run folder: tiling/<stage>.json, tiling/<stage>/autotuning.json, compiled/<stage>/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kbench.runtime.prepare import PreparedStage
+
+# Triton's CompiledKernel.asm keys and the file suffix each is written with
+ASM_FILES = {"ttir": "ttir", "ttgir": "ttgir", "llir": "llir", "ptx": "ptx", "cubin": "cubin", "source": "source"}
+
+
+def _json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def kernel_facts(compiled: Any) -> dict[str, Any]:
+    """Name, warps, stages, shared memory, registers and spills of a Triton CompiledKernel."""
+    if compiled is None:
+        return {}
+    meta = compiled.metadata
+    facts: dict[str, Any] = {
+        "kernel": getattr(meta, "name", None),
+        "num_warps": getattr(meta, "num_warps", None),
+        "num_stages": getattr(meta, "num_stages", None),
+        "shared_bytes": getattr(meta, "shared", None),
+    }
+    try:
+        compiled._init_handles()  # loads the cubin; registers and spills are known after this
+        facts["registers"] = getattr(compiled, "n_regs", None)
+        facts["spills"] = getattr(compiled, "n_spills", None)
+    except Exception:  # not loadable here: leave them unmeasured
+        facts["registers"] = facts["spills"] = None
+    return facts
+
+
+def write_stage(run_dir: Path, ps: PreparedStage) -> dict[str, Any]:
+    """Write the stage's tiling, autotuning history and compiler output; return the tiling record."""
+    name = ps.stage.name
+    tiling = {
+        "stage": name,
+        "config": ps.config,
+        "grid": list(ps.launch.grid) if ps.launch.grid else None,
+        "declared_kernels": list(ps.stage.kernels),
+        "tuning_source": ps.tune.source,
+        **kernel_facts(ps.compiled),
+    }
+    _json(run_dir / "tiling" / f"{name}.json", tiling)
+    _json(
+        run_dir / "tiling" / name / "autotuning.json",
+        {
+            "stage": name,
+            "source": ps.tune.source,
+            "cache_entry": str(ps.tune.path) if ps.tune.path else None,
+            "chosen": ps.config,
+            "space": list(ps.stage.tuning),
+            "tried": ps.tune.history,
+        },
+    )
+    out = run_dir / "compiled" / name
+    out.mkdir(parents=True, exist_ok=True)
+    if ps.compiled is None:
+        (out / "README.txt").write_text(
+            f"Stage {name} launches no Triton kernel (a library call such as torch.mm / cuBLAS): "
+            "there are no compiler artifacts to keep.\n"
+        )
+        return tiling
+    base = getattr(ps.compiled.metadata, "name", name)
+    for key, suffix in ASM_FILES.items():
+        if key in ps.compiled.asm:
+            data = ps.compiled.asm[key]
+            target = out / f"{base}.{suffix}"
+            if isinstance(data, bytes):
+                target.write_bytes(data)
+            else:
+                target.write_text(str(data))
+    meta = ps.compiled.metadata
+    _json(out / f"{base}.json", meta._asdict() if hasattr(meta, "_asdict") else vars(meta))
+    return tiling

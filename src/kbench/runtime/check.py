@@ -1,0 +1,63 @@
+"""`kbench check`: the correctness check alone, on the GPU when there is one, else under Triton's interpreter.
+
+Every configuration of every stage's tuning space is checked (the other stages at their first config), with
+fresh random inputs and the output poisoned with NaN first. The interpreter has no bfloat16 arithmetic, so a
+bf16 plan is checked there in float16 and the result says so: that is never a bf16 pass.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kbench.plan import autotune
+from kbench.plan.base import Config, KernelPlan
+from kbench.runtime.prepare import CheckResult, Prepared, PreparedStage, check, guarded
+
+INTERPRETER = "cpu (Triton interpreter, TRITON_INTERPRET=1)"
+
+
+@dataclass(frozen=True)
+class ConfigCheck:
+    stage: str
+    config: Config
+    result: CheckResult
+
+
+def use_interpreter() -> None:
+    """Must run before any plan module is imported: triton.jit decides at decoration time."""
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
+def cpu_values(plan_cls: type[KernelPlan], values: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """Small interpreter sizes (unless the user set them) and a dtype the interpreter computes correctly."""
+    merged = {**plan_cls.check_params, **values}
+    dtype = merged.get("dtype", plan_cls.model_fields["dtype"].default)
+    note = ""
+    if dtype == "bfloat16":
+        merged["dtype"] = "float16"
+        note = "bf16 plan checked in float16: the interpreter has no bfloat16 arithmetic (not a bf16 pass)"
+    return merged, note
+
+
+def check_plan(plan: KernelPlan, device: str, note: str = "") -> list[ConfigCheck]:
+    where = "cuda" if device == "cuda" else INTERPRETER
+    stages = plan.stages()
+    ws = guarded("setup", lambda: plan.setup(device, time.time_ns() % (2**31)))
+    defaults = [dict(s.tuning[0]) for s in stages]
+    out: list[ConfigCheck] = []
+    for i, stage in enumerate(stages):
+        for cfg in stage.tuning:
+            if i > 0 and cfg == defaults[i]:
+                continue  # that combination was checked with stage 0's configs
+            chosen = [*defaults[:i], dict(cfg), *defaults[i + 1 :]]
+            prep = Prepared(plan=plan, device=device, ws=ws)
+            for s, c in zip(stages, chosen, strict=True):
+                launch = guarded(s.name, functools.partial(s.build, ws, c))
+                fixed = autotune.TuneResult(best=c, history=[], source="fixed", path=None)
+                prep.stages.append(PreparedStage(s, c, launch, fixed))
+            out.append(ConfigCheck(stage.name, dict(cfg), check(prep, where, note)))
+    return out

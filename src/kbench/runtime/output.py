@@ -1,0 +1,60 @@
+"""Run folders: out/profiles/<mode>/<kernel>/<params>/<timestamp>/, never reused; failures marked, not half-written."""
+
+from __future__ import annotations
+
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from kbench.fsutil import write_json_atomic
+
+DEFAULT_ROOT = Path("out") / "profiles"
+RESULT = "result.json"
+PARAMS = "params.json"
+FAILED = "FAILED.txt"
+
+
+def timestamp(now: datetime | None = None) -> str:
+    return (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
+
+
+def new_run_dir(root: Path, mode: str, kernel: str, params_slug: str, now: datetime | None = None) -> Path:
+    """Create a fresh folder; a second run in the same second gets a -01, -02 ... suffix (still sortable)."""
+    parent = root / mode / kernel / params_slug
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        from kbench.errors import KbenchError
+
+        raise KbenchError(f"cannot create output folder {parent}: {e.strerror}; choose another with --out") from None
+    stamp = timestamp(now)
+    for i in range(100):
+        candidate = parent / (stamp if i == 0 else f"{stamp}-{i:02d}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"more than 100 runs in one second under {parent}")
+
+
+def mark_failed(run_dir: Path, params: dict[str, Any], error: BaseException) -> None:
+    """Record why the run failed: status in params.json and the traceback in FAILED.txt; no report.md."""
+    interrupted = isinstance(error, KeyboardInterrupt)
+    status = "interrupted" if interrupted else "failed"
+    message = "interrupted (Ctrl-C)" if interrupted else f"{type(error).__name__}: {error}"
+    write_json_atomic(run_dir / PARAMS, {**params, "status": status, "error": message})
+    (run_dir / FAILED).write_text(
+        f"{status}: {message}\n\n" + "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    )
+    (run_dir / "report.md").unlink(missing_ok=True)
+
+
+def previous_run(run_dir: Path) -> Path | None:
+    """The latest earlier successful run of the same mode, kernel and parameters (any version)."""
+    earlier = sorted(p for p in run_dir.parent.iterdir() if p.is_dir() and p.name < run_dir.name)
+    for p in reversed(earlier):
+        if (p / RESULT).is_file() and not (p / FAILED).exists():
+            return p
+    return None

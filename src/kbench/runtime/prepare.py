@@ -1,0 +1,140 @@
+"""Turn a plan into ready-to-time launches: workspace, autotuning (through the cache), correctness check.
+
+All allocation, compilation and tuning happen here, outside any timed region.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbench.errors import KernelError
+from kbench.plan import autotune
+from kbench.plan.base import Config, KernelPlan, Launch, Stage
+
+log = logging.getLogger(__name__)
+TUNE_REPS = 20
+
+
+@dataclass
+class PreparedStage:
+    stage: Stage
+    config: Config
+    launch: Launch
+    tune: autotune.TuneResult
+    compiled: Any = None  # Triton's CompiledKernel from the first launch; None for library calls
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    passed: bool
+    rel_err: float
+    tolerance: float
+    where: str  # "cuda" or "cpu (Triton interpreter)"
+    dtype: str
+    note: str = ""
+
+    def verdict(self) -> str:
+        return (
+            f"{'PASS' if self.passed else 'FAIL'}: relative L2 error {self.rel_err:.3g} (tolerance {self.tolerance:g})"
+        )
+
+    def line(self) -> str:
+        return f"{self.verdict()}, {self.dtype}, on {self.where}{'; ' + self.note if self.note else ''}"
+
+
+@dataclass
+class Prepared:
+    plan: KernelPlan
+    device: str
+    ws: Any
+    stages: list[PreparedStage] = field(default_factory=list)
+    check: CheckResult | None = None
+
+    def run_all(self) -> None:
+        for s in self.stages:
+            s.launch.fn()
+
+
+def guarded(stage: str, fn: Callable[[], Any]) -> Any:
+    """Run a kernel call; a crash becomes one KernelError line naming the stage."""
+    try:
+        return fn()
+    except KernelError:
+        raise
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise KernelError(f"stage {stage} failed: {type(e).__name__}: {first}") from e
+
+
+def relative_l2(out: Any, ref: Any) -> float:
+    import torch
+
+    o, r = out.double(), ref.double()
+    if not bool(torch.isfinite(o).all()):
+        return math.inf
+    denom = float(torch.linalg.vector_norm(r))
+    return float(torch.linalg.vector_norm(o - r)) / (denom if denom > 0 else 1.0)
+
+
+def check(prep: Prepared, where: str, note: str = "") -> CheckResult:
+    """Poison the output, run every stage once, compare with the plan's reference."""
+    import torch
+
+    out = prep.plan.output(prep.ws)
+    if out.is_floating_point():
+        out.fill_(math.nan)
+    for s in prep.stages:
+        guarded(s.stage.name, s.launch.fn)
+    if prep.device == "cuda":
+        guarded("(synchronize)", torch.cuda.synchronize)
+    err = relative_l2(out, prep.plan.reference(prep.ws))
+    tol = prep.plan.rtol()
+    return CheckResult(passed=err <= tol, rel_err=err, tolerance=tol, where=where, dtype=prep.plan.dtype, note=note)
+
+
+def prepare(
+    plan: KernelPlan,
+    device: str,
+    *,
+    seed: int,
+    time_us: Callable[[Callable[[], object]], float] | None = None,
+    cache_dir: Callable[[Stage], Any] | None = None,
+    toolchain: str = "",
+) -> Prepared:
+    """Allocate, tune every stage (``time_us`` times one callable; None = first config) and warm up once."""
+    ws = guarded("setup", lambda: plan.setup(device, seed))
+    prep = Prepared(plan=plan, device=device, ws=ws)
+    for stage in plan.stages():
+
+        def time_config(cfg: Config, stage: Stage = stage) -> float:
+            launch = guarded(stage.name, lambda: stage.build(ws, cfg))
+            try:
+                assert time_us is not None
+                return time_us(launch.fn)
+            except Exception as e:  # a config that does not compile or run is not a candidate
+                log.warning(
+                    "stage %s: config %s failed during tuning (%s); skipped",
+                    stage.name,
+                    cfg,
+                    str(e).splitlines()[0] if str(e) else type(e).__name__,
+                )
+                return math.inf
+
+        if time_us is None:
+            tune = autotune.TuneResult(best=dict(stage.tuning[0]), history=[], source="fixed", path=None)
+        else:
+            path = cache_dir(stage) if cache_dir is not None else None
+            tune = autotune.tune(stage.tuning, time_config, path, toolchain)
+        if math.isinf(min((h["us"] for h in tune.history), default=0.0)):
+            raise KernelError(f"stage {stage.name}: every tuning configuration failed to run")
+        launch = guarded(stage.name, functools.partial(stage.build, ws, tune.best))
+        compiled = guarded(stage.name, launch.fn)
+        prep.stages.append(
+            PreparedStage(stage, tune.best, launch, tune, compiled if hasattr(compiled, "asm") else None)
+        )
+    return prep

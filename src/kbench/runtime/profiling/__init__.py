@@ -1,0 +1,23 @@
+"""One module per profiling mode, each exposing ``measure`` and ``<mode>_profile_plan``; ``session`` holds
+what they share."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kbench.runtime.profiling.session import Measure
+
+# The modes kbench can run today; the CLI answers the others with "not implemented yet".
+BUILT_MODES = ("event",)
+ALL_MODES = ("annotation", "event", "ncu", "nsys")
+
+
+def measure_for(mode: str) -> Measure:
+    """The ``measure`` function of a built mode (imported on demand: modes pull in torch)."""
+    if mode not in BUILT_MODES:
+        raise ValueError(f"mode {mode} is not built")
+    module = importlib.import_module(f"kbench.runtime.profiling.{mode}")
+    measure: Measure = module.measure
+    return measure

@@ -1,0 +1,49 @@
+"""Event mode: each stage and the whole plan timed with CUDA events; no hardware counters (TC%, DRAM%, Occ% n/a)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kbench.plan.base import KernelPlan
+from kbench.report.models import ProfileResult
+from kbench.runtime.prepare import Prepared
+from kbench.runtime.profiling import session
+from kbench.runtime.profiling.session import Measurement, RunOptions
+from kbench.runtime.timing import time_cuda
+
+MODE = "event"
+
+
+def measure(prep: Prepared, opts: RunOptions) -> Measurement:
+    stages = {ps.stage.name: time_cuda(ps.launch.fn, opts.bench_runs, cuda_graph=opts.cuda_graph) for ps in prep.stages}
+    whole = time_cuda(prep.run_all, opts.bench_runs, cuda_graph=opts.cuda_graph)
+    return Measurement(stages=stages, plan=whole, method=whole.method)
+
+
+def event_profile_plan(
+    plan: KernelPlan,
+    out_dir: Path | str | None = None,
+    version: str | None = None,
+    bench_runs: int = 100,
+    *,
+    check: bool = True,
+    cuda_graph: bool = False,
+    baseline: Path | str | None = None,
+    seed: int | None = None,
+) -> ProfileResult:
+    """Profile ``plan`` (or the same parameters in ``version``) with CUDA events.
+
+    ``out_dir`` is the root under which ``event/<kernel>/<params>/<timestamp>/`` is created
+    (default ``out/profiles``). Returns the result: ``.out_dir``, ``.stages`` (per-stage figures), ``.report_md``.
+    """
+    if version is not None:
+        plan = plan.with_version(version)
+    opts = RunOptions(
+        out_root=Path(out_dir) if out_dir is not None else RunOptions.out_root,
+        bench_runs=bench_runs,
+        check=check,
+        cuda_graph=cuda_graph,
+        baseline=Path(baseline) if baseline is not None else None,
+        seed=seed,
+    )
+    return session.run(MODE, measure, plan, opts)
