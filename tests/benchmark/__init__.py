@@ -1,0 +1,1 @@
+"""Curated experiment drivers (not tests): `python -m tests.benchmark.bench_<plan>[_<version>]`, `bench_all`."""

@@ -1,0 +1,48 @@
+"""Two tiers: tests marked `gpu` need CUDA and skip cleanly without it; everything else runs on a CPU.
+
+Without CUDA, Triton's interpreter is switched on here, before any kernel module is imported
+(triton.jit decides at decoration time), so kernels run on CPU tensors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+DATA = Path(__file__).parent / "data"
+CHECKER = Path(__file__).parent / "contract" / "check_report.py"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (gpu tier)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run in a fresh folder with its own autotune cache, so tests never touch the user's out/ or .cache/."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / ".cache"))
+    return tmp_path
+
+
+def contract_problems(report: Path) -> list[str]:
+    sys.path.insert(0, str(CHECKER.parent))
+    try:
+        import check_report
+
+        return check_report.check(report.read_text())
+    finally:
+        sys.path.pop(0)

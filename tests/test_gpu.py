@@ -1,0 +1,140 @@
+"""GPU tier: the event-mode path end to end on a real CUDA device (skipped without one)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import contract_problems
+
+pytestmark = pytest.mark.gpu
+
+
+def _vector_add(n: int = 1 << 22):
+    from kbench.plan.discovery import load_version
+
+    return load_version("vector_add").from_values({"n": n})
+
+
+def test_event_mode_writes_a_contract_report(isolated: Path) -> None:
+    from kbench.runtime.profiling.event import event_profile_plan
+
+    r = event_profile_plan(_vector_add(), out_dir="prof", bench_runs=20)
+    run = Path(r.out_dir)
+    assert run.parent == Path("prof/event/vector_add/n4194304_float32")
+    assert contract_problems(run / "report.md") == []
+    assert (run / "report.md").read_text() == r.report_md
+    params = json.loads((run / "params.json").read_text())
+    assert params["status"] == "ok" and params["params"] == {"n": 4194304, "dtype": "float32"}
+    assert params["correctness"].startswith("PASS")
+    stage = r.stage("add")
+    assert stage.duration_us > 0 and stage.timing.n == 20
+    assert stage.tc_pct is None and stage.dram_pct is None and stage.occ_pct is None
+    compiled = {p.suffix for p in (run / "compiled" / "add").iterdir()}
+    assert {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".json"} <= compiled
+    tiling = json.loads((run / "tiling" / "add.json").read_text())
+    assert tiling["registers"] > 0 and tiling["grid"] == [4096]
+    samples = json.loads((run / "timings.json").read_text())["stages"]["add"]["samples_us"]
+    assert len(samples) == 20 and sorted(samples)[10] == pytest.approx(stage.timing.median_us, rel=0.2)
+
+
+def test_second_run_gets_a_baseline_and_a_new_folder(isolated: Path) -> None:
+    from kbench.runtime.profiling.event import event_profile_plan
+
+    first = event_profile_plan(_vector_add(), out_dir="prof", bench_runs=10)
+    second = event_profile_plan(_vector_add(), out_dir="prof", version="v2", bench_runs=10)
+    assert first.out_dir != second.out_dir and Path(first.out_dir, "report.md").exists()
+    assert second.version == "v2" and second.baseline_from and first.out_dir in second.baseline_from
+    assert "## vs Baseline" in second.report_md
+    assert contract_problems(Path(second.out_dir) / "report.md") == []
+
+
+def test_autotune_cache_is_reused_and_a_corrupt_entry_is_retuned(isolated: Path, caplog) -> None:
+    from kbench.runtime.profiling.event import event_profile_plan
+
+    plan = _vector_add().with_version("v2")
+    event_profile_plan(plan, out_dir="prof", bench_runs=5)
+    entries = list(Path(".cache/kernel-autotune").rglob("*.json"))
+    assert len(entries) == 1
+    again = event_profile_plan(plan, out_dir="prof", bench_runs=5)
+    assert again.tiling["add"]["tuning_source"] == "cache"
+    entries[0].write_text("{not json")
+    with caplog.at_level(logging.WARNING):
+        third = event_profile_plan(plan, out_dir="prof", bench_runs=5)
+    assert third.tiling["add"]["tuning_source"] == "tuned"
+    assert any("corrupt" in m for m in caplog.messages)
+    assert json.loads(entries[0].read_text())["best"] == third.tiling["add"]["config"]
+
+
+def test_every_tuning_config_passes_on_the_gpu() -> None:
+    from kbench.plan.discovery import load_version
+    from kbench.runtime.check import check_plan
+
+    for pkg, version, values in [("vector_add", "v2", {"n": 1 << 20}), ("matmul", "v2", {"m": 1000, "n": 1024, "k": 520}),
+                                 ("matmul", "torch_mm", {})]:
+        plan = load_version(pkg, version).from_values(values)
+        results = check_plan(plan, "cuda")
+        assert results and all(r.result.passed for r in results), [r.result.line() for r in results]
+
+
+def test_library_stage_has_no_triton_artifacts(isolated: Path) -> None:
+    from kbench.plan.discovery import load_version
+    from kbench.runtime.profiling.event import event_profile_plan
+
+    plan = load_version("matmul", "torch_mm").from_values({"m": 2048, "n": 2048, "k": 2048})
+    r = event_profile_plan(plan, out_dir="prof", bench_runs=10, cuda_graph=True)
+    assert "CUDA-graph replay" in r.timing_method
+    assert [p.name for p in (Path(r.out_dir) / "compiled" / "mm").iterdir()] == ["README.txt"]
+    assert r.stage("mm").bottleneck in {"Compute", "Memory", "Latency"}
+    assert contract_problems(Path(r.out_dir) / "report.md") == []
+
+
+def test_active_device_is_known_or_explicitly_unknown() -> None:
+    from kbench.analysis.devices import active_device
+
+    dev = active_device()
+    assert dev.name
+    assert (dev.key is None) == (dev.spec is None)
+
+
+def test_unknown_device_gets_na_roofline_and_measured_classification(isolated: Path, monkeypatch) -> None:
+    from kbench.runtime.profiling.event import event_profile_plan
+
+    table = json.loads((Path(__file__).parents[1] / "conf" / "devices.json").read_text())
+    table["devices"] = {"Other": table["devices"]["L40S"] | {"nvml_names": ["No Such GPU"]}}
+    path = isolated / "devices.json"
+    path.write_text(json.dumps(table))
+    monkeypatch.setenv("KBENCH_DEVICES", str(path))
+    r = event_profile_plan(_vector_add(), out_dir="prof", bench_runs=5)
+    s = r.stage("add")
+    assert r.device_key is None and s.bound_us is None and s.efficiency_pct is None
+    assert s.bottleneck == "Memory" and "measured at run time" in r.figures.ceilings_source
+    assert contract_problems(Path(r.out_dir) / "report.md") == []
+
+
+def test_crashing_kernel_marks_the_folder_failed(isolated: Path) -> None:
+    env_path = Path(__file__).parent / "data" / "user_kernels"
+    out = subprocess.run(
+        [sys.executable, "-m", "kbench.kernel", "broken", "--prof_type=event", "--out", "prof",
+         "--kernel-path", str(env_path)], capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 5, out.stderr
+    assert out.stderr.count("\n") == 1 and "stage boom failed" in out.stderr
+    (run,) = list(Path("prof/event/broken").glob("*/*"))
+    assert json.loads((run / "params.json").read_text())["status"] == "failed"
+    assert (run / "FAILED.txt").exists() and not (run / "report.md").exists()
+
+
+def test_cli_event_run_prints_the_report(isolated: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "kbench.kernel", "vector_add", "v2", "--n=1048576", "--prof_type=event",
+         "--bench-runs=10", "--out", "prof"], capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("# Profile: vector_add v2")
+    assert "wrote prof/event/vector_add/n1048576_float32/" in out.stderr
