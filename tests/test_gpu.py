@@ -124,7 +124,8 @@ def test_crashing_kernel_marks_the_folder_failed(isolated: Path) -> None:
          "--kernel-path", str(env_path)], capture_output=True, text=True, timeout=300,
     )
     assert out.returncode == 5, out.stderr
-    assert out.stderr.count("\n") == 1 and "stage boom failed" in out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("kbench: error:")]
+    assert len(errors) == 1 and "stage boom failed" in errors[0] and out.stderr.endswith(errors[0] + "\n")
     (run,) = list(Path("prof/event/broken").glob("*/*"))
     assert json.loads((run / "params.json").read_text())["status"] == "failed"
     assert (run / "FAILED.txt").exists() and not (run / "report.md").exists()

@@ -206,7 +206,7 @@ def _run(
     previous, prev_dir = _baseline(run_dir, opts.baseline)
     if previous is not None and prev_dir is not None:
         result.baseline = compare(previous.figures, figures)
-        result.baseline_from = f"{prev_dir} ({previous.kernel} {previous.version})"
+        result.baseline_from = f"`{prev_dir}` ({previous.kernel} {previous.version})"
 
     write_json_atomic(
         run_dir / "timings.json",

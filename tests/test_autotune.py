@@ -1,0 +1,85 @@
+"""The on-disk autotune cache: reuse, corrupt and stale entries, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import pytest
+
+from kbench.plan import autotune
+
+SPACE = [{"BLOCK": 64}, {"BLOCK": 128}, {"BLOCK": 256}]
+TIMES = {64: 30.0, 128: 10.0, 256: 20.0}
+
+
+def _timer(calls: list[int]):
+    def time_us(cfg):
+        calls.append(cfg["BLOCK"])
+        return TIMES[cfg["BLOCK"]]
+
+    return time_us
+
+
+def test_tunes_then_reads_the_cache(tmp_path: Path) -> None:
+    path = autotune.entry_path(tmp_path, "H100 SXM", "pkg", "v2", "stage", "n1_float32")
+    assert path.relative_to(tmp_path).parts == ("H100_SXM", "pkg", "v2", "stage", "n1_float32.json")
+    calls: list[int] = []
+    first = autotune.tune(SPACE, _timer(calls), path, "triton 3.6")
+    assert first.source == "tuned" and first.best == {"BLOCK": 128} and calls == [64, 128, 256]
+    assert [h["us"] for h in first.history] == [30.0, 10.0, 20.0]
+    second = autotune.tune(SPACE, _timer(calls), path, "triton 3.6")
+    assert second.source == "cache" and second.best == {"BLOCK": 128} and calls == [64, 128, 256]
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_single_config_is_not_tuned(tmp_path: Path) -> None:
+    r = autotune.tune([{"BLOCK": 64}], _timer([]), tmp_path / "x.json", "t")
+    assert r.source == "fixed" and not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "word"),
+    [
+        ("{not json", "corrupt"),
+        ('{"schema": 1}', "corrupt"),
+        ('{"schema": 1, "best": [], "history": []}', "corrupt"),
+    ],
+)
+def test_corrupt_entry_is_reported_in_one_line_and_retuned(tmp_path: Path, caplog, content: str, word: str) -> None:
+    path = tmp_path / "e.json"
+    path.write_text(content)
+    with caplog.at_level(logging.WARNING):
+        r = autotune.tune(SPACE, _timer([]), path, "t")
+    assert r.source == "tuned" and r.best == {"BLOCK": 128}
+    (msg,) = caplog.messages
+    assert word in msg and "re-tuning" in msg and "\n" not in msg
+    assert json.loads(path.read_text())["best"] == {"BLOCK": 128}
+
+
+@pytest.mark.parametrize("change", ["space", "toolchain", "best"])
+def test_stale_entry_is_retuned(tmp_path: Path, caplog, change: str) -> None:
+    path = tmp_path / "e.json"
+    autotune.tune(SPACE, _timer([]), path, "triton 3.6")
+    data = json.loads(path.read_text())
+    space, toolchain = SPACE, "triton 3.6"
+    if change == "space":
+        space = [*SPACE, {"BLOCK": 512}]
+        TIMES[512] = 99.0
+    elif change == "toolchain":
+        toolchain = "triton 3.7"
+    else:
+        data["best"] = {"BLOCK": 1024}
+        path.write_text(json.dumps(data))
+    calls: list[int] = []
+    with caplog.at_level(logging.WARNING):
+        r = autotune.tune(space, _timer(calls), path, toolchain)
+    assert r.source == "tuned" and calls and len(caplog.messages) == 1
+
+
+def test_a_total_failure_is_not_cached(tmp_path: Path) -> None:
+    path = tmp_path / "e.json"
+    r = autotune.tune(SPACE, lambda cfg: math.inf, path, "t")
+    assert all(math.isinf(h["us"]) for h in r.history) and not path.exists()
