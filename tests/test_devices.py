@@ -59,11 +59,17 @@ def _write(tmp_path: Path, mutate) -> Path:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: d["devices"]["H100_SXM"].update(dram_gbps=-1), "field devices.H100_SXM.dram_gbps: Input should be greater than 0"),
+        (
+            lambda d: d["devices"]["H100_SXM"].update(dram_gbps=-1),
+            "field devices.H100_SXM.dram_gbps: Input should be greater than 0",
+        ),
         (lambda d: d["devices"]["L40S"]["peak_tflops"].update(fp4=1.0), "field devices.L40S.peak_tflops.fp4"),
         (lambda d: d["devices"]["H200_SXM"].pop("sm_count"), "field devices.H200_SXM.sm_count: Field required"),
         (lambda d: d["devices"]["H200_SXM"]["sources"].pop("dram_gbps"), "sources must name where dram_gbps come from"),
-        (lambda d: d["devices"]["H100_SXM"].update(speed=1), "field devices.H100_SXM.speed: Extra inputs are not permitted"),
+        (
+            lambda d: d["devices"]["H100_SXM"].update(speed=1),
+            "field devices.H100_SXM.speed: Extra inputs are not permitted",
+        ),
     ],
 )
 def test_malformed_table_names_the_field(tmp_path: Path, monkeypatch, mutate, message: str) -> None:

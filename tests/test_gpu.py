@@ -75,8 +75,11 @@ def test_every_tuning_config_passes_on_the_gpu() -> None:
     from kbench.plan.discovery import load_version
     from kbench.runtime.check import check_plan
 
-    for pkg, version, values in [("vector_add", "v2", {"n": 1 << 20}), ("matmul", "v2", {"m": 1000, "n": 1024, "k": 520}),
-                                 ("matmul", "torch_mm", {})]:
+    for pkg, version, values in [
+        ("vector_add", "v2", {"n": 1 << 20}),
+        ("matmul", "v2", {"m": 1000, "n": 1024, "k": 520}),
+        ("matmul", "torch_mm", {}),
+    ]:
         plan = load_version(pkg, version).from_values(values)
         results = check_plan(plan, "cuda")
         assert results and all(r.result.passed for r in results), [r.result.line() for r in results]
@@ -120,8 +123,20 @@ def test_unknown_device_gets_na_roofline_and_measured_classification(isolated: P
 def test_crashing_kernel_marks_the_folder_failed(isolated: Path) -> None:
     env_path = Path(__file__).parent / "data" / "user_kernels"
     out = subprocess.run(
-        [sys.executable, "-m", "kbench.kernel", "broken", "--prof_type=event", "--out", "prof",
-         "--kernel-path", str(env_path)], capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "kbench.kernel",
+            "broken",
+            "--prof_type=event",
+            "--out",
+            "prof",
+            "--kernel-path",
+            str(env_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 5, out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("kbench: error:")]
@@ -133,8 +148,21 @@ def test_crashing_kernel_marks_the_folder_failed(isolated: Path) -> None:
 
 def test_cli_event_run_prints_the_report(isolated: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "kbench.kernel", "vector_add", "v2", "--n=1048576", "--prof_type=event",
-         "--bench-runs=10", "--out", "prof"], capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "kbench.kernel",
+            "vector_add",
+            "v2",
+            "--n=1048576",
+            "--prof_type=event",
+            "--bench-runs=10",
+            "--out",
+            "prof",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("# Profile: vector_add v2")

@@ -52,8 +52,10 @@ def run(package: str, versions: list[str], bench_runs: int, out_dir: str) -> lis
 
 def print_table(package: str, rows: list[Row]) -> None:
     print(f"\n{package} (event mode; speedup vs the baseline version at the same parameters)")
-    print(f"{'version':<10}{'parameters':<28}{'duration (us)':>15}{'TFLOP/s':>10}{'GB/s':>10}{'roofline eff.':>15}"
-          f"{'speedup':>9}")
+    print(
+        f"{'version':<10}{'parameters':<28}{'duration (us)':>15}{'TFLOP/s':>10}{'GB/s':>10}{'roofline eff.':>15}"
+        f"{'speedup':>9}"
+    )
     for r in rows:
         eff = "n/a" if r.efficiency is None else f"{r.efficiency:.1f}%"
         sp = "n/a" if r.speedup is None else f"{r.speedup:.2f}x"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 
+from kbench.analysis.devices import active_device
 from kbench.plan.discovery import load_version
 from kbench.runtime.profiling.event import event_profile_plan
 from kbench.runtime.profiling.session import prepare_on_gpu
-from kbench.analysis.devices import active_device
 
 
 def main() -> None:
@@ -29,8 +29,10 @@ def main() -> None:
         fn = prep.stages[0].launch.fn
         db_ms = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
         ev = r.stage("mm").timing
-        print(f"{'matmul ' + version:<22}{ev.median_us:>19.2f}{ev.spread_pct:>10.2f}{db_ms * 1e3:>22.2f}"
-              f"{ev.median_us / (db_ms * 1e3):>16.3f}")
+        print(
+            f"{'matmul ' + version:<22}{ev.median_us:>19.2f}{ev.spread_pct:>10.2f}{db_ms * 1e3:>22.2f}"
+            f"{ev.median_us / (db_ms * 1e3):>16.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Plans whose results are wrong, for testing the correctness check."""

@@ -1,0 +1,131 @@
+"""The command line: listing, help, checks under the interpreter, and one clear line for every bad input."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import HAS_CUDA
+
+USER = Path(__file__).parent / "data" / "user_kernels"
+
+
+def run(*args: str, module: str = "kbench.kernel", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "KBENCH_KERNEL_PATH")}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=300, env=env, cwd=cwd
+    )
+
+
+def one_error_line(p: subprocess.CompletedProcess[str]) -> str:
+    errors = [line for line in p.stderr.splitlines() if line.startswith("kbench: error: ")]
+    assert len(errors) == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    return errors[0]
+
+
+def test_list_shows_both_plans_versions_and_parameters() -> None:
+    p = run("--list")
+    assert p.returncode == 0, p.stderr
+    for text in [
+        "vector_add:",
+        "matmul:",
+        "  v2:",
+        "  torch_mm  (baseline):",
+        "--n=67108864",
+        "--m=4096",
+        "--dtype=bfloat16  choice  one of bfloat16|float16",
+    ]:
+        assert text in p.stdout
+    assert run("list", module="kbench").stdout == p.stdout
+
+
+def test_help_explains_usage_modes_and_parameters() -> None:
+    p = run("--help")
+    assert p.returncode == 0
+    for text in [
+        "<kernel_package> [<version>]",
+        "--prof_type",
+        "annotation",
+        "--name=value",
+        "--predict",
+        "--bench-runs",
+        "--no-check",
+        "--kernel-path",
+        "--out",
+    ]:
+        assert text in p.stdout, text
+    top = run("--help", module="kbench")
+    assert all(cmd in top.stdout for cmd in ("profile", "check", "list"))
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "fragment"),
+    [
+        (["nope"], 2, "unknown kernel package 'nope'; available: matmul, vector_add"),
+        (["vector_add", "v7"], 2, "unknown version 'v7' of vector_add; versions: base, v2"),
+        (["vector_add", "--n=abc"], 2, "bad parameter --n=abc: Input should be a valid integer"),
+        (["vector_add", "--b=32"], 2, "unknown parameter --b for vector_add base; valid: --n=67108864"),
+        (["vector_add", "--n", "5"], 2, "plan parameters are written --name=value"),
+        (["vector_add", "--bench-runs=x"], 2, "Invalid value for '--bench-runs'"),
+        (["vector_add", "--prof_type=perf"], 2, "unknown --prof_type=perf; choose one of annotation, event"),
+        (["vector_add"], 6, "--prof_type=annotation is not implemented yet; use --prof_type=event"),
+        (["matmul", "--prof_type=ncu"], 6, "--prof_type=ncu is not implemented yet"),
+        ([], 2, "name a kernel package"),
+    ],
+)
+def test_bad_input_is_one_line_and_nonzero(args: list[str], code: int, fragment: str) -> None:
+    p = run(*args)
+    assert p.returncode == code and fragment in one_error_line(p)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the message shown without a GPU")
+def test_event_mode_without_a_gpu_says_so(tmp_path: Path) -> None:
+    p = run("vector_add", "--prof_type=event", cwd=tmp_path)
+    assert p.returncode == 3
+    assert "--prof_type=event needs a CUDA GPU" in one_error_line(p)
+    assert not (tmp_path / "out").exists()  # nothing half-made
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="CPU interpreter path")
+@pytest.mark.parametrize("package", ["vector_add", "matmul"])
+def test_kbench_check_passes_under_the_interpreter(package: str) -> None:
+    p = run("check", package, module="kbench")
+    assert p.returncode == 0, p.stderr
+    assert "on cpu (Triton interpreter, TRITON_INTERPRET=1)" in p.stdout and p.stdout.rstrip().endswith("pass")
+    if package == "matmul":
+        assert "bf16 plan checked in float16" in p.stdout
+
+
+def test_kbench_check_reports_a_wrong_kernel() -> None:
+    p = run("check", "wrong", "--kernel-path", str(Path(__file__).parent / "data" / "bad_kernels"), module="kbench")
+    assert p.returncode == 5 and "1 of 1 configuration(s) failed the check" in one_error_line(p)
+    assert "FAIL: relative L2 error" in p.stdout
+
+
+def test_predict_on_a_named_device_runs_nothing() -> None:
+    p = run("matmul", "--predict", "--device", "H100_SXM")
+    assert p.returncode == 0, p.stderr
+    mm = next(line for line in p.stdout.splitlines() if line.startswith("mm "))
+    # 2*4096^3 FLOP at 989.4 TFLOP/s: 138.91 us, compute-limited; ridge 295.3 FLOP/B
+    assert mm.split()[-2:] == ["138.91", "compute"] and "295.3" in mm
+    p = run("vector_add", "--predict", "--device", "H200_SXM", "--n=1048576")
+    add = next(line for line in p.stdout.splitlines() if line.startswith("add "))
+    assert add.split()[-2:] == [f"{12 * 2**20 / 4.8e12 * 1e6:.2f}", "memory"]
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="no-GPU path")
+def test_predict_without_a_gpu_asks_for_a_device() -> None:
+    p = run("matmul", "--predict")
+    assert p.returncode == 3 and "name one with --device" in one_error_line(p)
+
+
+def test_user_kernel_path_from_environment_is_listed() -> None:
+    env = {**os.environ, "KBENCH_KERNEL_PATH": str(USER)}
+    env.pop("TRITON_INTERPRET", None)
+    p = subprocess.run([sys.executable, "-m", "kbench", "list"], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0 and "broken: A user kernel package whose kernel raises" in p.stdout

@@ -1,0 +1,87 @@
+"""The README is tested: its two commands, its plan example, the commands it documents, and CI's use of it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import HAS_CUDA, contract_problems
+
+ROOT = Path(__file__).parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def block_after(marker: str) -> str:
+    m = re.search(rf"<!-- {marker} -->\n```\w+\n(.*?)\n```", README, re.S)
+    assert m, marker
+    return m.group(1)
+
+
+def test_quick_start_has_exactly_two_commands() -> None:
+    quick = README.split("## Quick start")[1].split("\n## ")[0]
+    assert len(re.findall(r"```bash\n", quick)) == 2
+    assert block_after("main-command") == "pip install . && python -m kbench.kernel vector_add --prof_type=event"
+    assert block_after("test-command").endswith("python -m pytest")
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "<!-- test-command -->" in ci and 'bash -c "$cmd"' in ci
+
+
+def test_every_command_and_option_is_documented() -> None:
+    top = subprocess.run([sys.executable, "-m", "kbench", "--help"], capture_output=True, text=True, timeout=60)
+    for cmd in ("profile", "check", "list"):
+        assert re.search(rf"\b{cmd}\b", top.stdout) and f"kbench {cmd}" in README, cmd
+    for option in (
+        "--prof_type",
+        "--list",
+        "--predict",
+        "--device",
+        "--out",
+        "--bench-runs",
+        "--check/--no-check",
+        "--cuda-graph",
+        "--baseline",
+        "--kernel-path",
+        "--verbose",
+    ):
+        assert option in README, option
+
+
+def test_the_plan_example_is_complete_and_correct(tmp_path: Path) -> None:
+    pkg = tmp_path / "relu"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('"""ReLU, from the README."""\n')
+    (pkg / "base.py").write_text(block_after("plan-example") + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    p = subprocess.run(
+        [sys.executable, "-m", "kbench", "check", "relu", "--kernel-path", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.rstrip().endswith("all 2 configuration(s) pass")
+    where = "CUDA GPU" if HAS_CUDA else "Triton interpreter"
+    assert where in p.stdout
+
+
+def test_contract_checker_copy_is_unchanged() -> None:
+    shared = ROOT.parent / "shared" / "tools" / "check_report.py"
+    if not shared.exists():
+        pytest.skip("../shared is not beside this checkout")
+    assert (ROOT / "tests" / "contract" / "check_report.py").read_bytes() == shared.read_bytes()
+
+
+def test_committed_example_reports_follow_the_contract() -> None:
+    reports = sorted((ROOT / "docs" / "examples").rglob("report.md"))
+    assert reports, "docs/examples holds real report folders"
+    for report in reports:
+        assert contract_problems(report) == [], report
