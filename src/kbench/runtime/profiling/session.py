@@ -92,7 +92,7 @@ def run(mode: str, measure: Measure, plan: KernelPlan, opts: RunOptions) -> Prof
         "params": plan.values(),
         "device": {"name": device.name, "key": device.key, "known": device.known, "driver": device.driver},
         "tools": gpu.tool_versions(),
-        "command": shlex.join(sys.argv),
+        "command": shlex.join(sys.orig_argv),
         "seed": seed,
         "bench_runs": opts.bench_runs,
         "cuda_graph": opts.cuda_graph,
