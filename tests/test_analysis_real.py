@@ -60,7 +60,9 @@ def test_memory_bound_figures_are_consistent() -> None:
     n = 1 << 26
     assert add.gbps == pytest.approx(12 * n / (add.duration_us * 1e-6) / 1e9)
     assert add.limiting_roof == "memory" and add.ridge == pytest.approx(66.9e12 / 3350e9)
-    assert add.efficiency_pct is not None and 80 < add.efficiency_pct < 100  # a streaming add on an H100 runs near the DRAM roof
+    assert (
+        add.efficiency_pct is not None and 80 < add.efficiency_pct < 100
+    )  # a streaming add on an H100 runs near the DRAM roof
     (opp,) = figures.opportunities
     assert opp.gain_pct == pytest.approx(100 - add.efficiency_pct)
     assert opp.value == f"{add.efficiency_pct:.1f}%" and opp.metric == "add.roofline_efficiency"

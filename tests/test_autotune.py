@@ -83,3 +83,11 @@ def test_a_total_failure_is_not_cached(tmp_path: Path) -> None:
     path = tmp_path / "e.json"
     r = autotune.tune(SPACE, lambda cfg: math.inf, path, "t")
     assert all(math.isinf(h["us"]) for h in r.history) and not path.exists()
+
+
+def test_an_unwritable_cache_is_reported_not_fatal(tmp_path: Path, caplog) -> None:
+    blocker = tmp_path / "ro"
+    blocker.write_text("a file where the cache folder should be")
+    with caplog.at_level(logging.WARNING):
+        r = autotune.tune(SPACE, _timer([]), blocker / "sub" / "e.json", "t")
+    assert r.best == {"BLOCK": 128} and "cannot write autotune cache" in caplog.messages[0]

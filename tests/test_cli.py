@@ -75,7 +75,7 @@ def test_help_explains_usage_modes_and_parameters() -> None:
         (["vector_add", "--prof_type=perf"], 2, "unknown --prof_type=perf; choose one of annotation, event"),
         (["vector_add"], 6, "--prof_type=annotation is not implemented yet; use --prof_type=event"),
         (["matmul", "--prof_type=ncu"], 6, "--prof_type=ncu is not implemented yet"),
-        ([], 2, "name a kernel package"),
+        ([], 2, "name a kernel package, e.g. `vector_add`"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(args: list[str], code: int, fragment: str) -> None:

@@ -66,6 +66,9 @@ def run_command(cmd: Any, argv: list[str] | None, prog: str) -> NoReturn:
         fail(str(e), e.exit_code)
     except Exception as e:
         # click's own errors (typer vendors click in recent releases, so they are matched by shape)
+        if type(e).__name__ == "NoArgsIsHelpError":  # `kbench` alone: the help, not an error line
+            typer.echo(e.format_message(), err=True)  # type: ignore[attr-defined]
+            sys.exit(2)
         if type(e).__name__ == "Abort":
             fail("interrupted", 130)
         code = getattr(e, "exit_code", None)
@@ -94,6 +97,6 @@ def load_plan(args: PlanArgs, kernel_path: list[str], values: dict[str, Any] | N
     from kbench.plan.discovery import load_version
 
     if args.package is None:
-        raise UsageError("name a kernel package, e.g. `vector_add` (see --list)")
+        raise UsageError("name a kernel package, e.g. `vector_add` (`kbench list` shows them all)")
     cls = load_version(args.package, args.version, kernel_path)
     return cls.from_values(values if values is not None else dict(args.values))

@@ -85,5 +85,8 @@ def tune(space: Sequence[Config], time_us: Callable[[Config], float], path: Path
     best = min(history, key=lambda h: h["us"])["config"]
     result = TuneResult(best=best, history=history, source="tuned", path=path)
     if path is not None and any(math.isfinite(h["us"]) for h in history):  # never cache a total failure
-        write_entry(path, result, space, toolchain)
+        try:
+            write_entry(path, result, space, toolchain)
+        except OSError as e:
+            log.warning("cannot write autotune cache %s (%s); continuing without caching", path, e.strerror or e)
     return result
