@@ -35,6 +35,7 @@ def test_event_mode_writes_a_contract_report(isolated: Path) -> None:
     stage = r.stage("add")
     assert stage.duration_us > 0 and stage.timing.n == 20
     assert stage.tc_pct is None and stage.dram_pct is None and stage.occ_pct is None
+    assert "GPU held before each start" in r.timing_method and "L2 flushed" in r.timing_method
     compiled = {p.suffix for p in (run / "compiled" / "add").iterdir()}
     assert {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".json"} <= compiled
     tiling = json.loads((run / "tiling" / "add.json").read_text())

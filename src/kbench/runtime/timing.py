@@ -12,6 +12,10 @@ from dataclasses import dataclass
 
 WARMUP_MS = 100.0  # long enough for unlocked clocks to settle under load
 MIN_WARMUP = 3
+MAX_WARMUP = 10_000
+# Before each start event the GPU spins this many cycles (~0.2 ms at 2 GHz): the CPU enqueues start, the launch
+# and end meanwhile, so Python/Triton launch overhead never sits inside the timed region.
+HOLD_CYCLES = 400_000
 
 
 @dataclass(frozen=True)
@@ -20,12 +24,14 @@ class Samples:
     warmup_reps: int
     cuda_graph: bool
     l2_flush_bytes: int
+    held: bool = False
 
     @property
     def method(self) -> str:
         how = "CUDA-graph replay" if self.cuda_graph else "eager launches"
         flush = f"L2 flushed ({self.l2_flush_bytes >> 20} MiB write) before each" if self.l2_flush_bytes else "no flush"
-        return f"CUDA events, {how}, {flush}, {self.warmup_reps} warm-up + {len(self.us)} timed repetitions"
+        hold = ", GPU held before each start so launch overhead stays outside the timed region" if self.held else ""
+        return f"CUDA events, {how}, {flush}{hold}, {self.warmup_reps} warm-up + {len(self.us)} timed repetitions"
 
 
 def l2_flush_bytes() -> int:
@@ -63,19 +69,21 @@ def time_cuda(fn: Callable[[], object], reps: int, *, cuda_graph: bool = False, 
     end.record()
     torch.cuda.synchronize()
     one_ms = max(start.elapsed_time(end), 1e-3)
-    warmup = max(MIN_WARMUP, min(1000, int(WARMUP_MS / one_ms)))
+    warmup = max(MIN_WARMUP, min(MAX_WARMUP, int(WARMUP_MS / one_ms)))
     for _ in range(warmup):
         run()
 
+    hold = getattr(torch.cuda, "_sleep", None)  # a GPU-side spin; absent from some builds
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for i in range(reps):
         if scratch is not None:
             scratch.zero_()
+        if hold is not None:
+            hold(HOLD_CYCLES)
         starts[i].record()
         run()
         ends[i].record()
     torch.cuda.synchronize()
-    return Samples(
-        [1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)], warmup, cuda_graph, flush_bytes
-    )
+    samples = [1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+    return Samples(samples, warmup, cuda_graph, flush_bytes, held=hold is not None)
