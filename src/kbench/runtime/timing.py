@@ -42,11 +42,23 @@ def l2_flush_bytes() -> int:
     return 2 * int(getattr(props, "L2_cache_size", 0) or 64 << 20)
 
 
-def time_cuda(fn: Callable[[], object], reps: int, *, cuda_graph: bool = False, flush: bool = True) -> Samples:
-    """Time ``fn`` ``reps`` times with CUDA events; returns every sample in microseconds."""
+def time_cuda(
+    fn: Callable[[], object],
+    reps: int,
+    *,
+    cuda_graph: bool = False,
+    flush: bool = True,
+    flush_bytes: int | None = None,
+    hold_cycles: int = HOLD_CYCLES,
+) -> Samples:
+    """Time ``fn`` ``reps`` times with CUDA events; returns every sample in microseconds.
+
+    ``flush_bytes`` overrides the L2 flush size (default twice the L2); ``hold_cycles=0`` disables the hold.
+    """
     import torch
 
-    flush_bytes = l2_flush_bytes() if flush else 0
+    if flush_bytes is None:
+        flush_bytes = l2_flush_bytes() if flush else 0
     scratch = torch.empty(flush_bytes // 4, dtype=torch.int32, device="cuda") if flush_bytes else None
     fn()  # compile / load before anything is timed or captured
     torch.cuda.synchronize()
@@ -73,14 +85,14 @@ def time_cuda(fn: Callable[[], object], reps: int, *, cuda_graph: bool = False, 
     for _ in range(warmup):
         run()
 
-    hold = getattr(torch.cuda, "_sleep", None)  # a GPU-side spin; absent from some builds
+    hold = getattr(torch.cuda, "_sleep", None) if hold_cycles > 0 else None  # a GPU-side spin
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for i in range(reps):
         if scratch is not None:
             scratch.zero_()
         if hold is not None:
-            hold(HOLD_CYCLES)
+            hold(hold_cycles)
         starts[i].record()
         run()
         ends[i].record()
