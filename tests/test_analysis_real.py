@@ -35,7 +35,9 @@ def reanalyse(name: str, ceilings: dict[str, Ceilings] | None = None) -> tuple[P
     known = ceilings is None
     if ceilings is None:
         ceilings = load_devices().devices[params["device"]["key"]].ceilings()
-    figures = summarize(plan.stages(), timings, ceilings, roofline_known=known, device_name=params["device"]["name"])
+    figures = summarize(
+        plan.checked_stages(), timings, ceilings, roofline_known=known, device_name=params["device"]["name"]
+    )
     return figures, recorded
 
 
@@ -51,7 +53,12 @@ def reanalyse(name: str, ceilings: dict[str, Ceilings] | None = None) -> tuple[P
 def test_reanalysis_reproduces_the_recorded_figures(run: str, plan_class: str) -> None:
     figures, recorded = reanalyse(run)
     assert figures.bottleneck == plan_class
-    assert figures == recorded.figures
+    # every number (and the per-stage text) is what the run recorded; the root-cause wording may evolve
+    assert figures.stages == recorded.figures.stages and figures.total_us == recorded.figures.total_us
+    assert figures.bottleneck == recorded.figures.bottleneck
+    assert [(o.gain_pct, o.metric, o.value) for o in figures.opportunities] == [
+        (o.gain_pct, o.metric, o.value) for o in recorded.figures.opportunities
+    ]
 
 
 def test_memory_bound_figures_are_consistent() -> None:
@@ -88,7 +95,7 @@ def test_rendered_report_follows_the_contract_and_matches_the_run(tmp_path: Path
     out.write_text(text)
     assert contract_problems(out) == []
     committed = (RUNS / run / "report.md").read_text()
-    section = re.compile(r"## Stages.*?## Top 3", re.S)
+    section = re.compile(r"## Stages.*?Bottleneck: \w+-bound", re.S)
     assert section.search(text).group(0) == section.search(committed).group(0)  # type: ignore[union-attr]
     assert "n/a | n/a | n/a" in text  # event mode measures no TC%, DRAM%, Occ%
 
@@ -105,7 +112,12 @@ def test_unknown_device_report_has_na_roofline_and_says_why(tmp_path: Path) -> N
     figures, recorded = reanalyse("vector_add_base", ceilings)
     (add,) = figures.stages
     assert add.bottleneck == "Memory" and add.bound_us is None and add.efficiency_pct is None
-    assert [o.gain_pct for o in figures.opportunities] == [0.0] and figures.opportunities_note
+    (opp,) = figures.opportunities  # ranked by the distance to the measured ceilings
+    bound = 12 * (1 << 26) / (ceilings["fp32"].gbps * 1e9) * 1e6
+    assert opp.metric == "add.measured_roof_efficiency" and opp.gain_pct == pytest.approx(
+        100 * (add.duration_us - bound) / add.duration_us
+    )
+    assert "measured DRAM ceiling" in figures.root_cause and figures.opportunities_note
     result = recorded.model_copy(update={"figures": figures, "device_key": None, "baseline": []})
     out = tmp_path / "report.md"
     out.write_text(render_report(result))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from pathlib import Path
 
 import pytest
@@ -41,48 +40,67 @@ def test_single_config_is_not_tuned(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("content", "word"),
+    "content",
     [
-        ("{not json", "corrupt"),
-        ('{"schema": 1}', "corrupt"),
-        ('{"schema": 1, "best": [], "history": []}', "corrupt"),
+        "{not json",
+        '{"schema": 1}',
+        '{"schema": 1, "best": [], "history": []}',
+        '{"schema": 1, "best": {"BLOCK": 128}, "history": [{"config": {"BLOCK": 128}}]}',
+        '{"schema": 1, "best": {"BLOCK": 128}, "history": [{"config": 3, "us": 1.0}]}',
+        '{"schema": 1, "best": {"BLOCK": 128}, "history": [{"config": {"BLOCK": 128}, "us": "fast"}]}',
     ],
 )
-def test_corrupt_entry_is_reported_in_one_line_and_retuned(tmp_path: Path, caplog, content: str, word: str) -> None:
+def test_corrupt_entry_is_reported_in_one_line_and_retuned(tmp_path: Path, caplog, content: str) -> None:
     path = tmp_path / "e.json"
     path.write_text(content)
     with caplog.at_level(logging.WARNING):
         r = autotune.tune(SPACE, _timer([]), path, "t")
     assert r.source == "tuned" and r.best == {"BLOCK": 128}
     (msg,) = caplog.messages
-    assert word in msg and "re-tuning" in msg and "\n" not in msg
+    assert "is corrupt" in msg and "re-tuning" in msg and "\n" not in msg
     assert json.loads(path.read_text())["best"] == {"BLOCK": 128}
 
 
-@pytest.mark.parametrize("change", ["space", "toolchain", "best"])
-def test_stale_entry_is_retuned(tmp_path: Path, caplog, change: str) -> None:
+@pytest.mark.parametrize(("change", "reason"), [("space", "stale"), ("toolchain", "stale"), ("best", "outside")])
+def test_stale_entry_is_retuned_and_rewritten(tmp_path: Path, caplog, change: str, reason: str) -> None:
     path = tmp_path / "e.json"
     autotune.tune(SPACE, _timer([]), path, "triton 3.6")
-    data = json.loads(path.read_text())
-    space, toolchain = SPACE, "triton 3.6"
+    space, toolchain = list(SPACE), "triton 3.6"
     if change == "space":
-        space = [*SPACE, {"BLOCK": 512}]
-        TIMES[512] = 99.0
+        space = SPACE[:2]
     elif change == "toolchain":
         toolchain = "triton 3.7"
     else:
+        data = json.loads(path.read_text())
         data["best"] = {"BLOCK": 1024}
         path.write_text(json.dumps(data))
     calls: list[int] = []
     with caplog.at_level(logging.WARNING):
         r = autotune.tune(space, _timer(calls), path, toolchain)
-    assert r.source == "tuned" and calls and len(caplog.messages) == 1
+    assert r.source == "tuned" and calls == [c["BLOCK"] for c in space]
+    (msg,) = caplog.messages
+    assert reason in msg and "re-tuning" in msg
+    rewritten = json.loads(path.read_text())
+    assert rewritten["space"] == space and rewritten["toolchain"] == toolchain and rewritten["best"] == {"BLOCK": 128}
 
 
-def test_a_total_failure_is_not_cached(tmp_path: Path) -> None:
+def test_failed_configs_are_recorded_as_null_and_a_total_failure_raises(tmp_path: Path) -> None:
     path = tmp_path / "e.json"
-    r = autotune.tune(SPACE, lambda cfg: math.inf, path, "t")
-    assert all(math.isinf(h["us"]) for h in r.history) and not path.exists()
+    r = autotune.tune(SPACE, lambda cfg: None if cfg["BLOCK"] == 128 else float(cfg["BLOCK"]), path, "t")
+    assert r.best == {"BLOCK": 64} and [h["us"] for h in r.history] == [64.0, None, 256.0]
+    text = path.read_text()
+    assert "Infinity" not in text and json.loads(text)["history"][1]["us"] is None
+    again = autotune.tune(SPACE, _timer([]), path, "t")
+    assert again.source == "cache"
+    with pytest.raises(autotune.TuningFailed, match="none of the 3 tuning configurations ran"):
+        autotune.tune(SPACE, lambda cfg: None, tmp_path / "f.json", "t")
+    assert not (tmp_path / "f.json").exists()
+
+
+def test_forget_deletes_an_entry(tmp_path: Path) -> None:
+    path = tmp_path / "e.json"
+    autotune.tune(SPACE, _timer([]), path, "t")
+    assert autotune.forget(path) and not path.exists() and not autotune.forget(path) and not autotune.forget(None)
 
 
 def test_an_unwritable_cache_is_reported_not_fatal(tmp_path: Path, caplog) -> None:

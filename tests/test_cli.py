@@ -129,3 +129,22 @@ def test_user_kernel_path_from_environment_is_listed() -> None:
     env.pop("TRITON_INTERPRET", None)
     p = subprocess.run([sys.executable, "-m", "kbench", "list"], capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0 and "broken: A user kernel package whose kernel raises" in p.stdout
+
+
+def test_device_without_predict_is_refused() -> None:
+    p = run("vector_add", "--device", "H100_SXM", "--prof_type=event")
+    assert p.returncode == 2 and "--device names the device for --predict" in one_error_line(p)
+
+
+def test_a_plan_parameter_named_like_an_option_is_refused(tmp_path: Path) -> None:
+    pkg = tmp_path / "clash"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    src = (
+        (USER / "broken" / "base.py")
+        .read_text()
+        .replace('n: int = param(1024, help="elements", ge=1)', 'out: int = param(1024, help="elements", ge=1)')
+    )
+    (pkg / "base.py").write_text(src)
+    p = run("clash", "--kernel-path", str(tmp_path), "--prof_type=event")
+    assert p.returncode == 2 and "declares parameter(s) out, which kbench's own options use" in one_error_line(p)

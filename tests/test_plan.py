@@ -103,3 +103,77 @@ def test_analytic_models() -> None:
     assert mm.precision == "bf16"
     (add,) = load_version("vector_add").from_values({"n": 1000, "dtype": "float16"}).stages()
     assert add.flops == 1000 and add.dram_bytes == 3 * 1000 * 2 and add.precision == "fp32"
+
+
+def _user_package(root: Path, name: str, files: dict[str, str]) -> Path:
+    pkg = root / name
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(files.pop("__init__", ""))
+    for module, text in files.items():
+        (pkg / f"{module}.py").write_text(text)
+    return root
+
+
+PLAN_SRC = '''
+from typing import Any, Literal
+from kbench.plan.base import KernelPlan, Launch, Stage, param
+
+class P(KernelPlan):
+    """A test plan."""
+    n: int = param(8, help="n", ge=1)
+    tag: str = param("a", help="a free-text tag")
+    dtype: Literal[{dtypes}] = param({default!r}, help="dtype")
+    def stages(self) -> list[Stage]:
+        return [Stage(name, 1.0, 1.0, "fp32", lambda ws, c: Launch(lambda: None)) for name in {names}]
+    def setup(self, device: str, seed: int) -> Any: return None
+    def output(self, ws: Any) -> Any: return None
+    def reference(self, ws: Any) -> Any: return None
+
+PLAN = P
+'''
+
+
+def plan_src(names: str = '["s"]', dtypes: str = '"float32"', default: str = "float32") -> str:
+    return PLAN_SRC.format(names=names, dtypes=dtypes, default=default)
+
+
+def test_duplicate_or_missing_stages_are_refused(tmp_path: Path) -> None:
+    root = _user_package(tmp_path, "dup", {"base": plan_src('["a", "a"]'), "v2": plan_src("[]")})
+    with pytest.raises(UsageError, match="repeats stage name"):
+        load_version("dup", "base", [str(root)]).from_values({}).checked_stages()
+    with pytest.raises(UsageError, match="declares no stage"):
+        load_version("dup", "v2", [str(root)]).from_values({}).checked_stages()
+
+
+def test_slug_is_filesystem_safe(tmp_path: Path) -> None:
+    root = _user_package(tmp_path, "tags", {"base": plan_src()})
+    plan = load_version("tags", None, [str(root)]).from_values({"tag": "a/../b c"})
+    assert "/" not in plan.slug() and ".." not in plan.slug() and plan.slug().startswith("n8_taga_")
+
+
+def test_a_dtype_without_tolerance_is_refused(tmp_path: Path) -> None:
+    root = _user_package(tmp_path, "f64", {"base": plan_src(dtypes='"float32", "int4"')})
+    with pytest.raises(UsageError, match="allows dtype int4 but declares no tolerance"):
+        load_version("f64", None, [str(root)]).from_values({"dtype": "int4"})
+
+
+def test_plan_must_be_defined_in_its_version_module(tmp_path: Path) -> None:
+    root = _user_package(tmp_path, "alias", {"base": plan_src(), "v2": "from .base import P\nPLAN = P\n"})
+    with pytest.raises(UsageError, match=r"PLAN must be a class defined in v2\.py"):
+        load_version("alias", "v2", [str(root)])
+
+
+def test_a_broken_user_package_is_one_line_and_not_left_half_imported(tmp_path: Path) -> None:
+    root = _user_package(tmp_path, "bad", {"__init__": "raise RuntimeError('oops\\nmore')\n", "base": plan_src()})
+    assert "bad" in packages([str(root)])  # listing folders imports nothing
+    for _ in range(2):  # the second attempt fails the same way: nothing half-initialised was kept
+        with pytest.raises(UsageError, match=r"cannot import kernel package .*__init__.py: RuntimeError: oops$"):
+            load_version("bad", None, [str(root)])
+    root2 = _user_package(tmp_path / "other", "syntax", {"base": "def broken(:\n"})
+    with pytest.raises(UsageError, match="cannot import syntax base: SyntaxError"):
+        load_version("syntax", None, [str(root2)])
+
+
+def test_the_same_folder_twice_is_not_a_clash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KBENCH_KERNEL_PATH", str(USER))
+    assert "broken" in packages([str(USER)])

@@ -50,6 +50,11 @@ def test_classification_table(compute: float, memory: float, cls: str) -> None:
     assert b.classify(compute, memory) == cls
 
 
+@pytest.mark.parametrize(("l2_hit", "flag"), [(79.9, True), (80.0, False), (95.0, False), (None, False)])
+def test_l2_hit_below_80_is_a_locality_flag(l2_hit: float | None, flag: bool) -> None:
+    assert b.locality_issue(l2_hit) is flag
+
+
 def test_plan_class_is_the_class_holding_most_time() -> None:
     assert b.plan_class([(41.2, "Compute"), (3.1, "Latency")]) == "Compute"
     assert b.plan_class([(10.0, "Memory"), (8.0, "Compute"), (7.0, "Compute")]) == "Compute"

@@ -1,6 +1,11 @@
 """The one error hierarchy: the CLI prints ``str(error)`` as one line and exits with ``exit_code``."""
 
 
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message (its type name when it has none)."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
 class KbenchError(Exception):
     """Something the user can act on; the message says what to do."""
 

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
+
+
+def safe(name: str) -> str:
+    """A file or folder name made of letters, digits, '_', '.' and '-' (no separators, never '..')."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.")
+    return re.sub(r"\.{2,}", ".", cleaned) or "unknown"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -24,6 +24,22 @@ def _torch_identity() -> tuple[str | None, str | None]:
     return pci, (str(uuid) if uuid else None)
 
 
+def _handle(nv: Any) -> Any:
+    """NVML's handle for torch's current device (else GPU 0), or None when NVML cannot give one."""
+    pci, uuid = _torch_identity()
+    try:
+        if pci:
+            return nv.nvmlDeviceGetHandleByPciBusId(pci.encode())
+        if uuid:
+            return nv.nvmlDeviceGetHandleByUUID(("GPU-" + uuid.removeprefix("GPU-")).encode())
+    except nv.NVMLError:
+        pass
+    try:
+        return nv.nvmlDeviceGetHandleByIndex(0)
+    except nv.NVMLError:
+        return None
+
+
 @contextmanager
 def current_gpu() -> Iterator[tuple[Any, Any] | None]:
     """Yield (pynvml module, handle) for torch's current device (else NVML's GPU 0), or None without NVML."""
@@ -35,20 +51,8 @@ def current_gpu() -> Iterator[tuple[Any, Any] | None]:
         yield None
         return
     try:
-        pci, uuid = _torch_identity()
-        handle = None
-        try:
-            if pci:
-                handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci.encode())
-            elif uuid:
-                handle = pynvml.nvmlDeviceGetHandleByUUID(("GPU-" + uuid.removeprefix("GPU-")).encode())
-        except pynvml.NVMLError:
-            handle = None
-        if handle is None:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        yield pynvml, handle
-    except pynvml.NVMLError:
-        yield None
+        handle = _handle(pynvml)
+        yield None if handle is None else (pynvml, handle)
     finally:
         pynvml.nvmlShutdown()
 
@@ -62,7 +66,10 @@ def name_and_driver() -> tuple[str, str] | None:
         if gpu is None:
             return None
         nv, handle = gpu
-        return text(nv.nvmlDeviceGetName(handle)), text(nv.nvmlSystemGetDriverVersion())
+        try:
+            return text(nv.nvmlDeviceGetName(handle)), text(nv.nvmlSystemGetDriverVersion())
+        except nv.NVMLError:
+            return None
 
 
 def sm_clock_mhz() -> int | None:

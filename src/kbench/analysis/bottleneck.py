@@ -36,6 +36,11 @@ def classify(compute_pct: float, memory_pct: float) -> StageClass:
     return "Latency"
 
 
+def locality_issue(l2_hit_pct: float | None) -> bool:
+    """Section 4's flag on top of the class: an L2 hit rate under the healthy threshold (None: not measured)."""
+    return l2_hit_pct is not None and l2_hit_pct < HEALTHY_L2_HIT_PCT
+
+
 def plan_class(stages: Iterable[tuple[float, StageClass]]) -> StageClass:
     """The whole plan's class: the class holding the largest share of the plan's time."""
     totals: dict[StageClass, float] = {}

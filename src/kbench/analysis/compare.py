@@ -26,9 +26,13 @@ def _row(metric: str, prev: float | None, cur: float | None, digits: int = 2) ->
     return BaselineRow(metric=metric, previous=f"{prev:.{digits}f}", current=f"{cur:.{digits}f}", change=change)
 
 
-def compare(prev: PlanFigures, cur: PlanFigures) -> list[BaselineRow]:
-    """Total duration first, then each stage both runs have: duration and roofline efficiency."""
-    rows = [_row("Duration (us)", prev.total_us, cur.total_us)]
+def compare(
+    prev: PlanFigures, cur: PlanFigures, prev_plan_us: float | None = None, cur_plan_us: float | None = None
+) -> list[BaselineRow]:
+    """The plan's duration first (its measured whole-plan median when both runs have one, else the sum of the
+    stage medians), then each stage both runs have: duration and roofline efficiency."""
+    both = prev_plan_us is not None and cur_plan_us is not None
+    rows = [_row("Duration (us)", prev_plan_us if both else prev.total_us, cur_plan_us if both else cur.total_us)]
     before = {s.name: s for s in prev.stages}
     for s in cur.stages:
         p = before.get(s.name)

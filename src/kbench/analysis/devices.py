@@ -109,9 +109,15 @@ class ActiveDevice:
         return self.spec is not None
 
 
-def resolve(table: DeviceTable, name: str, driver: str | None = None) -> ActiveDevice:
+def resolve(table: DeviceTable, name: str, driver: str | None = None, sm_count: int | None = None) -> ActiveDevice:
+    """The table's entry for NVML's ``name``; a part whose SM count differs (a MIG slice, a cut-down SKU) is
+    unknown rather than given the full part's peaks."""
     hit = table.match(name)
-    return ActiveDevice(name, hit[0] if hit else None, hit[1] if hit else None, driver)
+    if hit is None:
+        return ActiveDevice(name, None, None, driver)
+    if sm_count is not None and sm_count != hit[1].sm_count:
+        return ActiveDevice(f"{name} ({sm_count} SMs, not {hit[1].sm_count})", None, None, driver)
+    return ActiveDevice(name, hit[0], hit[1], driver)
 
 
 def active_device(table: DeviceTable | None = None) -> ActiveDevice:
@@ -119,16 +125,21 @@ def active_device(table: DeviceTable | None = None) -> ActiveDevice:
     from kbench import nvml
 
     table = table or load_devices()
-    found = nvml.name_and_driver()
-    if found:
-        return resolve(table, *found)
+    sms: int | None = None
+    torch_name: str | None = None
     try:
         import torch
 
         if torch.cuda.is_available():
-            return resolve(table, torch.cuda.get_device_name())
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            sms, torch_name = int(props.multi_processor_count), props.name
     except ImportError:
         pass
+    found = nvml.name_and_driver()
+    if found:
+        return resolve(table, *found, sm_count=sms)
+    if torch_name:
+        return resolve(table, torch_name, sm_count=sms)
     raise NoGpuError("no NVIDIA GPU found (NVML unavailable and torch sees no CUDA device); name one with --device")
 
 

@@ -106,22 +106,23 @@ def _stage(s: Stage, t: TimingStats, c: rl.Ceilings | None, roofline_known: bool
     return f
 
 
-def _root_cause(s: StageFigures, share: float, c: rl.Ceilings) -> str:
+def _root_cause(s: StageFigures, share: float, c: rl.Ceilings, measured: bool) -> str:
     where = f"Stage {s.name} takes {share:.0f}% of the plan's time"
+    kind = "measured" if measured else "datasheet"
     if s.bottleneck == "Memory":
         return (
-            f"{where} and moves {s.gbps:.0f} GB/s, {s.memory_pct:.1f}% of the {c.gbps:.0f} GB/s DRAM ceiling, "
-            "so memory bandwidth sets its time."
+            f"{where} and moves {s.gbps:.0f} GB/s, {s.memory_pct:.1f}% of the {c.gbps:.0f} GB/s {kind} DRAM "
+            "ceiling, so memory bandwidth sets its time."
         )
     if s.bottleneck == "Compute":
         return (
-            f"{where} at {s.tflops:.1f} TFLOP/s, {s.compute_pct:.1f}% of the {c.tflops:.1f} TFLOP/s "
+            f"{where} at {s.tflops:.1f} TFLOP/s, {s.compute_pct:.1f}% of the {c.tflops:.1f} TFLOP/s {kind} "
             f"{s.precision} ceiling, so arithmetic throughput sets its time."
         )
     return (
-        f"{where} but reaches only {s.compute_pct:.1f}% of the {s.precision} ceiling and {s.memory_pct:.1f}% "
-        "of DRAM bandwidth, so neither unit is saturated. Launch overhead, occupancy or dependency stalls "
-        "dominate; a counter-based mode can tell which."
+        f"{where} but reaches only {s.compute_pct:.1f}% of the {kind} {s.precision} ceiling and "
+        f"{s.memory_pct:.1f}% of DRAM bandwidth, so neither unit is saturated. Launch overhead, occupancy or "
+        "dependency stalls dominate; a counter-based mode can tell which."
     )
 
 
@@ -139,49 +140,41 @@ def summarize(
     classified = [f for f in figs if f.bottleneck is not None]
     if not classified:
         raise KbenchError(
-            f"cannot classify any stage on {device_name}: no ceiling for precision(s) "
-            f"{', '.join(sorted({s.precision for s in stages}))}; add the device to conf/devices.json"
+            f"cannot classify any stage on {device_name}: it has no ceiling for precision(s) "
+            f"{', '.join(sorted({s.precision for s in stages}))} (conf/devices.json, or the run-time measurement "
+            "for an unknown device)"
         )
     total = sum(f.duration_us for f in figs)
     plan = plan_class((f.duration_us, f.bottleneck) for f in classified if f.bottleneck)
     top = max((f for f in classified if f.bottleneck == plan), key=lambda f: f.duration_us)
-    root = _root_cause(top, 100.0 * top.duration_us / total, ceilings[top.precision])
+    root = _root_cause(top, 100.0 * top.duration_us / total, ceilings[top.precision], not roofline_known)
     source = next(iter(ceilings.values())).source
 
+    # Gain model: the share of plan time a stage would save on its roof (datasheet roofline, or for an
+    # unknown device the measured ceilings; its roofline columns stay n/a either way).
+    kind = "roofline" if roofline_known else "measured_roof"
     opps: list[Opportunity] = []
-    if roofline_known:
-        for f in figs:
-            if f.bound_us is None or f.efficiency_pct is None:
-                continue
-            gain = max(0.0, 100.0 * (f.duration_us - f.bound_us) / total)
-            opps.append(
-                Opportunity(
-                    name=f"Bring stage {f.name} to its {f.limiting_roof} roof",
-                    gain_pct=gain,
-                    metric=f"{f.name}.roofline_efficiency",
-                    value=f"{f.efficiency_pct:.1f}%",
-                )
-            )
-        opps.sort(key=lambda o: o.gain_pct, reverse=True)
-        opps = opps[:3]
-        note = None
-        if len(opps) < 3:
-            note = (
-                f"Only {len(opps)} listed: event mode estimates gains from each stage's distance to its "
-                f"roofline, and this plan has {len(stages)} stage(s); the counter-based modes rank more."
-            )
-    else:
-        opps = [
+    for f in classified:
+        c = ceilings[f.precision]
+        bound = rl.bound_us(c, f.flops, f.dram_bytes)
+        eff = 100.0 * bound / f.duration_us
+        opps.append(
             Opportunity(
-                name="Add this GPU to conf/devices.json to get a roofline",
-                gain_pct=0.0,
-                metric="device",
-                value=device_name.replace(" ", "_"),
+                name=f"Bring stage {f.name} to its {'' if roofline_known else 'measured '}"
+                f"{rl.limiting_roof(c, f.flops, f.dram_bytes)} roof",
+                gain_pct=max(0.0, 100.0 * (f.duration_us - bound) / total),
+                metric=f"{f.name}.{kind}_efficiency",
+                value=f"{eff:.1f}%",
             )
-        ]
+        )
+    opps.sort(key=lambda o: o.gain_pct, reverse=True)
+    opps = opps[:3]
+    note = None
+    if len(opps) < 3:
         note = (
-            "No gain can be estimated: the device is not in conf/devices.json, so there is no roofline "
-            "to measure distance to."
+            f"Only {len(opps)} listed: event mode estimates gains from each stage's distance to its "
+            f"{'roofline' if roofline_known else 'measured ceilings'}, and this plan has {len(classified)} "
+            "classified stage(s); the counter-based modes rank more."
         )
     return PlanFigures(
         stages=figs,

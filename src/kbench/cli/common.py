@@ -43,7 +43,9 @@ def parse_plan_args(tokens: list[str]) -> PlanArgs:
 
 
 def fail(message: str, code: int) -> NoReturn:
-    typer.echo(f"kbench: error: {message}", err=True)
+    """One line on stderr, whatever the message held, and the exit code."""
+    first = (message.strip().splitlines() or ["(no message)"])[0]
+    typer.echo(f"kbench: error: {first}", err=True)
     sys.exit(code)
 
 
@@ -92,6 +94,25 @@ def progress(enabled: bool = True) -> Iterator[Callable[[str], None]]:
         yield lambda msg: status.update(f"kbench: {msg}")
 
 
+# Option names of the profile command: a plan parameter with one of these names could never be set.
+RESERVED = {
+    "prof_type",
+    "list",
+    "predict",
+    "device",
+    "out",
+    "bench_runs",
+    "check",
+    "no_check",
+    "cuda_graph",
+    "no_cuda_graph",
+    "baseline",
+    "kernel_path",
+    "verbose",
+    "help",
+}
+
+
 def load_plan(args: PlanArgs, kernel_path: list[str], values: dict[str, Any] | None = None) -> Any:
     """Validate package, version and parameters into a plan instance (no GPU touched)."""
     from kbench.plan.discovery import load_version
@@ -99,4 +120,10 @@ def load_plan(args: PlanArgs, kernel_path: list[str], values: dict[str, Any] | N
     if args.package is None:
         raise UsageError("name a kernel package, e.g. `vector_add` (`kbench list` shows them all)")
     cls = load_version(args.package, args.version, kernel_path)
+    clash = sorted(RESERVED & {p.name for p in cls.params()})
+    if clash:
+        raise UsageError(
+            f"{args.package} declares parameter(s) {', '.join(clash)}, which kbench's own options use; "
+            "rename them in the plan"
+        )
     return cls.from_values(values if values is not None else dict(args.values))

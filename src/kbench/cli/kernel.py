@@ -50,6 +50,8 @@ def profile(
         print_listing(kernel_path)
         return
     plan = load_plan(args, kernel_path)
+    if device is not None and not predict:
+        raise UsageError("--device names the device for --predict; profiling always runs on the active GPU")
     if predict:
         from kbench.cli.listing import print_prediction
 

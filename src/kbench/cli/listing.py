@@ -43,7 +43,8 @@ def print_prediction(plan: KernelPlan, device_key: str | None) -> None:
         f"{'stage':<16}{'precision':>10}{'GFLOP':>12}{'MB':>12}{'FLOP/B':>10}{'ridge':>8}{'bound (us)':>12}  limit"
     )
     total = 0.0
-    for s in plan.stages():
+    missing = []
+    for s in plan.checked_stages():
         c = ceilings.get(s.precision)
         i = rl.intensity(s.flops, s.dram_bytes)
         ii = "n/a" if i is None else f"{i:.2f}"
@@ -52,6 +53,7 @@ def print_prediction(plan: KernelPlan, device_key: str | None) -> None:
                 f"{s.name:<16}{s.precision:>10}{s.flops / 1e9:>12.3f}{s.dram_bytes / 1e6:>12.3f}{ii:>10}"
                 f"{'n/a':>8}{'n/a':>12}  no {s.precision} peak for this device"
             )
+            missing.append(s.name)
             continue
         bound = rl.bound_us(c, s.flops, s.dram_bytes)
         total += bound
@@ -59,4 +61,8 @@ def print_prediction(plan: KernelPlan, device_key: str | None) -> None:
             f"{s.name:<16}{s.precision:>10}{s.flops / 1e9:>12.3f}{s.dram_bytes / 1e6:>12.3f}{ii:>10}"
             f"{c.ridge:>8.1f}{bound:>12.2f}  {rl.limiting_roof(c, s.flops, s.dram_bytes)}"
         )
-    typer.echo(f"{'total':<16}{'':>10}{'':>12}{'':>12}{'':>10}{'':>8}{total:>12.2f}")
+    shown = "n/a" if missing else f"{total:.2f}"
+    typer.echo(
+        f"{'total':<16}{'':>10}{'':>12}{'':>12}{'':>10}{'':>8}{shown:>12}"
+        + (f"  (no bound for {', '.join(missing)})" if missing else "")
+    )

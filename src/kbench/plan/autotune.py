@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbench.fsutil import write_json_atomic
+from kbench.fsutil import safe, write_json_atomic
 from kbench.plan.base import Config
 
 log = logging.getLogger(__name__)
@@ -29,10 +27,6 @@ class TuneResult:
     history: list[dict[str, Any]]  # [{"config": {...}, "us": float}] in the order tried
     source: str  # "cache" | "tuned" | "fixed"
     path: Path | None
-
-
-def safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "unknown"
 
 
 def cache_root() -> Path:
@@ -52,6 +46,10 @@ def read_entry(path: Path, space: Sequence[Config], toolchain: str) -> TuneResul
         best, history = data["best"], data["history"]
         if not isinstance(best, dict) or not isinstance(history, list):
             raise ValueError("best/history have the wrong type")
+        for h in history:
+            us = h["us"]
+            if not isinstance(h["config"], dict) or not (us is None or isinstance(us, int | float)):
+                raise ValueError(f"history entry {h!r} is malformed")
     except (OSError, ValueError, KeyError, TypeError) as e:
         log.warning("autotune cache %s is corrupt (%s); re-tuning", path, e)
         return None
@@ -62,6 +60,14 @@ def read_entry(path: Path, space: Sequence[Config], toolchain: str) -> TuneResul
         log.warning("autotune cache %s names a config outside the tuning space; re-tuning", path)
         return None
     return TuneResult(best=best, history=history, source="cache", path=path)
+
+
+def forget(path: Path | None) -> bool:
+    """Delete a cache entry (e.g. its config failed the correctness check); True when one was deleted."""
+    if path is None or not path.exists():
+        return False
+    path.unlink()
+    return True
 
 
 def write_entry(path: Path, result: TuneResult, space: Sequence[Config], toolchain: str) -> None:
@@ -75,16 +81,26 @@ def write_entry(path: Path, result: TuneResult, space: Sequence[Config], toolcha
     write_json_atomic(path, payload)
 
 
-def tune(space: Sequence[Config], time_us: Callable[[Config], float], path: Path | None, toolchain: str) -> TuneResult:
-    """Pick the fastest config of ``space`` (median microseconds from ``time_us``), through the cache at ``path``."""
+class TuningFailed(Exception):
+    """No configuration of the tuning space ran."""
+
+
+def tune(
+    space: Sequence[Config], time_us: Callable[[Config], float | None], path: Path | None, toolchain: str
+) -> TuneResult:
+    """Pick the fastest config of ``space`` (median microseconds from ``time_us``; None = the config failed to
+    run), through the cache at ``path``."""
     if len(space) == 1:
         return TuneResult(best=dict(space[0]), history=[], source="fixed", path=None)
     if path is not None and (cached := read_entry(path, space, toolchain)) is not None:
         return cached
     history: list[dict[str, Any]] = [{"config": dict(c), "us": time_us(c)} for c in space]
-    best = min(history, key=lambda h: h["us"])["config"]
+    ran = [h for h in history if h["us"] is not None]
+    if not ran:
+        raise TuningFailed(f"none of the {len(space)} tuning configurations ran")
+    best = min(ran, key=lambda h: h["us"])["config"]
     result = TuneResult(best=best, history=history, source="tuned", path=path)
-    if path is not None and any(math.isfinite(h["us"]) for h in history):  # never cache a total failure
+    if path is not None:
         try:
             write_entry(path, result, space, toolchain)
         except OSError as e:

@@ -129,6 +129,18 @@ class KernelPlan(BaseModel):
         """The expected output from a PyTorch implementation in higher precision."""
 
     # -- helpers ----------------------------------------------------------------------------------------
+    def checked_stages(self) -> list[Stage]:
+        """``stages()``, refused when empty or when two stages share a name (their figures would collide)."""
+        from kbench.errors import UsageError
+
+        stages = self.stages()
+        names = [s.name for s in stages]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if not stages or repeated:
+            what = "declares no stage" if not stages else f"repeats stage name(s) {', '.join(repeated)}"
+            raise UsageError(f"{self.package} {self.version} {what}; each stage needs a unique name")
+        return stages
+
     def values(self) -> dict[str, Any]:
         """Parameter values in declared order, dtype last (the Configuration table's order)."""
         data = self.model_dump()
@@ -137,8 +149,10 @@ class KernelPlan(BaseModel):
 
     def slug(self) -> str:
         """A stable, filesystem-safe spelling of the parameters, e.g. ``m4096_n4096_k4096_bfloat16``."""
+        from kbench.fsutil import safe
+
         parts = [f"{k}{v}" for k, v in self.values().items() if k != "dtype"]
-        return "_".join([*parts, str(self.dtype)])
+        return safe("_".join([*parts, str(self.dtype)]))
 
     def torch_dtype(self) -> Any:
         import torch
@@ -172,13 +186,19 @@ class KernelPlan(BaseModel):
                 f"valid: {', '.join(p.describe().split('  ')[0] for p in known)}"
             )
         try:
-            return cls.model_validate(values)
+            plan = cls.model_validate(values)
         except ValidationError as e:
             err = e.errors()[0]
             name = str(err["loc"][0]) if err["loc"] else "?"
             info = next((p for p in known if p.name == name), None)
             hint = f" (expected {info.describe()})" if info else ""
             raise UsageError(f"bad parameter --{name}={values.get(name)!s}: {err['msg']}{hint}") from None
+        if plan.dtype not in plan.tolerance or plan.dtype not in DTYPE_BYTES:
+            raise UsageError(
+                f"{cls.package_name()} {cls.version_name()} allows dtype {plan.dtype} but declares no tolerance "
+                f"or element size for it (KernelPlan.tolerance, kbench.plan.base.DTYPE_BYTES)"
+            )
+        return plan
 
     @classmethod
     def params(cls) -> list[ParamInfo]:

@@ -8,6 +8,7 @@ The package's ``__init__`` may set ``BASELINE = "<version>"`` (the version speed
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -17,7 +18,7 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbench.errors import UsageError
+from kbench.errors import UsageError, first_line
 from kbench.plan.base import KernelPlan
 
 SHIPPED = "kbench.kernel"
@@ -28,52 +29,65 @@ DEFAULT_VERSION = "base"
 @dataclass(frozen=True)
 class PackageRef:
     name: str
-    module: str  # importable module name of the package
+    module_name: str  # importable name of the package (user packages are imported on first use)
     origin: str  # "kbench" or the folder it came from
+    folder: Path | None = None
+
+    def module(self) -> types.ModuleType:
+        if self.folder is not None:
+            _import_user_package(self.folder, self.name, self.module_name)
+        return importlib.import_module(self.module_name)
 
     def versions(self) -> list[str]:
-        pkg = importlib.import_module(self.module)
+        pkg = self.module()
         names = [m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.ispkg and not m.name.startswith("_")]
         return sorted(names, key=lambda v: (v != DEFAULT_VERSION, len(v), v))
 
     def baseline(self) -> str:
-        pkg = importlib.import_module(self.module)
-        return str(getattr(pkg, "BASELINE", DEFAULT_VERSION))
+        return str(getattr(self.module(), "BASELINE", DEFAULT_VERSION))
 
     def doc(self) -> str:
-        pkg = importlib.import_module(self.module)
-        return (pkg.__doc__ or "").strip().splitlines()[0] if pkg.__doc__ else ""
+        doc = self.module().__doc__
+        return doc.strip().splitlines()[0] if doc and doc.strip() else ""
 
 
 def kernel_paths(extra: list[str] | None = None) -> list[Path]:
     raw = list(extra or []) + [p for p in os.environ.get("KBENCH_KERNEL_PATH", "").split(os.pathsep) if p]
-    paths = []
+    paths: list[Path] = []
     for p in raw:
         path = Path(p).expanduser().resolve()
         if not path.is_dir():
             raise UsageError(f"kernel path {p} is not a folder (from --kernel-path or KBENCH_KERNEL_PATH)")
-        paths.append(path)
+        if path not in paths:
+            paths.append(path)
     return paths
 
 
-def _import_user_package(folder: Path, name: str) -> str:
-    """Import ``folder/name`` as ``kbench_user_kernels.<name>`` so it cannot clash with installed modules."""
-    mod_name = f"{USER_NS}.{name}"
+def _user_module_name(folder: Path, name: str) -> str:
+    """A private top-level name per folder, so user packages never clash with installed modules or each other."""
+    digest = hashlib.sha1(str(folder).encode()).hexdigest()[:10]
+    return f"{USER_NS}_{digest}.{name}"
+
+
+def _import_user_package(folder: Path, name: str, mod_name: str) -> None:
     if mod_name in sys.modules:
-        return mod_name
-    if USER_NS not in sys.modules:
-        ns = types.ModuleType(USER_NS)
+        return
+    ns_name = mod_name.rsplit(".", 1)[0]
+    if ns_name not in sys.modules:
+        ns = types.ModuleType(ns_name)
         ns.__path__ = []
-        sys.modules[USER_NS] = ns
-    spec = importlib.util.spec_from_file_location(
-        mod_name, folder / name / "__init__.py", submodule_search_locations=[str(folder / name)]
-    )
+        sys.modules[ns_name] = ns
+    init = folder / name / "__init__.py"
+    spec = importlib.util.spec_from_file_location(mod_name, init, submodule_search_locations=[str(folder / name)])
     if spec is None or spec.loader is None:
         raise UsageError(f"cannot import kernel package {folder / name}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
-    return mod_name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[mod_name]  # never leave a half-initialised package behind
+        raise UsageError(f"cannot import kernel package {init}: {type(e).__name__}: {first_line(e)}") from None
 
 
 def packages(extra_paths: list[str] | None = None) -> dict[str, PackageRef]:
@@ -92,7 +106,7 @@ def packages(extra_paths: list[str] | None = None) -> dict[str, PackageRef]:
                 raise UsageError(
                     f"kernel package '{child.name}' exists both in {found[child.name].origin} and {folder}; rename one"
                 )
-            found[child.name] = PackageRef(child.name, _import_user_package(folder, child.name), str(folder))
+            found[child.name] = PackageRef(child.name, _user_module_name(folder, child.name), str(folder), folder)
     return dict(sorted(found.items()))
 
 
@@ -121,8 +135,13 @@ def load_version(
     chosen = version or (DEFAULT_VERSION if DEFAULT_VERSION in versions else versions[0])
     if chosen not in versions:
         raise UsageError(f"unknown version '{chosen}' of {package}; versions: {', '.join(versions)}")
-    module = importlib.import_module(f"{ref.module}.{chosen}")
+    try:
+        module = importlib.import_module(f"{ref.module_name}.{chosen}")
+    except Exception as e:  # a broken version module: one line naming it, never a traceback
+        raise UsageError(f"cannot import {package} {chosen}: {type(e).__name__}: {first_line(e)}") from None
     plan = getattr(module, "PLAN", None)
     if not (isinstance(plan, type) and issubclass(plan, KernelPlan)):
         raise UsageError(f"{package} {chosen}: the module must export PLAN = <a KernelPlan subclass>")
+    if plan.__module__ != module.__name__:  # its identity (package, version) comes from where it is defined
+        raise UsageError(f"{package} {chosen}: PLAN must be a class defined in {chosen}.py (subclass to reuse one)")
     return plan

@@ -45,7 +45,7 @@ def cpu_values(plan_cls: type[KernelPlan], values: dict[str, Any]) -> tuple[dict
 
 def check_plan(plan: KernelPlan, device: str, note: str = "") -> list[ConfigCheck]:
     where = "cuda" if device == "cuda" else INTERPRETER
-    stages = plan.stages()
+    stages = plan.checked_stages()
     ws = guarded("setup", lambda: plan.setup(device, time.time_ns() % (2**31)))
     defaults = [dict(s.tuning[0]) for s in stages]
     out: list[ConfigCheck] = []

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbench.errors import KernelError
+from kbench.errors import KernelError, first_line
 from kbench.plan import autotune
 from kbench.plan.base import Config, KernelPlan, Launch, Stage
 
@@ -67,13 +67,14 @@ def guarded(stage: str, fn: Callable[[], Any]) -> Any:
     except KernelError:
         raise
     except Exception as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise KernelError(f"stage {stage} failed: {type(e).__name__}: {first}") from e
+        raise KernelError(f"stage {stage} failed: {type(e).__name__}: {first_line(e)}") from e
 
 
 def relative_l2(out: Any, ref: Any) -> float:
     import torch
 
+    if tuple(out.shape) != tuple(ref.shape):
+        raise KernelError(f"output shape {tuple(out.shape)} differs from the reference's {tuple(ref.shape)}")
     o, r = out.double(), ref.double()
     if not bool(torch.isfinite(o).all()):
         return math.inf
@@ -85,14 +86,14 @@ def check(prep: Prepared, where: str, note: str = "") -> CheckResult:
     """Poison the output, run every stage once, compare with the plan's reference."""
     import torch
 
-    out = prep.plan.output(prep.ws)
+    out = guarded("output", lambda: prep.plan.output(prep.ws))
     if out.is_floating_point():
         out.fill_(math.nan)
     for s in prep.stages:
         guarded(s.stage.name, s.launch.fn)
     if prep.device == "cuda":
         guarded("(synchronize)", torch.cuda.synchronize)
-    err = relative_l2(out, prep.plan.reference(prep.ws))
+    err = relative_l2(out, guarded("reference", lambda: prep.plan.reference(prep.ws)))
     tol = prep.plan.rtol()
     return CheckResult(passed=err <= tol, rel_err=err, tolerance=tol, where=where, dtype=prep.plan.dtype, note=note)
 
@@ -109,29 +110,25 @@ def prepare(
     """Allocate, tune every stage (``time_us`` times one callable; None = first config) and warm up once."""
     ws = guarded("setup", lambda: plan.setup(device, seed))
     prep = Prepared(plan=plan, device=device, ws=ws)
-    for stage in plan.stages():
+    for stage in plan.checked_stages():
 
-        def time_config(cfg: Config, stage: Stage = stage) -> float:
+        def time_config(cfg: Config, stage: Stage = stage) -> float | None:
             launch = guarded(stage.name, lambda: stage.build(ws, cfg))
             try:
                 assert time_us is not None
                 return time_us(launch.fn)
             except Exception as e:  # a config that does not compile or run is not a candidate
-                log.warning(
-                    "stage %s: config %s failed during tuning (%s); skipped",
-                    stage.name,
-                    cfg,
-                    str(e).splitlines()[0] if str(e) else type(e).__name__,
-                )
-                return math.inf
+                log.warning("stage %s: config %s failed during tuning (%s); skipped", stage.name, cfg, first_line(e))
+                return None
 
         if time_us is None:
             tune = autotune.TuneResult(best=dict(stage.tuning[0]), history=[], source="fixed", path=None)
         else:
             path = cache_dir(stage) if cache_dir is not None else None
-            tune = autotune.tune(stage.tuning, time_config, path, toolchain)
-        if math.isinf(min((h["us"] for h in tune.history), default=0.0)):
-            raise KernelError(f"stage {stage.name}: every tuning configuration failed to run")
+            try:
+                tune = autotune.tune(stage.tuning, time_config, path, toolchain)
+            except autotune.TuningFailed as e:
+                raise KernelError(f"stage {stage.name}: {e}") from None
         launch = guarded(stage.name, functools.partial(stage.build, ws, tune.best))
         compiled = guarded(stage.name, launch.fn)
         prep.stages.append(

@@ -29,7 +29,7 @@ from kbench.report.models import ProfileResult
 from kbench.report.render import render_report
 from kbench.runtime import gpu, output
 from kbench.runtime.artifacts import write_stage
-from kbench.runtime.prepare import TUNE_REPS, Prepared, check, prepare
+from kbench.runtime.prepare import TUNE_REPS, Prepared, check, guarded, prepare
 from kbench.runtime.timing import Samples, time_cuda
 
 log = logging.getLogger(__name__)
@@ -62,18 +62,25 @@ def _clock_note(before: int | None, after: int | None) -> str:
     return f"not locked (kbench left the GPU's clocks alone); SM clock {read} the measurement"
 
 
-def _baseline(run_dir: Path, named: Path | None) -> tuple[ProfileResult | None, Path | None]:
-    path = named or output.previous_run(run_dir)
-    if path is None:
-        return None, None
-    file = path / output.RESULT
+def read_result(run_dir: Path) -> ProfileResult | None:
+    """The result.json of a finished run, or None when it is missing or unreadable."""
     try:
-        return ProfileResult.model_validate_json(file.read_text()), path
-    except (OSError, ValueError) as e:
-        if named:
-            raise KbenchError(f"baseline {named} has no readable {output.RESULT} ({e}); name a finished run") from None
-        log.warning("previous run %s has an unreadable %s; no baseline comparison", path, output.RESULT)
-        return None, None
+        return ProfileResult.model_validate_json((run_dir / output.RESULT).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def named_baseline(path: Path, plan: KernelPlan) -> ProfileResult:
+    """A baseline the user named: a finished run of the same kernel and parameters (checked before running)."""
+    previous = read_result(path)
+    if previous is None:
+        raise KbenchError(f"--baseline {path} has no readable {output.RESULT}; name the folder of a finished run")
+    if previous.kernel != plan.package or previous.params != plan.values():
+        raise KbenchError(
+            f"--baseline {path} profiled {previous.kernel} {previous.params}, not {plan.package} {plan.values()}; "
+            "a baseline must have the same kernel and parameters"
+        )
+    return previous
 
 
 def run(mode: str, measure: Measure, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
@@ -81,6 +88,7 @@ def run(mode: str, measure: Measure, plan: KernelPlan, opts: RunOptions) -> Prof
     gpu.require_cuda(f"--prof_type={mode}")
     if opts.bench_runs < 1:
         raise KbenchError("--bench-runs must be at least 1")
+    named = named_baseline(opts.baseline, plan) if opts.baseline is not None else None
     table = load_devices()
     device: ActiveDevice = active_device(table)
     run_dir = output.new_run_dir(opts.out_root, mode, plan.package, plan.slug())
@@ -102,7 +110,7 @@ def run(mode: str, measure: Measure, plan: KernelPlan, opts: RunOptions) -> Prof
     }
     write_json_atomic(run_dir / output.PARAMS, params)
     try:
-        result = _run(mode, measure, plan, opts, device, run_dir, params, seed)
+        result = _run(mode, measure, plan, opts, device, run_dir, params, seed, named)
     except BaseException as e:
         output.mark_failed(run_dir, params, e)
         raise
@@ -158,6 +166,7 @@ def _run(
     run_dir: Path,
     params: dict[str, Any],
     seed: int,
+    named: ProfileResult | None,
 ) -> ProfileResult:
 
     tools = params["tools"]
@@ -168,13 +177,30 @@ def _run(
         prep.check = check(prep, "cuda")
         params["correctness"] = prep.check.line()
         if not prep.check.passed:
-            raise KernelError(f"correctness check failed: {prep.check.line()}; fix the kernel or rerun with --no-check")
+            # a fast but wrong config must not stay cached as "the best"
+            dropped = [
+                ps.stage.name for ps in prep.stages if ps.tune.source != "fixed" and autotune.forget(ps.tune.path)
+            ]
+            hint = f" (dropped the autotune cache entry of {', '.join(dropped)})" if dropped else ""
+            raise KernelError(
+                f"correctness check failed: {prep.check.line()}{hint}; `kbench check {plan.package} {plan.version}` "
+                "checks every tuning config, or rerun with --no-check"
+            )
     tiling = {ps.stage.name: write_stage(run_dir, ps) for ps in prep.stages}
 
     clock_before = nvml.sm_clock_mhz()
     opts.progress(f"measuring ({mode} mode, {opts.bench_runs} repetitions per stage)")
-    m = measure(prep, opts)
+    m: Measurement = guarded("(measurement)", lambda: measure(prep, opts))
     clocks = _clock_note(clock_before, nvml.sm_clock_mhz())
+    # the raw samples are kept before any analysis that could fail
+    write_json_atomic(
+        run_dir / "timings.json",
+        {
+            "method": m.method,
+            "stages": {k: {"samples_us": v.us, "warmup_reps": v.warmup_reps} for k, v in m.stages.items()},
+            "plan": {"samples_us": m.plan.us, "warmup_reps": m.plan.warmup_reps} if m.plan else None,
+        },
+    )
 
     stages = [ps.stage for ps in prep.stages]
     if device.spec is not None:
@@ -183,7 +209,8 @@ def _run(
         from kbench.runtime import ceilings as measured
 
         opts.progress(f"{device.name} is not in conf/devices.json: measuring copy bandwidth and matmul rate")
-        ceilings = measured.measure({s.precision for s in stages})
+        ceilings = guarded("(ceiling measurement)", lambda: measured.measure({s.precision for s in stages}))
+        write_json_atomic(run_dir / "ceilings.json", {p: vars(c) for p, c in ceilings.items()})
     timings = {name: TimingStats.of(s.us) for name, s in m.stages.items()}
     figures = summarize(stages, timings, ceilings, roofline_known=device.known, device_name=device.name)
     result = ProfileResult(
@@ -203,19 +230,15 @@ def _run(
         notes=m.notes,
         out_dir=str(run_dir),
     )
-    previous, prev_dir = _baseline(run_dir, opts.baseline)
+    prev_dir = opts.baseline if named is not None else output.previous_run(run_dir)
+    previous = named or (read_result(prev_dir) if prev_dir is not None else None)
     if previous is not None and prev_dir is not None:
-        result.baseline = compare(previous.figures, figures)
+        prev_plan = previous.plan_timing.median_us if previous.plan_timing else None
+        cur_plan = result.plan_timing.median_us if result.plan_timing else None
+        result.baseline = compare(previous.figures, figures, prev_plan, cur_plan)
         result.baseline_from = f"`{prev_dir}` ({previous.kernel} {previous.version})"
-
-    write_json_atomic(
-        run_dir / "timings.json",
-        {
-            "method": m.method,
-            "stages": {k: {"samples_us": v.us, "warmup_reps": v.warmup_reps} for k, v in m.stages.items()},
-            "plan": {"samples_us": m.plan.us, "warmup_reps": m.plan.warmup_reps} if m.plan else None,
-        },
-    )
+    elif prev_dir is not None:
+        log.warning("previous run %s has no readable %s; no baseline comparison", prev_dir, output.RESULT)
     write_json_atomic(run_dir / output.RESULT, result.model_dump(mode="json", exclude={"report_md"}))
     result.report_md = render_report(result)
     (run_dir / "report.md").write_text(result.report_md)
