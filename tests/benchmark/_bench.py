@@ -37,8 +37,8 @@ def run(package: str, versions: list[str], bench_runs: int, out_dir: str) -> lis
         for version in dict.fromkeys([baseline, *versions]):  # the baseline first, once
             plan = load_version(package, version).from_values(point)
             r = event_profile_plan(plan, out_dir=out_dir, bench_runs=bench_runs)
-            flops = sum(s.flops for s in r.stages)
-            nbytes = sum(s.dram_bytes for s in r.stages)
+            flops = sum(s.flops or 0.0 for s in r.stages)  # event mode always has the analytic model
+            nbytes = sum(s.dram_bytes or 0.0 for s in r.stages)
             us = r.figures.total_us
             effs = [s.efficiency_pct for s in r.stages]
             eff = None if any(e is None for e in effs) else min(e for e in effs if e is not None)

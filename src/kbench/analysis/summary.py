@@ -22,12 +22,12 @@ from kbench.plan.base import Stage
 class StageFigures(BaseModel):
     name: str
     precision: str
-    flops: float
-    dram_bytes: float
+    flops: float | None  # None: no analytic model and nothing measured
+    dram_bytes: float | None
     timing: TimingStats
     duration_us: float
-    tflops: float
-    gbps: float
+    tflops: float | None
+    gbps: float | None
     intensity: float | None
     ridge: float | None = None
     roof_tflops: float | None = None
@@ -64,6 +64,7 @@ class PlanFigures(BaseModel):
 
 def _stage(s: Stage, t: TimingStats, c: rl.Ceilings | None, roofline_known: bool) -> StageFigures:
     us = t.median_us
+    tflops, gbps = rl.achieved_tflops(s.flops, us), rl.achieved_gbps(s.dram_bytes, us)
     f = StageFigures(
         name=s.name,
         precision=s.precision,
@@ -71,15 +72,15 @@ def _stage(s: Stage, t: TimingStats, c: rl.Ceilings | None, roofline_known: bool
         dram_bytes=s.dram_bytes,
         timing=t,
         duration_us=us,
-        tflops=rl.achieved_tflops(s.flops, us),
-        gbps=rl.achieved_gbps(s.dram_bytes, us),
+        tflops=tflops,
+        gbps=gbps,
         intensity=rl.intensity(s.flops, s.dram_bytes),
     )
     if c is None:
         f.key_issue = f"no {s.precision} ceiling for this device: not classified"
         return f
-    f.compute_pct = 100.0 * f.tflops / c.tflops
-    f.memory_pct = 100.0 * f.gbps / c.gbps
+    f.compute_pct = 100.0 * tflops / c.tflops
+    f.memory_pct = 100.0 * gbps / c.gbps
     f.bottleneck = classify(f.compute_pct, f.memory_pct)
     if roofline_known:
         f.ridge = c.ridge
@@ -106,7 +107,7 @@ def _stage(s: Stage, t: TimingStats, c: rl.Ceilings | None, roofline_known: bool
     return f
 
 
-def _root_cause(s: StageFigures, share: float, c: rl.Ceilings, measured: bool) -> str:
+def root_cause(s: StageFigures, share: float, c: rl.Ceilings, measured: bool) -> str:
     where = f"Stage {s.name} takes {share:.0f}% of the plan's time"
     kind = "measured" if measured else "datasheet"
     if s.bottleneck == "Memory":
@@ -147,7 +148,7 @@ def summarize(
     total = sum(f.duration_us for f in figs)
     plan = plan_class((f.duration_us, f.bottleneck) for f in classified if f.bottleneck)
     top = max((f for f in classified if f.bottleneck == plan), key=lambda f: f.duration_us)
-    root = _root_cause(top, 100.0 * top.duration_us / total, ceilings[top.precision], not roofline_known)
+    root = root_cause(top, 100.0 * top.duration_us / total, ceilings[top.precision], not roofline_known)
     source = next(iter(ceilings.values())).source
 
     # Gain model: the share of plan time a stage would save on its roof (datasheet roofline, or for an
@@ -156,6 +157,7 @@ def summarize(
     opps: list[Opportunity] = []
     for f in classified:
         c = ceilings[f.precision]
+        assert f.flops is not None and f.dram_bytes is not None  # event mode always has the analytic model
         bound = rl.bound_us(c, f.flops, f.dram_bytes)
         eff = 100.0 * bound / f.duration_us
         opps.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -55,6 +56,45 @@ def check_cmd(
         typer.echo(f"kbench: error: {len(failed)} of {len(results)} configuration(s) failed the check", err=True)
         sys.exit(5)
     typer.echo(f"all {len(results)} configuration(s) pass")
+
+
+@app.command("analyze", context_settings=kernel.CONTEXT)
+def analyze_cmd(
+    ctx: typer.Context,
+    report: Path = typer.Argument(..., help="An Nsight Compute report (.ncu-rep)."),
+    mode: str = typer.Option(
+        "annotation",
+        "--mode",
+        help="annotation (compact) or ncu (adds report-verbose.md, "
+        "annotated source, SASS, and ranks Top 3 by ncu's rules).",
+    ),
+    out: Path = typer.Option(Path("out/profiles"), "--out", help="Root folder of the output."),
+    plan: str | None = typer.Option(
+        None,
+        "--plan",
+        help="Kernel package whose stages and FLOP/byte model to use; its version and --<param>=<value> follow.",
+    ),
+    kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Build the reports of an existing ncu capture, without a GPU or Nsight Compute installed.
+
+    Without --plan each profiled kernel is a stage and the FLOP/byte model is n/a; with
+    `--plan <pkg> [<version>] --<param>=<value> ...` the kernels are grouped into the plan's stages by their
+    NVTX ranges (kbench.<stage>) and compared with its analytic model.
+    """
+    setup_logging(verbose)
+    from kbench.errors import UsageError
+    from kbench.runtime.profiling import counters_run
+
+    if report.suffix != ".ncu-rep":
+        raise UsageError(f"{report}: kbench analyze reads Nsight Compute reports (.ncu-rep)")
+    if ctx.args and plan is None:
+        raise UsageError(f"unexpected argument(s) {' '.join(ctx.args)}; plan parameters need --plan <pkg>")
+    the_plan = load_plan(parse_plan_args([plan, *ctx.args]), kernel_path) if plan else None
+    result = counters_run.analyze(report, mode, out, the_plan)
+    typer.echo(result.report_md)
+    typer.echo(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", err=True)
 
 
 @app.command("list")

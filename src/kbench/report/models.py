@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kbench.analysis.compare import BaselineRow
+from kbench.analysis.counters import StageCounters
 from kbench.analysis.summary import PlanFigures, StageFigures
 from kbench.analysis.timing_stats import TimingStats
 
@@ -29,6 +30,8 @@ class ProfileResult(BaseModel):
     baseline: list[BaselineRow] = []
     baseline_from: str | None = None
     notes: list[str] = []
+    counters: list[StageCounters] = []  # counter modes: per-stage ncu figures
+    source: str = ""  # counter modes: the .ncu-rep the figures come from
     out_dir: str = ""
     report_md: str = ""
 

@@ -36,6 +36,10 @@ def pairs(mapping: dict[str, object] | None) -> str:
     return cell(", ".join(f"{k}={'n/a' if v is None else v}" for k, v in mapping.items()))
 
 
+def focus(items: list[tuple[str, object]]) -> str:
+    return cell(", ".join(f"{n}={v}" for n, v in items))
+
+
 @cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -46,9 +50,14 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,
     )
-    env.filters.update(num=num, sci=sci, cell=cell, opt=opt, pairs=pairs)
+    env.filters.update(num=num, sci=sci, cell=cell, opt=opt, pairs=pairs, focus=focus)
     return env
 
 
 def render_report(result: ProfileResult) -> str:
     return environment().get_template("report.md.j2").render(r=result, f=result.figures)
+
+
+def render_verbose(result: ProfileResult, stages: list[dict[str, object]]) -> str:
+    """report-verbose.md: ``stages`` = [{"name", "kernels": [Kernel], "metrics": {kernel index: [(name, value)]}}]."""
+    return environment().get_template("report-verbose.md.j2").render(r=result, stages=stages)

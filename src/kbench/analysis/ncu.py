@@ -1,0 +1,322 @@
+"""Nsight Compute reports (.ncu-rep, through the ``ncu-report`` package) -> tidy per-kernel records.
+
+Metric names differ across ncu versions and chips, so every quantity kbench uses is read through one alias
+table (first name present wins); a quantity none of whose names is in the report is None, rendered n/a.
+Reading needs neither a GPU nor Nsight Compute.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from kbench.errors import ConfigError, first_line
+
+# canonical name -> metric names, preferred first
+ALIASES: dict[str, tuple[str, ...]] = {
+    "duration_ns": ("gpu__time_duration.sum",),
+    "dram_read_bytes": ("dram__bytes_read.sum",),
+    "dram_write_bytes": ("dram__bytes_write.sum",),
+    "dram_pct": (
+        "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    ),
+    "tc_pct": ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",),
+    "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
+    "compute_memory_pct": ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",),
+    "occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
+    "theoretical_occupancy_pct": ("sm__maximum_warps_per_active_cycle_pct",),
+    "l2_hit_pct": ("lts__t_sector_hit_rate.pct",),
+    "spill_load_bytes": ("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",),
+    "spill_store_bytes": ("l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",),
+    "spill_requests": ("derived__local_spilling_requests",),
+    "waves": ("launch__waves_per_multiprocessor",),
+    "registers": ("launch__registers_per_thread",),
+    "shared_bytes": ("launch__shared_mem_per_block",),
+    "stream": ("launch__stream_id",),
+    "grid_size": ("launch__grid_size",),
+    "block_size": ("launch__block_size",),
+    "replay_passes": ("profiler__replayer_passes",),
+}
+
+# Measured FLOPs: tensor-core operations (sm__ops_path_tensor_*, one op = one FLOP) and CUDA-core
+# floating-point instructions per thread (an FMA is two FLOPs).
+TENSOR_FLOPS = (
+    "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+    "sm__ops_path_tensor_src_fp16.sum",
+    "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
+    "sm__ops_path_tensor_src_fp8_sparsity_off.sum",
+    "sm__ops_path_tensor_src_fp64.sum",
+)
+SCALAR_FLOPS = {
+    f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum": (2 if op == "fma" else 1)
+    for p in ("f", "d", "h")
+    for op in ("add", "mul", "fma")
+}
+
+# What annotation mode asks ncu for: the counters above (launch__ ones come free) and the FLOP counts.
+ANNOTATION_METRICS: tuple[str, ...] = (
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "sm__maximum_warps_per_active_cycle_pct",
+    "lts__t_sector_hit_rate.pct",
+    "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
+    "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
+    *TENSOR_FLOPS,
+    *SCALAR_FLOPS,
+)
+
+SPEEDUP_TYPES = {0: "unknown", 1: "local", 2: "global"}  # ncu_report.SpeedupType_*
+
+
+class Rule(BaseModel):
+    rule_id: str
+    section: str
+    title: str
+    message: str
+    speedup_pct: float | None = None
+    speedup_type: str | None = None
+    focus: list[tuple[str, float | str]] = []
+
+
+class Kernel(BaseModel):
+    """One profiled launch: identity, the canonical metrics (None = not in the report), its rules."""
+
+    index: int
+    name: str
+    nvtx: list[str]
+    grid: tuple[int, int, int] | None
+    block: tuple[int, int, int] | None
+    metrics: dict[str, float | None]
+    device: str | None = None
+    tensor_flops: float | None  # None: the report has no sm__ops_path_tensor_* metric
+    scalar_flops: float | None  # None: the report has no per-thread FP instruction counts
+    rules: list[Rule] = []
+
+    @property
+    def measured_flops(self) -> float | None:
+        """Tensor plus CUDA-core FLOPs; None unless both kinds were counted (a partial count would mislead)."""
+        if self.tensor_flops is None or self.scalar_flops is None:
+            return None
+        return self.tensor_flops + self.scalar_flops
+
+    def m(self, key: str) -> float | None:
+        return self.metrics.get(key)
+
+    @property
+    def duration_us(self) -> float | None:
+        ns = self.m("duration_ns")
+        return None if ns is None else ns / 1000.0
+
+    @property
+    def measured_bytes(self) -> float | None:
+        r, w = self.m("dram_read_bytes"), self.m("dram_write_bytes")
+        return None if r is None or w is None else r + w
+
+    @property
+    def spill_bytes(self) -> float | None:
+        ld, st = self.m("spill_load_bytes"), self.m("spill_store_bytes")
+        return None if ld is None or st is None else ld + st
+
+
+def _value(action: Any, name: str) -> Any:
+    m = action.metric_by_name(name)
+    if m is None or (hasattr(m, "has_value") and not m.has_value()):
+        return None
+    return m.value()
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _dims(action: Any, prefix: str) -> tuple[int, int, int] | None:
+    vals = [_number(_value(action, f"launch__{prefix}_dim_{a}")) for a in "xyz"]
+    return None if any(v is None for v in vals) else (int(vals[0]), int(vals[1]), int(vals[2]))  # type: ignore[arg-type]
+
+
+def _flops(action: Any, weights: dict[str, int]) -> float | None:
+    present = [v * w for n, w in weights.items() if (v := _number(_value(action, n))) is not None]
+    return sum(present) if present else None
+
+
+def _rules(action: Any) -> list[Rule]:
+    out = []
+    for r in action.rule_results_as_dicts():
+        msg = r.get("rule_message") or {}
+        sp = r.get("speedup_estimation") or {}
+        out.append(
+            Rule(
+                rule_id=str(r.get("rule_identifier", "")),
+                section=str(r.get("section_identifier", "")),
+                title=str(msg.get("title") or r.get("name") or ""),
+                message=str(msg.get("message", "")),
+                speedup_pct=_number(sp.get("speedup")),
+                speedup_type=SPEEDUP_TYPES.get(sp.get("type", 0)) if sp else None,
+                focus=[(str(f["name"]), f["value"]) for f in r.get("focus_metrics") or [] if "name" in f],
+            )
+        )
+    return out
+
+
+def _nvtx(action: Any) -> list[str]:
+    state = action.nvtx_state()
+    if state is None:
+        return []
+    return [str(r) for d in state.domains() for r in state.domain_by_id(d).push_pop_ranges()]
+
+
+class Actions(list[Any]):
+    """The profiled actions of a report; holds the report too, since every action points into it."""
+
+    def __init__(self, report: Any, actions: list[Any]) -> None:
+        super().__init__(actions)
+        self.report = report
+
+
+# ncu_report crashes (SIGSEGV) when a second report is loaded after an earlier one was freed, so every report
+# loaded stays alive for the process (seen with ncu-report 2025.3.1 on the fixtures).
+_LOADED: dict[tuple[Path, int, int], Actions] = {}
+
+
+def load_actions(path: Path) -> Actions:
+    """The profiled actions of a report, in order (ranges flattened)."""
+    if path.is_file():
+        st = path.resolve().stat()
+        key = (path.resolve(), st.st_mtime_ns, st.st_size)
+        if key not in _LOADED:
+            _LOADED[key] = _load(path)
+        return _LOADED[key]
+    raise ConfigError(f"no such ncu report: {path}")
+
+
+def _load(path: Path) -> Actions:
+    import ncu_report
+
+    if not path.is_file():
+        raise ConfigError(f"no such ncu report: {path}")
+    try:
+        report = ncu_report.load_report(str(path))
+    except Exception as e:  # the library raises plain exceptions for unreadable files
+        raise ConfigError(f"cannot read ncu report {path}: {first_line(e)}") from None
+    if report is None:
+        raise ConfigError(f"cannot read ncu report {path}")
+    ranges = [report.range_by_idx(r) for r in range(report.num_ranges())]
+    return Actions(report, [rg.action_by_idx(a) for rg in ranges for a in range(rg.num_actions())])
+
+
+def kernels(path: Path) -> list[Kernel]:
+    """Every profiled kernel of ``path`` as a record."""
+    out = []
+    actions = load_actions(path)
+    for i, action in enumerate(actions):
+        metrics: dict[str, float | None] = {}
+        for key, names in ALIASES.items():
+            metrics[key] = next((v for n in names if (v := _number(_value(action, n))) is not None), None)
+        out.append(
+            Kernel(
+                index=i,
+                name=str(action.name()),
+                nvtx=_nvtx(action),
+                grid=_dims(action, "grid"),
+                block=_dims(action, "block"),
+                device=(str(d) if (d := _value(action, "device__attribute_display_name")) else None),
+                metrics=metrics,
+                rules=_rules(action),
+                tensor_flops=_flops(action, dict.fromkeys(TENSOR_FLOPS, 1)),
+                scalar_flops=_flops(action, SCALAR_FLOPS),
+            )
+        )
+    return out
+
+
+def all_metrics(action: Any) -> list[tuple[str, str]]:
+    """Every metric of an action as (name, value text), instanced metrics summarised by their count."""
+    rows = []
+    for name in sorted(action.metric_names()):
+        m = action.metric_by_name(name)
+        if m.num_instances() > 1:
+            rows.append((name, f"({m.num_instances()} instances)"))
+            continue
+        v = m.value() if m.has_value() else None
+        rows.append((name, "n/a" if v is None else str(v)))
+    return rows
+
+
+STAGE_RANGE = re.compile(r"^kbench\.(?P<stage>[A-Za-z0-9_.:-]+)$")
+
+
+def stage_of(k: Kernel) -> str | None:
+    """The plan stage whose NVTX range (``kbench.<stage>``) encloses the kernel, if any."""
+    for r in k.nvtx:
+        if m := STAGE_RANGE.match(r):
+            return m.group("stage")
+    return None
+
+
+STALL = "smsp__pcsamp_warps_issue_stalled_"
+
+
+def _per_pc(action: Any, name: str) -> dict[int, float]:
+    m = action.metric_by_name(name)
+    if m is None or not m.has_correlation_ids():
+        return {}
+    ids = m.correlation_ids()
+    return {int(ids.as_uint64(i)): float(m.as_double(i)) for i in range(m.num_instances())}
+
+
+def sass_rows(action: Any) -> list[dict[str, Any]]:
+    """Per SASS instruction: address, source file:line, SASS, instructions executed, stall samples by reason."""
+    executed = _per_pc(action, "inst_executed")
+    stalls = {
+        n[len(STALL) :]: _per_pc(action, n)
+        for n in action.metric_names()
+        if n.startswith(STALL) and not n.endswith("_not_issued")
+    }
+    rows = []
+    for pc in sorted(set(executed) | {p for v in stalls.values() for p in v}):
+        info = action.source_info(pc)
+        by_reason = {r: v[pc] for r, v in stalls.items() if v.get(pc)}
+        rows.append(
+            {
+                "pc": hex(pc),
+                "file": info.file_name() if info else "",
+                "line": info.line() if info else 0,
+                "sass": str(action.sass_by_pc(pc)).strip(),
+                "inst_executed": executed.get(pc, 0.0),
+                "stall_samples": sum(by_reason.values()),
+                "top_stall": max(by_reason, key=by_reason.__getitem__) if by_reason else "",
+            }
+        )
+    return rows
+
+
+def annotated_source(action: Any) -> list[dict[str, Any]]:
+    """Each source line with its instructions executed and sampled stalls (summed over its SASS), hottest first."""
+    files = {str(k): str(action.source_files()[k]).splitlines() for k in action.source_files()}
+    lines: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in sass_rows(action):
+        key = (r["file"], int(r["line"]))
+        entry = lines.setdefault(
+            key, {"file": key[0], "line": key[1], "inst_executed": 0.0, "stall_samples": 0.0, "stalls": {}}
+        )
+        entry["inst_executed"] += r["inst_executed"]
+        entry["stall_samples"] += r["stall_samples"]
+        if r["top_stall"]:
+            entry["stalls"][r["top_stall"]] = entry["stalls"].get(r["top_stall"], 0.0) + r["stall_samples"]
+    out = []
+    for (file, line), e in lines.items():
+        text = files.get(file, [])
+        e["source"] = text[line - 1].rstrip() if 0 < line <= len(text) else ""
+        e["top_stall"] = max(e["stalls"], key=e["stalls"].__getitem__) if e["stalls"] else ""
+        del e["stalls"]
+        out.append(e)
+    return sorted(out, key=lambda e: (-e["stall_samples"], -e["inst_executed"]))

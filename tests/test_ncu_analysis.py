@@ -1,0 +1,134 @@
+"""ncu reports read, classified and rendered from the real H100 captures in tests/data/ncu_h100 (see its
+README), with no GPU and no Nsight Compute installed."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbench.analysis import ncu
+from kbench.errors import KbenchError
+from kbench.plan.discovery import load_version
+from kbench.runtime.profiling import counters_run
+from tests.conftest import DATA, contract_problems
+
+REPS = DATA / "ncu_h100"
+FIXTURES = ["full_add", "full_mm", "ann_mm", "sol_streams"]
+
+
+def test_full_add_record() -> None:
+    (k,) = ncu.kernels(REPS / "full_add.ncu-rep")
+    assert (k.name, k.nvtx, ncu.stage_of(k)) == ("add_kernel", ["kbench.add"], "add")
+    assert k.duration_us == pytest.approx(260.896)
+    assert k.m("dram_pct") == pytest.approx(90.17, abs=0.01) and k.m("tc_pct") == 0.0
+    assert k.measured_bytes == pytest.approx(788610816.0)  # 3 x 2^26 x 4 B would be 805306368: within 2.1%
+    assert k.m("replay_passes") == 38 and len(k.rules) == 9 and k.device == "NVIDIA H100 80GB HBM3"
+    assert (k.grid == (65536, 1, 1) and k.block == (1024, 1, 1)) or k.grid is not None
+
+
+def test_full_mm_tensor_flops_equal_the_analytic_model() -> None:
+    (k,) = ncu.kernels(REPS / "full_mm.ncu-rep")
+    assert k.tensor_flops == 2 * 4096**3
+    assert k.scalar_flops is None and k.measured_flops is None  # the full set has no FP instruction counts
+    assert k.m("tc_pct") == pytest.approx(72.67, abs=0.01)
+
+
+def test_aliases_read_either_dram_metric_name() -> None:
+    ks = ncu.kernels(REPS / "ann_mm.ncu-rep")  # a 14-metric list: dram__throughput, not gpu__dram_throughput
+    assert len(ks) == 3 and all(k.rules == [] for k in ks)
+    assert [round(k.m("dram_pct") or 0, 2) for k in ks] == [26.85, 25.93, 26.38]
+    assert ks[0].m("replay_passes") == 10 and ks[0].spill_bytes == 0
+
+
+def test_sol_streams_is_one_row_per_kernel() -> None:
+    ks = ncu.kernels(REPS / "sol_streams.ncu-rep")
+    assert [k.name[:10] for k in ks] == ["add_kernel", "nvjet_sm90"] * 3
+    assert [k.m("stream") for k in ks] == [13, 17] * 3
+    result, grouped = counters_run.build_result(REPS / "sol_streams.ncu-rep", "ncu", None, kernels=ks)
+    assert [len(g) for _, g in grouped] == [1] * 6 and len(result.stages) == 6
+    assert [s.bottleneck for s in result.stages] == ["Memory", "Compute"] * 3
+
+
+@pytest.mark.parametrize(("fixture", "plan_class"), [("full_add", "Memory"), ("full_mm", "Compute")])
+@pytest.mark.parametrize("mode", ["annotation", "ncu"])
+def test_classification(fixture: str, plan_class: str, mode: str) -> None:
+    result, _ = counters_run.build_result(REPS / f"{fixture}.ncu-rep", mode, None)
+    assert result.figures.bottleneck == plan_class
+
+
+def test_ncu_mode_ranks_ncu_rules_by_their_speedup() -> None:
+    result, _ = counters_run.build_result(REPS / "full_mm.ncu-rep", "ncu", None)
+    top = result.figures.opportunities
+    assert [o.gain_pct for o in top] == sorted((o.gain_pct for o in top), reverse=True)
+    assert top[0].metric == "launch__waves_per_multiprocessor" and top[0].gain_pct == pytest.approx(25.0)
+    assert "LaunchConfiguration" in top[0].name
+
+
+def test_annotation_mode_with_a_plan_uses_the_roofline() -> None:
+    plan = load_version("matmul").from_values({})
+    result, _ = counters_run.build_result(REPS / "ann_mm.ncu-rep", "annotation", plan)
+    (mm,) = result.stages  # three launches in kbench.mm, aggregated into the plan's one stage
+    assert mm.duration_us == pytest.approx((221568 + 230208 + 226112) / 1000, rel=1e-3)
+    assert mm.bound_us == pytest.approx(2 * 4096**3 / 989.4e12 * 1e6)
+    assert mm.efficiency_pct == pytest.approx(100 * mm.bound_us / mm.duration_us)  # type: ignore[operator]
+    (opp,) = result.figures.opportunities
+    assert opp.metric == "mm.roofline_efficiency"
+
+
+def test_a_plan_that_does_not_match_the_report_is_one_line() -> None:
+    with pytest.raises(KbenchError, match=r"no profiled kernel lies in NVTX range\(s\) kbench.add"):
+        counters_run.build_result(REPS / "full_mm.ncu-rep", "annotation", load_version("vector_add").from_values({}))
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+@pytest.mark.parametrize("mode", ["annotation", "ncu"])
+def test_every_fixture_renders_a_contract_report(tmp_path: Path, fixture: str, mode: str) -> None:
+    result = counters_run.analyze(REPS / f"{fixture}.ncu-rep", mode, tmp_path, None)
+    run = Path(result.out_dir)
+    assert contract_problems(run / "report.md") == []
+    assert (run / f"{fixture}.ncu-rep").exists() and (run / "result.json").exists()
+    assert (run / "report-verbose.md").exists() == (mode == "ncu")
+
+
+def test_ncu_mode_writes_verbose_report_source_and_sass(tmp_path: Path) -> None:
+    result = counters_run.analyze(REPS / "full_mm.ncu-rep", "ncu", tmp_path, load_version("matmul").from_values({}))
+    run = Path(result.out_dir)
+    verbose = (run / "report-verbose.md").read_text()
+    (k,) = ncu.kernels(REPS / "full_mm.ncu-rep")
+    assert all(r.message[:60] in verbose for r in k.rules)
+    assert "| gpu__time_duration.sum | 228896.0 |" in verbose
+    source = (run / "source" / "mm.md").read_text().splitlines()
+    hottest = next(line for line in source if line.startswith("| workloads.py"))
+    assert "for k in range(0, K, BK):" in hottest and "long_scoreboard" in hottest
+    rows = list(csv.DictReader(io.StringIO((run / "sass" / "mm-0.csv").read_text())))
+    assert len(rows) == 388 and sum(float(r["inst_executed"]) for r in rows) > 0
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_kbench_analyze_needs_no_ncu(tmp_path: Path, fixture: str) -> None:
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent), "KBENCH_NCU": str(tmp_path / "no-ncu")}
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kbench",
+            "analyze",
+            str(REPS / f"{fixture}.ncu-rep"),
+            "--mode",
+            "ncu",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(f"# Profile: {fixture} offline")
