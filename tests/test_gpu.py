@@ -169,3 +169,57 @@ def test_cli_event_run_prints_the_report(isolated: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("# Profile: vector_add v2")
     assert "wrote prof/event/vector_add/n1048576_float32/" in out.stderr
+
+
+def test_annotation_mode_reads_counters_for_each_stage(isolated: Path) -> None:
+    from kbench.runtime.profiling.annotation import annotation_profile_plan
+
+    r = annotation_profile_plan(_vector_add(1 << 24), out_dir="prof")
+    run = Path(r.out_dir)
+    assert contract_problems(run / "report.md") == []
+    (c,) = r.counters
+    assert c.kernels == ["add_kernel"] and c.dram_pct is not None and c.dram_pct > 50
+    assert c.replay_passes is not None and c.replay_passes <= 15
+    assert r.stage("add").bottleneck == "Memory" and r.conformance[0]["verdict"] == "as declared"
+    assert (run / "profile.ncu-rep").exists() and (run / "compiled" / "add").is_dir()
+    params = json.loads((run / "params.json").read_text())
+    assert params["status"] == "ok" and "--clock-control none" in params["ncu_command"]
+
+
+def test_ncu_mode_writes_the_deep_dive(isolated: Path) -> None:
+    from kbench.plan.discovery import load_version
+    from kbench.runtime.profiling.ncu import ncu_profile_plan
+
+    plan = load_version("matmul", "v2").from_values({"m": 2048, "n": 2048, "k": 2048})
+    r = ncu_profile_plan(plan, out_dir="prof")
+    run = Path(r.out_dir)
+    assert contract_problems(run / "report.md") == []
+    assert (run / "report-verbose.md").stat().st_size > 10_000
+    assert "tl.dot" in (run / "source" / "mm.md").read_text()
+    assert list((run / "sass").glob("mm-*.csv")) and list((run / "compiled" / "mm").glob("*.ptx"))
+    (c,) = r.counters
+    assert c.tensor_flops == 2 * 2048**3 and r.stage("mm").bottleneck in {"Compute", "Latency"}
+
+
+def test_ncu_failures_are_one_line(isolated: Path) -> None:
+    env_path = Path(__file__).parent / "data" / "user_kernels"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kbench.kernel",
+            "broken",
+            "--prof_type=annotation",
+            "--out",
+            "prof",
+            "--kernel-path",
+            str(env_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    errors = [line for line in out.stderr.splitlines() if line.startswith("kbench: error:")]
+    assert out.returncode != 0 and len(errors) == 1 and "stage boom failed" in errors[0], out.stderr
+    (run,) = list(Path("prof/annotation/broken").glob("*/*"))
+    assert json.loads((run / "params.json").read_text())["status"] == "failed"

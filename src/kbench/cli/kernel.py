@@ -36,6 +36,7 @@ def profile(
     check: bool = typer.Option(True, "--check/--no-check", help="Check correctness against the reference first."),
     cuda_graph: bool = typer.Option(False, "--cuda-graph/--no-cuda-graph", help="Time CUDA-graph replays."),
     baseline: Path | None = typer.Option(None, "--baseline", help="Run folder to compare with (default: previous)."),
+    timeout: float = typer.Option(1800.0, "--timeout", help="ncu modes: seconds before the profiler is killed."),
     kernel_path: list[str] = typer.Option(
         [], "--kernel-path", help="Folder of your own kernel packages (repeatable; also KBENCH_KERNEL_PATH)."
     ),
@@ -68,14 +69,14 @@ def profile(
         raise NotBuiltError(
             f"--prof_type={prof_type} is not implemented yet; use --prof_type=event (CUDA-event timing)"
         )
-    from kbench.runtime.profiling import measure_for, session
+    from kbench.runtime.profiling import runner_for, session
 
     opts = session.RunOptions(
-        out_root=out, bench_runs=bench_runs, check=check, cuda_graph=cuda_graph, baseline=baseline
+        out_root=out, bench_runs=bench_runs, check=check, cuda_graph=cuda_graph, baseline=baseline, timeout_s=timeout
     )
     with progress() as status:
         opts.progress = status
-        result = session.run(prof_type, measure_for(prof_type), plan, opts)
+        result = runner_for(prof_type)(plan, opts)
     typer.echo(result.report_md)
     typer.echo(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", err=True)
 

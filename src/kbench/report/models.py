@@ -32,6 +32,7 @@ class ProfileResult(BaseModel):
     notes: list[str] = []
     counters: list[StageCounters] = []  # counter modes: per-stage ncu figures
     source: str = ""  # counter modes: the .ncu-rep the figures come from
+    conformance: list[dict[str, str]] = []  # counter modes with a plan: declared vs observed kernels
     out_dir: str = ""
     report_md: str = ""
 

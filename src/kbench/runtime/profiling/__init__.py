@@ -7,11 +7,24 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kbench.runtime.profiling.session import Measure
+    from collections.abc import Callable
+
+    from kbench.plan.base import KernelPlan
+    from kbench.report.models import ProfileResult
+    from kbench.runtime.profiling.session import Measure, RunOptions
 
 # The modes kbench can run today; the CLI answers the others with "not implemented yet".
-BUILT_MODES = ("event",)
+BUILT_MODES = ("annotation", "event", "ncu")
 ALL_MODES = ("annotation", "event", "ncu", "nsys")
+
+
+def runner_for(mode: str) -> Callable[[KernelPlan, RunOptions], ProfileResult]:
+    """The function that profiles a plan in ``mode`` (imported on demand: modes pull in torch)."""
+    if mode not in BUILT_MODES:
+        raise ValueError(f"mode {mode} is not built")
+    module = importlib.import_module(f"kbench.runtime.profiling.{mode}")
+    run: Callable[[KernelPlan, RunOptions], ProfileResult] = module.run
+    return run
 
 
 def measure_for(mode: str) -> Measure:

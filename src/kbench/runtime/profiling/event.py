@@ -20,6 +20,10 @@ def measure(prep: Prepared, opts: RunOptions) -> Measurement:
     return Measurement(stages=stages, plan=whole, method=whole.method)
 
 
+def run(plan: KernelPlan, opts: RunOptions) -> ProfileResult:
+    return session.run(MODE, measure, plan, opts)
+
+
 def event_profile_plan(
     plan: KernelPlan,
     out_dir: Path | str | None = None,
@@ -46,4 +50,4 @@ def event_profile_plan(
         baseline=Path(baseline) if baseline is not None else None,
         seed=seed,
     )
-    return session.run(MODE, measure, plan, opts)
+    return run(plan, opts)

@@ -43,6 +43,7 @@ class RunOptions:
     cuda_graph: bool = False
     baseline: Path | None = None  # an earlier run folder to compare with; default: the previous one
     seed: int | None = None  # inputs' random seed; default: fresh each run
+    timeout_s: float = 1800.0  # counter modes: the whole ncu run
     progress: Callable[[str], None] = log.info
 
 

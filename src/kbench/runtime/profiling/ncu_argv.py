@@ -1,0 +1,46 @@
+"""The exact ncu command line for a plan, built by a pure function (and tested as a list)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kbench.analysis.ncu import ANNOTATION_METRICS, SCALAR_FLOPS
+
+
+def stage_range(stage: str) -> str:
+    """The NVTX push/pop range around a stage's launch; names never contain '/', which ncu reads as nesting."""
+    return f"kbench.{stage}"
+
+
+def ncu_argv(
+    ncu: Path,
+    mode: str,
+    stages: Sequence[str],
+    report_base: Path,
+    child: Sequence[str],
+    *,
+    clock_control: str = "none",
+    cache_control: str = "all",
+) -> list[str]:
+    """annotation: a short metric list; ncu: the full set with source import (plus the FP instruction counts
+    the full set lacks). Only launches inside the stages' NVTX ranges are profiled."""
+    argv = [
+        str(ncu),
+        "--config-file",
+        "off",
+        "--clock-control",
+        clock_control,
+        "--cache-control",
+        cache_control,
+        "--nvtx",
+    ]
+    for s in stages:
+        argv += ["--nvtx-include", f"{stage_range(s)}/"]
+    if mode == "annotation":
+        argv += ["--metrics", ",".join(ANNOTATION_METRICS)]
+    elif mode == "ncu":
+        argv += ["--set", "full", "--import-source", "yes", "--metrics", ",".join(SCALAR_FLOPS)]
+    else:
+        raise ValueError(f"ncu_argv: unknown mode {mode}")
+    return [*argv, "--export", str(report_base), "--force-overwrite", *child]

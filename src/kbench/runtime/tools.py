@@ -1,0 +1,82 @@
+"""The only place kbench starts subprocesses: argv lists (never a shell), a timeout, and the whole process
+group killed on timeout or Ctrl-C so no profiler or child is left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbench.errors import KbenchError
+
+
+class ToolMissing(KbenchError):
+    exit_code = 7
+
+
+class ToolTimeout(KbenchError):
+    exit_code = 8
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int
+    log: str  # stdout and stderr together
+
+
+def find_ncu() -> Path:
+    """KBENCH_NCU, then PATH, then $CUDA_HOME/bin; ToolMissing with what to do otherwise."""
+    if env := os.environ.get("KBENCH_NCU"):
+        if Path(env).is_file() and os.access(env, os.X_OK):
+            return Path(env)
+        raise ToolMissing(f"KBENCH_NCU={env} is not an executable file; point it at ncu or unset it")
+    if found := shutil.which("ncu"):
+        return Path(found)
+    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "ncu"
+    if cuda.is_file():
+        return cuda
+    raise ToolMissing(
+        "Nsight Compute (ncu) not found on KBENCH_NCU, PATH or $CUDA_HOME/bin; install it, or use "
+        "--prof_type=event for timings without hardware counters"
+    )
+
+
+def run(argv: list[str], *, timeout_s: float, log_path: Path, env: dict[str, str] | None = None) -> Finished:
+    """Run ``argv`` with output to ``log_path``; kill its process group on timeout or interrupt."""
+    with log_path.open("w") as log:
+        try:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)  # noqa: S603
+        except OSError as e:
+            raise ToolMissing(f"cannot start {argv[0]}: {e.strerror}") from None
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise ToolTimeout(
+                f"{Path(argv[0]).name} ran past {timeout_s:.0f} s and was killed with its children; see {log_path}"
+            ) from None
+        except BaseException:
+            _kill_group(proc)
+            raise
+    return Finished(code, log_path.read_text(errors="replace"))
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):  # already gone
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def version(tool: Path, timeout_s: float = 60) -> str:
+    """The tool's version string (e.g. '2025.3.1.0'), read from `<tool> --version`."""
+    try:
+        out = subprocess.run([str(tool), "--version"], capture_output=True, text=True, timeout=timeout_s)  # noqa: S603
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ToolMissing(f"cannot run {tool} --version: {e}") from None
+    m = re.search(r"(\d{4}\.\d+(\.\d+)*)", out.stdout + out.stderr)
+    return m.group(1) if m else (out.stdout.strip().splitlines() or ["unknown"])[-1]

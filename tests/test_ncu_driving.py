@@ -1,0 +1,122 @@
+"""Driving ncu: the exact argv, finding the tool, and subprocess handling (timeouts kill the process group)."""
+
+from __future__ import annotations
+
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kbench.analysis.ncu import ANNOTATION_METRICS, kernels
+from kbench.plan.discovery import load_version
+from kbench.runtime import tools
+from kbench.runtime.profiling.counters_run import group
+from kbench.runtime.profiling.counters_session import conformance
+from kbench.runtime.profiling.ncu_argv import ncu_argv
+from tests.conftest import DATA
+
+CHILD = ["/usr/bin/python3", "-m", "kbench.runtime.profiling.child", "/r/child-spec.json"]
+
+
+def test_annotation_argv_is_exact() -> None:
+    argv = ncu_argv(Path("/opt/ncu"), "annotation", ["partial", "combine"], Path("/r/profile"), CHILD)
+    assert argv == [
+        "/opt/ncu",
+        "--config-file",
+        "off",
+        "--clock-control",
+        "none",
+        "--cache-control",
+        "all",
+        "--nvtx",
+        "--nvtx-include",
+        "kbench.partial/",
+        "--nvtx-include",
+        "kbench.combine/",
+        "--metrics",
+        ",".join(ANNOTATION_METRICS),
+        "--export",
+        "/r/profile",
+        "--force-overwrite",
+        *CHILD,
+    ]
+    assert len(ANNOTATION_METRICS) == len(set(ANNOTATION_METRICS))
+
+
+def test_ncu_argv_uses_the_full_set_with_source_and_the_flop_counts() -> None:
+    argv = ncu_argv(Path("ncu"), "ncu", ["mm"], Path("p"), CHILD, clock_control="base")
+    i = argv.index("--set")
+    assert argv[i : i + 4] == ["--set", "full", "--import-source", "yes"]
+    assert "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum" in argv[argv.index("--metrics") + 1]
+    assert argv[argv.index("--clock-control") + 1] == "base" and argv[-len(CHILD) :] == CHILD
+    with pytest.raises(ValueError):
+        ncu_argv(Path("ncu"), "nsys", ["mm"], Path("p"), CHILD)
+
+
+def _script(path: Path, body: str) -> Path:
+    path.write_text(f"#!{sys.executable}\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_find_ncu_order_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _script(
+        tmp_path / "ncu", "print('NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 1)')"
+    )
+    monkeypatch.setenv("KBENCH_NCU", str(fake))
+    assert tools.find_ncu() == fake and tools.version(fake) == "2025.3.1.0"
+    monkeypatch.setenv("KBENCH_NCU", str(tmp_path / "missing"))
+    with pytest.raises(tools.ToolMissing, match="is not an executable file"):
+        tools.find_ncu()
+    monkeypatch.delenv("KBENCH_NCU")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "nocuda"))
+    with pytest.raises(tools.ToolMissing, match="use --prof_type=event"):
+        tools.find_ncu()
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert tools.find_ncu() == fake
+
+
+def test_run_captures_output_and_exit_code(tmp_path: Path) -> None:
+    done = tools.run(
+        [sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"],
+        timeout_s=60,
+        log_path=tmp_path / "log",
+    )
+    assert done.returncode == 3 and "out" in done.log and "err" in done.log
+
+
+def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    code = (
+        f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+        f" open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    )
+    started = time.monotonic()
+    with pytest.raises(tools.ToolTimeout, match="ran past 2 s and was killed"):
+        tools.run([sys.executable, "-c", code], timeout_s=2, log_path=tmp_path / "log")
+    assert time.monotonic() - started < 30
+    grandchild = int(pidfile.read_text())
+    time.sleep(0.2)
+    stat_file = Path(f"/proc/{grandchild}/stat")
+    # gone, or a zombie waiting for a reaper (a container's init may not reap): either way no longer running
+    assert not stat_file.exists() or stat_file.read_text().split(")")[-1].split()[0] == "Z"
+
+
+def test_a_missing_program_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(tools.ToolMissing, match="cannot start /nonexistent/ncu"):
+        tools.run(["/nonexistent/ncu"], timeout_s=5, log_path=tmp_path / "log")
+
+
+def test_conformance_compares_declared_and_observed_kernels() -> None:
+    plan = load_version("matmul").from_values({})
+    grouped = group(kernels(DATA / "ncu_h100" / "ann_mm.ncu-rep"), plan)
+    (row,) = conformance(plan, grouped, {"mm": {"grid": [1024]}})
+    assert row["observed"] == "mm_kernel" and row["launches"] == "3" and row["verdict"] == "as declared"
+    (row,) = conformance(plan, grouped, {"mm": {"grid": [512]}})
+    assert row["verdict"] == "differs from the plan" and row["observed_grid"] == "1024"
+    torch_plan = plan.with_version("torch_mm")
+    (row,) = conformance(torch_plan, group(kernels(DATA / "ncu_h100" / "ann_mm.ncu-rep"), torch_plan), {})
+    assert row["verdict"] == "library stage: kernels not declared"
