@@ -36,7 +36,7 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_every_command_and_option_is_documented() -> None:
     top = subprocess.run([sys.executable, "-m", "kbench", "--help"], capture_output=True, text=True, timeout=60)
-    for cmd in ("profile", "check", "list"):
+    for cmd in ("profile", "check", "analyze", "list"):
         assert re.search(rf"\b{cmd}\b", top.stdout) and f"kbench {cmd}" in README, cmd
     for option in (
         "--prof_type",
@@ -50,6 +50,9 @@ def test_every_command_and_option_is_documented() -> None:
         "--baseline",
         "--kernel-path",
         "--verbose",
+        "--timeout",
+        "--mode",
+        "--plan",
     ):
         assert option in README, option
 

@@ -132,3 +132,37 @@ def test_kbench_analyze_needs_no_ncu(tmp_path: Path, fixture: str) -> None:
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith(f"# Profile: {fixture} offline")
+
+
+def test_measured_bytes_far_from_the_model_is_a_finding() -> None:
+    # full_mm's Triton matmul (128x128 tiles, no grouping) reads A and B about twice from DRAM
+    plan = load_version("matmul").from_values({})
+    result, _ = counters_run.build_result(REPS / "full_mm.ncu-rep", "annotation", plan)
+    (mm,) = result.stages
+    assert "measured DRAM bytes 1.99x the model" in mm.key_issue
+    own = DATA / "kbench_h100" / "annotation_matmul_base.ncu-rep"  # kbench's list: complete measured FLOPs
+    result, _ = counters_run.build_result(own, "annotation", plan)
+    assert result.counters[0].measured_flops == 2 * 4096**3 and "FLOPs" not in result.stages[0].key_issue
+    small = load_version("matmul").from_values({"k": 2048})  # a model at half the real FLOPs is flagged
+    result, _ = counters_run.build_result(own, "annotation", small)
+    assert result.stages[0].key_issue.startswith("measured FLOPs 2.00x the model")
+
+
+def test_kbench_annotation_capture_counts_scalar_flops_and_passes() -> None:
+    (k,) = ncu.kernels(DATA / "kbench_h100" / "annotation_vector_add_base.ncu-rep")
+    assert k.scalar_flops == 1 << 26 and k.tensor_flops == 0 and k.measured_flops == 1 << 26
+    assert k.m("replay_passes") == 14 and ncu.stage_of(k) == "add"
+
+
+def test_roofline_chart_only_with_a_model(tmp_path: Path) -> None:
+    with_plan = counters_run.analyze(
+        DATA / "kbench_h100" / "annotation_matmul_base.ncu-rep",
+        "annotation",
+        tmp_path,
+        load_version("matmul").from_values({}),
+    )
+    png = Path(with_plan.out_dir) / "roofline.png"
+    assert with_plan.chart == "roofline.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Chart: `roofline.png`" in with_plan.report_md
+    offline = counters_run.analyze(REPS / "ann_mm.ncu-rep", "annotation", tmp_path, None)
+    assert offline.chart is None and not (Path(offline.out_dir) / "roofline.png").exists()

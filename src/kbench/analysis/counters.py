@@ -176,7 +176,8 @@ def summarize_counters(
             f"TC {c.tc_pct:.1f}%" if c.tc_pct is not None else None,
             f"DRAM {c.dram_pct:.1f}%" if c.dram_pct is not None else None,
         ]
-        issue = "; ".join([*c.issues(), ", ".join(x for x in facts if x)]) or "no counter read"
+        mismatch = model_mismatch(model, c)
+        issue = "; ".join([*mismatch, *c.issues(), ", ".join(x for x in facts if x)]) or "no counter read"
         if f.efficiency_pct is not None and f.efficiency_pct > 100.0:
             issue = f"beats its roofline bound ({f.efficiency_pct:.1f}%): FLOP/byte model or timing is wrong; " + issue
         f.key_issue = issue
@@ -230,6 +231,27 @@ def summarize_counters(
         ceilings_source=source,
         roofline_known=roofline_known and bool(models),
     )
+
+
+# Measured over analytic beyond this factor (either way) is a finding: the model or the kernel is wrong.
+MODEL_MISMATCH = 1.25
+
+
+def model_mismatch(model: StageModel | None, c: StageCounters) -> list[str]:
+    """'measured DRAM bytes 1.98x the model' for each of FLOPs and bytes that disagree beyond MODEL_MISMATCH."""
+    if model is None:
+        return []
+    out = []
+    for what, measured, analytic in (
+        ("FLOPs", c.measured_flops, model.flops),
+        ("DRAM bytes", c.measured_bytes, model.dram_bytes),
+    ):
+        if measured is None or not analytic:
+            continue
+        ratio = measured / analytic
+        if ratio > MODEL_MISMATCH or ratio < 1 / MODEL_MISMATCH:
+            out.append(f"measured {what} {ratio:.2f}x the model")
+    return out
 
 
 def _pct(v: float | None) -> str:

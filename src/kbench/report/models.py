@@ -33,6 +33,7 @@ class ProfileResult(BaseModel):
     counters: list[StageCounters] = []  # counter modes: per-stage ncu figures
     source: str = ""  # counter modes: the .ncu-rep the figures come from
     conformance: list[dict[str, str]] = []  # counter modes with a plan: declared vs observed kernels
+    chart: str | None = None  # file name of the roofline chart in the run folder
     out_dir: str = ""
     report_md: str = ""
 

@@ -15,6 +15,7 @@ from kbench.analysis.devices import DeviceTable, load_devices, resolve
 from kbench.errors import KbenchError
 from kbench.fsutil import safe, write_json_atomic
 from kbench.plan.base import KernelPlan
+from kbench.report.chart import roofline_png
 from kbench.report.models import ProfileResult
 from kbench.report.render import render_report, render_verbose
 from kbench.runtime import output
@@ -94,6 +95,14 @@ def write_outputs(result: ProfileResult, grouped: list[tuple[str, list[ncu.Kerne
             )
             _write_source(run_dir, name, [(k, actions[k.index]) for k in ks])
         (run_dir / "report-verbose.md").write_text(render_verbose(result, stages))
+    spec = load_devices().devices.get(result.device_key) if result.device_key else None
+    if spec is not None and roofline_png(
+        result.figures,
+        spec.ceilings(),
+        run_dir / "roofline.png",
+        f"{result.kernel} {result.version} on {spec.display_name}",
+    ):
+        result.chart = "roofline.png"
     write_json_atomic(run_dir / output.RESULT, result.model_dump(mode="json", exclude={"report_md"}))
     result.report_md = render_report(result)
     (run_dir / "report.md").write_text(result.report_md)

@@ -1,0 +1,52 @@
+"""The roofline chart (PNG): each precision's roof from the device peaks, each stage at its intensity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kbench.analysis.roofline import Ceilings
+from kbench.analysis.summary import PlanFigures
+
+
+def roofline_png(figures: PlanFigures, ceilings: dict[str, Ceilings], path: Path, title: str) -> bool:
+    """Draw the chart; False (and no file) when no stage has both an intensity and a roof to place it under."""
+    points = [
+        s for s in figures.stages if s.intensity and s.tflops and s.precision in ceilings and figures.roofline_known
+    ]
+    if not points:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lo = min(min(s.intensity or 1.0 for s in points), *(ceilings[s.precision].ridge for s in points)) / 10
+    hi = max(max(s.intensity or 1.0 for s in points), *(ceilings[s.precision].ridge for s in points)) * 10
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for precision in sorted({s.precision for s in points}):
+        c = ceilings[precision]
+        xs = [lo, c.ridge, hi]
+        ax.plot(
+            xs,
+            [min(c.tflops, x * c.gbps / 1e3) for x in xs],
+            label=f"{precision} roof ({c.tflops:g} TFLOP/s, {c.gbps:g} GB/s)",
+        )
+    for s in points:
+        ax.scatter([s.intensity or 0.0], [s.tflops or 0.0], zorder=3)
+        ax.annotate(
+            f"{s.name} ({s.efficiency_pct:.0f}%)" if s.efficiency_pct is not None else s.name,
+            (s.intensity or 0.0, s.tflops or 0.0),
+            textcoords="offset points",
+            xytext=(6, -12),
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / DRAM byte)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
