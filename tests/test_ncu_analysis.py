@@ -166,3 +166,15 @@ def test_roofline_chart_only_with_a_model(tmp_path: Path) -> None:
     assert "Chart: `roofline.png`" in with_plan.report_md
     offline = counters_run.analyze(REPS / "ann_mm.ncu-rep", "annotation", tmp_path, None)
     assert offline.chart is None and not (Path(offline.out_dir) / "roofline.png").exists()
+
+
+def test_tidy_tables_are_written(tmp_path: Path) -> None:
+    import pandas as pd
+
+    result = counters_run.analyze(REPS / "sol_streams.ncu-rep", "ncu", tmp_path, None)
+    run = Path(result.out_dir)
+    kernels_csv = pd.read_csv(run / "kernels.csv")
+    assert len(kernels_csv) == 6 and list(kernels_csv["stream"]) == [13, 17] * 3
+    assert kernels_csv["duration_ns"].iloc[0] == pytest.approx(260192.0)
+    rules_csv = pd.read_csv(run / "rules.csv")
+    assert len(rules_csv) == sum(len(k.rules) for k in ncu.kernels(REPS / "sol_streams.ncu-rep"))

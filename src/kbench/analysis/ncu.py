@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from kbench.errors import ConfigError, first_line
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # canonical name -> metric names, preferred first
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -320,3 +323,62 @@ def annotated_source(action: Any) -> list[dict[str, Any]]:
         del e["stalls"]
         out.append(e)
     return sorted(out, key=lambda e: (-e["stall_samples"], -e["inst_executed"]))
+
+
+def kernels_frame(ks: list[Kernel], stages: dict[int, str] | None = None) -> pd.DataFrame:
+    """The tidy table: one row per profiled kernel, a column per canonical metric (NaN = not in the report)."""
+    import pandas as pd
+
+    rows = []
+    for k in ks:
+        rows.append(
+            {
+                "index": k.index,
+                "stage": (stages or {}).get(k.index, stage_of(k) or ""),
+                "kernel": k.name,
+                "nvtx": ";".join(k.nvtx),
+                "grid": "x".join(map(str, k.grid)) if k.grid else "",
+                "block": "x".join(map(str, k.block)) if k.block else "",
+                **k.metrics,
+                "tensor_flops": k.tensor_flops,
+                "scalar_flops": k.scalar_flops,
+                "measured_flops": k.measured_flops,
+                "measured_bytes": k.measured_bytes,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def rules_frame(ks: list[Kernel], stages: dict[int, str] | None = None) -> pd.DataFrame:
+    """Every rule result: stage, kernel, rule id, section, title, estimated speedup and its type, focus metrics."""
+    import pandas as pd
+
+    rows = [
+        {
+            "stage": (stages or {}).get(k.index, stage_of(k) or ""),
+            "kernel_index": k.index,
+            "kernel": k.name,
+            "rule": r.rule_id,
+            "section": r.section,
+            "title": r.title,
+            "speedup_pct": r.speedup_pct,
+            "speedup_type": r.speedup_type,
+            "focus": "; ".join(f"{n}={v}" for n, v in r.focus),
+            "message": r.message,
+        }
+        for k in ks
+        for r in k.rules
+    ]
+    columns = [
+        "stage",
+        "kernel_index",
+        "kernel",
+        "rule",
+        "section",
+        "title",
+        "speedup_pct",
+        "speedup_type",
+        "focus",
+        "message",
+    ]
+    return pd.DataFrame(rows, columns=columns)

@@ -85,7 +85,12 @@ def build_result(
 
 
 def write_outputs(result: ProfileResult, grouped: list[tuple[str, list[ncu.Kernel]]], rep: Path, run_dir: Path) -> None:
-    """report.md, result.json, and in ncu mode report-verbose.md, source/<stage>.md, sass/<stage>.csv."""
+    """report.md, result.json, kernels.csv and rules.csv (the tidy tables), and in ncu mode report-verbose.md,
+    source/<stage>.md, sass/<stage>-<kernel>.csv."""
+    stage_of = {k.index: name for name, ks in grouped for k in ks}
+    kernels = [k for _, ks in grouped for k in ks]
+    ncu.kernels_frame(kernels, stage_of).to_csv(run_dir / "kernels.csv", index=False)
+    ncu.rules_frame(kernels, stage_of).to_csv(run_dir / "rules.csv", index=False)
     if result.mode == "ncu":
         actions = ncu.load_actions(rep)
         stages: list[dict[str, object]] = []

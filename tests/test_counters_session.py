@@ -1,0 +1,104 @@
+"""The ncu modes' error paths, with a stand-in ncu (a script on KBENCH_NCU) and the GPU checks replaced: every
+failure is one clear line and leaves the run folder marked failed."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbench.analysis.devices import load_devices, resolve
+from kbench.errors import KbenchError, KernelError
+from kbench.plan.discovery import load_version
+from kbench.runtime import gpu, tools
+from kbench.runtime.profiling import counters_session
+from kbench.runtime.profiling.session import RunOptions
+
+VERSION = "print('NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 36398880)')"
+
+
+@pytest.fixture
+def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path):
+    monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
+    monkeypatch.setattr(
+        counters_session, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3")
+    )
+
+    def install(body: str) -> None:
+        script = tmp_path / "ncu"
+        script.write_text(
+            f"#!{sys.executable}\nimport sys, time\nif sys.argv[1:] == ['--version']:\n    {VERSION}\n"
+            f"    sys.exit(0)\n{body}\n"
+        )
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+        monkeypatch.setenv("KBENCH_NCU", str(script))
+
+    return install
+
+
+def profile(**kw):
+    plan = load_version("vector_add").from_values({"n": 1024})
+    return counters_session.run("annotation", plan, RunOptions(out_root=Path("prof"), progress=lambda m: None, **kw))
+
+
+def failed_run() -> dict[str, Any]:
+    (run,) = list(Path("prof/annotation/vector_add").glob("*/*"))
+    assert not (run / "report.md").exists() and (run / "ncu.log").exists()
+    params: dict[str, Any] = json.loads((run / "params.json").read_text())
+    return params
+
+
+@pytest.mark.parametrize(
+    ("body", "error", "message"),
+    [
+        (
+            "print('==ERROR== ERR_NVGPUCTRPERM - The user does not have permission'); sys.exit(1)",
+            KbenchError,
+            "ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root",
+        ),
+        (
+            "print('==WARNING== No kernels were profiled.')",
+            KbenchError,
+            "ncu profiled no kernel: nothing launched inside the NVTX range(s) kbench.add",
+        ),
+        (
+            "print('kbench child: stage add failed: RuntimeError: CUDA error: an illegal memory access'); sys.exit(5)",
+            KernelError,
+            "the plan failed under ncu: stage add failed: RuntimeError: CUDA error: an illegal memory access",
+        ),
+        (
+            "print('==ERROR== Failed to profile kernel'); sys.exit(1)",
+            KbenchError,
+            "ncu failed: ==ERROR== Failed to profile kernel",
+        ),
+    ],
+)
+def test_ncu_failures_are_one_line_and_marked(fake_ncu, body: str, error: type, message: str) -> None:
+    fake_ncu(body)
+    with pytest.raises(error) as e:
+        profile()
+    assert message in str(e.value) and "\n" not in str(e.value)
+    params = failed_run()
+    assert params["status"] == "failed" and params["tools"]["ncu"] == "2025.3.1.0"
+    assert "--clock-control none" in params["ncu_command"] and "kbench.runtime.profiling.child" in params["ncu_command"]
+
+
+def test_a_hanging_ncu_is_killed(fake_ncu) -> None:
+    fake_ncu("time.sleep(60)")
+    with pytest.raises(tools.ToolTimeout, match="ran past 1 s"):
+        profile(timeout_s=1.0)
+    assert failed_run()["status"] == "failed"
+
+
+def test_missing_ncu_suggests_event_mode(monkeypatch: pytest.MonkeyPatch, isolated: Path, tmp_path: Path) -> None:
+    monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
+    monkeypatch.delenv("KBENCH_NCU", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "none"))
+    with pytest.raises(tools.ToolMissing, match="--prof_type=event"):
+        profile()
+    assert not Path("prof").exists()
