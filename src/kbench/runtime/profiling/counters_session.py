@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis.compare import compare
-from kbench.analysis.devices import active_device, load_devices
 from kbench.analysis.ncu import Kernel
 from kbench.errors import KbenchError, KernelError
 from kbench.fsutil import write_json_atomic
@@ -25,7 +24,7 @@ from kbench.report.models import ProfileResult
 from kbench.runtime import gpu, output, tools
 from kbench.runtime.profiling import counters_run
 from kbench.runtime.profiling.ncu_argv import ncu_argv, stage_range
-from kbench.runtime.profiling.session import RunOptions, named_baseline, read_result
+from kbench.runtime.profiling.session import RunOptions, read_result, start_run
 
 CLOCKS = "not locked; ncu ran with --clock-control none, so neither kbench nor ncu changed the GPU's clocks"
 PERMISSION = (
@@ -48,38 +47,15 @@ def profile_plan(
     one launch per stage)."""
     if version is not None:
         plan = plan.with_version(version)
-    opts = RunOptions(
-        out_root=Path(out_dir) if out_dir is not None else RunOptions.out_root,
-        bench_runs=bench_runs,
-        check=check,
-        baseline=Path(baseline) if baseline is not None else None,
-        seed=seed,
-    )
-    return run(mode, plan, opts)
+    return run(mode, plan, RunOptions.for_api(out_dir, bench_runs, check, baseline, seed))
 
 
 def run(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     gpu.require_cuda(f"--prof_type={mode}")
     ncu = tools.find_ncu()
     ncu_version = tools.version(ncu)
-    named = named_baseline(opts.baseline, plan) if opts.baseline is not None else None
-    device = active_device(load_devices())
-    run_dir = output.new_run_dir(opts.out_root, mode, plan.package, plan.slug())
-    seed = opts.seed if opts.seed is not None else time.time_ns() % (2**31)
-    params: dict[str, Any] = {
-        "kernel": plan.package,
-        "version": plan.version,
-        "mode": mode,
-        "params": plan.values(),
-        "device": {"name": device.name, "key": device.key, "known": device.known, "driver": device.driver},
-        "tools": {**gpu.tool_versions(), "ncu": ncu_version},
-        "command": shlex.join(sys.orig_argv),
-        "seed": seed,
-        "check": opts.check,
-        "clocks": CLOCKS,
-        "started_at": datetime.now(timezone.utc).isoformat(),
-        "status": "running",
-    }
+    named, _, run_dir, params, seed = start_run(mode, plan, opts, {"ncu": ncu_version})
+    params["clocks"] = CLOCKS
     write_json_atomic(run_dir / output.PARAMS, params)
     try:
         return _run(mode, plan, opts, ncu, run_dir, params, seed, named)

@@ -42,12 +42,4 @@ def event_profile_plan(
     """
     if version is not None:
         plan = plan.with_version(version)
-    opts = RunOptions(
-        out_root=Path(out_dir) if out_dir is not None else RunOptions.out_root,
-        bench_runs=bench_runs,
-        check=check,
-        cuda_graph=cuda_graph,
-        baseline=Path(baseline) if baseline is not None else None,
-        seed=seed,
-    )
-    return run(plan, opts)
+    return run(plan, RunOptions.for_api(out_dir, bench_runs, check, baseline, seed, cuda_graph))

@@ -46,6 +46,26 @@ class RunOptions:
     timeout_s: float = 1800.0  # counter modes: the whole ncu run
     progress: Callable[[str], None] = log.info
 
+    @classmethod
+    def for_api(
+        cls,
+        out_dir: Path | str | None,
+        bench_runs: int,
+        check: bool,
+        baseline: Path | str | None,
+        seed: int | None,
+        cuda_graph: bool = False,
+    ) -> RunOptions:
+        """Options from the ``<mode>_profile_plan`` keyword arguments."""
+        return cls(
+            out_root=Path(out_dir) if out_dir is not None else cls.out_root,
+            bench_runs=bench_runs,
+            check=check,
+            cuda_graph=cuda_graph,
+            baseline=Path(baseline) if baseline is not None else None,
+            seed=seed,
+        )
+
 
 @dataclass
 class Measurement:
@@ -84,14 +104,13 @@ def named_baseline(path: Path, plan: KernelPlan) -> ProfileResult:
     return previous
 
 
-def run(mode: str, measure: Measure, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
-    """Profile ``plan`` with ``measure`` into a new run folder; on any failure the folder is marked failed."""
-    gpu.require_cuda(f"--prof_type={mode}")
-    if opts.bench_runs < 1:
-        raise KbenchError("--bench-runs must be at least 1")
+def start_run(
+    mode: str, plan: KernelPlan, opts: RunOptions, tools: dict[str, Any] | None = None
+) -> tuple[ProfileResult | None, ActiveDevice, Path, dict[str, Any], int]:
+    """What every mode does first: the named baseline checked, the device found, a new run folder, the seed,
+    and params.json's common fields (the caller adds its own and writes it)."""
     named = named_baseline(opts.baseline, plan) if opts.baseline is not None else None
-    table = load_devices()
-    device: ActiveDevice = active_device(table)
+    device = active_device(load_devices())
     run_dir = output.new_run_dir(opts.out_root, mode, plan.package, plan.slug())
     seed = opts.seed if opts.seed is not None else time.time_ns() % (2**31)
     params: dict[str, Any] = {
@@ -100,15 +119,23 @@ def run(mode: str, measure: Measure, plan: KernelPlan, opts: RunOptions) -> Prof
         "mode": mode,
         "params": plan.values(),
         "device": {"name": device.name, "key": device.key, "known": device.known, "driver": device.driver},
-        "tools": gpu.tool_versions(),
+        "tools": {**gpu.tool_versions(), **(tools or {})},
         "command": shlex.join(sys.orig_argv),
         "seed": seed,
-        "bench_runs": opts.bench_runs,
-        "cuda_graph": opts.cuda_graph,
         "check": opts.check,
         "started_at": datetime.now(timezone.utc).isoformat(),
         "status": "running",
     }
+    return named, device, run_dir, params, seed
+
+
+def run(mode: str, measure: Measure, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
+    """Profile ``plan`` with ``measure`` into a new run folder; on any failure the folder is marked failed."""
+    gpu.require_cuda(f"--prof_type={mode}")
+    if opts.bench_runs < 1:
+        raise KbenchError("--bench-runs must be at least 1")
+    named, device, run_dir, params, seed = start_run(mode, plan, opts)
+    params.update(bench_runs=opts.bench_runs, cuda_graph=opts.cuda_graph)
     write_json_atomic(run_dir / output.PARAMS, params)
     try:
         result = _run(mode, measure, plan, opts, device, run_dir, params, seed, named)
