@@ -15,7 +15,7 @@ from kbench.analysis.devices import load_devices, resolve
 from kbench.errors import KbenchError, KernelError
 from kbench.plan.discovery import load_version
 from kbench.runtime import gpu, tools
-from kbench.runtime.profiling import counters_session
+from kbench.runtime.profiling import counters_session, session
 from kbench.runtime.profiling.session import RunOptions
 
 VERSION = "print('NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 36398880)')"
@@ -25,7 +25,7 @@ VERSION = "print('NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025
 def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path):
     monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
     monkeypatch.setattr(
-        counters_session, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3")
+        session, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3")
     )
 
     def install(body: str) -> None:
