@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Validate kbench on a CUDA machine without touching its clocks, power or modes: the full test suite
-# (GPU tier included), `kbench check` and event-mode profiles of every version of every shipped plan,
+# (GPU tier included), `kbench check`, event-mode profiles of every version of every shipped plan, annotation
+# and ncu mode on the base versions,
 # event vs do_bench, the benchmark table, and the device's measured copy / matmul ceilings.
 # Usage: scripts/gpu-validate.sh [RESULTS_DIR]   (default out/gpu-validate; profiles go to out/profiles)
 set -uo pipefail
@@ -26,6 +27,14 @@ step "event mode, every version, default parameters"
 for spec in vector_add:base vector_add:v2 matmul:torch_mm matmul:base matmul:v2; do
   /usr/bin/time -f "wall %e s" $py -m kbench.kernel "${spec%%:*}" "${spec#*:}" --prof_type=event > "$res/event_${spec/:/_}.md" 2> "$res/event_${spec/:/_}.err"
   echo "$spec rc=$? $(tail -2 "$res/event_${spec/:/_}.err" | tr '\n' ' ')"
+done
+
+step "annotation and ncu modes (ncu --clock-control none)"
+for spec in vector_add:base matmul:base; do
+  for mode in annotation ncu; do
+    /usr/bin/time -f "wall %e s" $py -m kbench.kernel "${spec%%:*}" "${spec#*:}" --prof_type=$mode > "$res/${mode}_${spec/:/_}.md" 2> "$res/${mode}_${spec/:/_}.err"
+    echo "$spec $mode rc=$? $(tail -2 "$res/${mode}_${spec/:/_}.err" | tr '\n' ' ')"
+  done
 done
 
 step "event vs do_bench"
