@@ -24,9 +24,7 @@ VERSION = "print('NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025
 @pytest.fixture
 def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path):
     monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
-    monkeypatch.setattr(
-        session, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3")
-    )
+    monkeypatch.setattr(session, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3"))
 
     def install(body: str) -> None:
         script = tmp_path / "ncu"

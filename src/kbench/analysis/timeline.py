@@ -1,0 +1,305 @@
+"""A GPU timeline from Nsight Systems (SQLite export) or the PyTorch profiler (Chrome trace JSON) as one
+normalized table, and the analyses on it: which kernels a range launched, overlap across streams, busy and
+idle time, launch latency. Pure: a file in, tables out.
+
+Columns: kind (kernel, memcpy, memset, runtime, driver, nvtx), name, device, stream, correlation, pid, tid,
+start_ns, end_ns, grid, block, registers, shared_bytes (None where the source does not say).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kbench.errors import ConfigError
+
+COLUMNS = [
+    "kind",
+    "name",
+    "device",
+    "stream",
+    "correlation",
+    "pid",
+    "tid",
+    "start_ns",
+    "end_ns",
+    "grid",
+    "block",
+    "registers",
+    "shared_bytes",
+]
+GPU_KINDS = ("kernel", "memcpy", "memset")
+
+
+def load(path: Path) -> pd.DataFrame:
+    """The timeline of an nsys ``.sqlite`` export or a PyTorch-profiler ``.json`` trace."""
+    if not path.is_file():
+        raise ConfigError(f"no such capture: {path}")
+    if path.suffix == ".sqlite":
+        return from_nsys_sqlite(path)
+    if path.suffix == ".json":
+        return from_kineto_json(path)
+    raise ConfigError(f"{path}: a timeline capture is an nsys .sqlite export or a PyTorch-profiler .json trace")
+
+
+def _frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    df = pd.DataFrame(list(rows), columns=COLUMNS)
+    return df.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
+
+
+def from_nsys_sqlite(path: Path) -> pd.DataFrame:
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise ConfigError(f"cannot open {path}: {e}") from None
+    try:
+        tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
+        if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+            raise ConfigError(f"{path} holds no CUDA kernel activity (was nsys run with -t cuda?)")
+        names = dict(db.execute("select id, value from StringIds"))
+        rows: list[dict[str, Any]] = []
+        for r in db.execute(
+            "select start, end, deviceId, streamId, correlationId, globalPid, shortName, gridX, gridY, "
+            "gridZ, blockX, blockY, blockZ, registersPerThread, staticSharedMemory + "
+            "dynamicSharedMemory from CUPTI_ACTIVITY_KIND_KERNEL"
+        ):
+            rows.append(
+                {
+                    "kind": "kernel",
+                    "name": names.get(r[6], str(r[6])),
+                    "device": r[2],
+                    "stream": r[3],
+                    "correlation": r[4],
+                    "pid": r[5] >> 24,
+                    "tid": None,
+                    "start_ns": r[0],
+                    "end_ns": r[1],
+                    "grid": (r[7], r[8], r[9]),
+                    "block": (r[10], r[11], r[12]),
+                    "registers": r[13],
+                    "shared_bytes": r[14],
+                }
+            )
+        for kind, table in (("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY"), ("memset", "CUPTI_ACTIVITY_KIND_MEMSET")):
+            if table in tables:
+                for r in db.execute(
+                    f"select start, end, deviceId, streamId, correlationId, globalPid, bytes from {table}"
+                ):
+                    rows.append(
+                        {
+                            "kind": kind,
+                            "name": f"{kind} {r[6]} B",
+                            "device": r[2],
+                            "stream": r[3],
+                            "correlation": r[4],
+                            "pid": r[5] >> 24,
+                            "start_ns": r[0],
+                            "end_ns": r[1],
+                        }
+                    )
+        for kind, table in (("runtime", "CUPTI_ACTIVITY_KIND_RUNTIME"), ("driver", "CUPTI_ACTIVITY_KIND_DRIVER")):
+            if table in tables:
+                for r in db.execute(f"select start, end, correlationId, globalTid, nameId from {table}"):
+                    rows.append(
+                        {
+                            "kind": kind,
+                            "name": names.get(r[4], str(r[4])),
+                            "correlation": r[2],
+                            "pid": r[3] >> 24,
+                            "tid": r[3] & 0xFFFFFF,
+                            "start_ns": r[0],
+                            "end_ns": r[1],
+                        }
+                    )
+        if "NVTX_EVENTS" in tables:
+            for r in db.execute(
+                "select start, end, coalesce(text, (select value from StringIds where id = textId)), "
+                "globalTid from NVTX_EVENTS where end is not null"
+            ):
+                rows.append(
+                    {
+                        "kind": "nvtx",
+                        "name": r[2],
+                        "pid": r[3] >> 24,
+                        "tid": r[3] & 0xFFFFFF,
+                        "start_ns": r[0],
+                        "end_ns": r[1],
+                    }
+                )
+        return _frame(rows)
+    except sqlite3.Error as e:
+        raise ConfigError(f"{path} is not a readable nsys SQLite export: {e}") from None
+    finally:
+        db.close()
+
+
+KINETO_KINDS = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "driver",
+    "gpu_user_annotation": "nvtx",
+    "user_annotation": "nvtx",
+}
+
+
+def from_kineto_json(path: Path) -> pd.DataFrame:
+    try:
+        events = json.loads(path.read_text())["traceEvents"]
+    except (OSError, ValueError, KeyError) as e:
+        raise ConfigError(f"{path} is not a PyTorch-profiler Chrome trace: {e}") from None
+    rows = []
+    for ev in events:
+        kind = KINETO_KINDS.get(ev.get("cat", ""))
+        if kind is None or ev.get("ph") != "X":
+            continue
+        args = ev.get("args", {})
+        start = round(float(ev["ts"]) * 1000)  # microseconds in the trace
+        grid, block = args.get("grid"), args.get("block")
+        gpu = kind in GPU_KINDS
+        rows.append(
+            {
+                "kind": kind,
+                "name": ev.get("name", ""),
+                "device": args.get("device"),
+                "stream": args.get("stream"),
+                "correlation": args.get("correlation"),
+                "pid": None if gpu else ev.get("pid"),
+                "tid": None if gpu else ev.get("tid"),
+                "start_ns": start,
+                "end_ns": start + round(float(ev.get("dur", 0)) * 1000),
+                "grid": tuple(grid) if grid else None,
+                "block": tuple(block) if block else None,
+                "registers": args.get("registers per thread"),
+                "shared_bytes": args.get("shared memory"),
+            }
+        )
+    if not any(r["kind"] == "kernel" for r in rows):
+        raise ConfigError(f"{path} holds no GPU kernel (was the profiler run with ProfilerActivity.CUDA?)")
+    return _frame(rows)
+
+
+def ranges(tl: pd.DataFrame, name: str) -> list[tuple[int, int]]:
+    """The occurrences of NVTX push/pop range ``name``, in time order."""
+    r = tl[(tl["kind"] == "nvtx") & (tl["name"] == name)]
+    return list(zip(r["start_ns"].astype(int), r["end_ns"].astype(int), strict=True))
+
+
+def launched_in(tl: pd.DataFrame, start: int, end: int) -> pd.DataFrame:
+    """GPU work whose launch call (runtime or driver API, matched by correlation id) began inside [start, end]."""
+    api = tl[tl["kind"].isin(["runtime", "driver"]) & (tl["start_ns"] >= start) & (tl["start_ns"] <= end)]
+    gpu = tl[tl["kind"].isin(GPU_KINDS)]
+    return gpu[gpu["correlation"].isin(set(api["correlation"].dropna()))]
+
+
+def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [(a, b) for a, b in merged]
+
+
+def overlapped_fraction(start: int, end: int, others: Iterable[tuple[int, int]]) -> float:
+    """The share of [start, end) during which at least one of ``others`` was also running."""
+    clipped = [(max(start, a), min(end, b)) for a, b in others if min(end, b) > max(start, a)]
+    return sum(b - a for a, b in _union(clipped)) / (end - start) if end > start else 0.0
+
+
+def overlap(tl: pd.DataFrame, selected: pd.DataFrame) -> pd.DataFrame:
+    """For each selected kernel: its stream, duration and the share of it overlapped by any other kernel."""
+    kernels = tl[tl["kind"] == "kernel"]
+    rows = []
+    for idx, k in selected[selected["kind"] == "kernel"].iterrows():
+        others = [
+            (int(a), int(b))
+            for i, a, b in zip(kernels.index, kernels["start_ns"], kernels["end_ns"], strict=True)
+            if i != idx
+        ]
+        rows.append(
+            {
+                "kernel": k["name"],
+                "stream": k["stream"],
+                "start_ns": int(k["start_ns"]),
+                "duration_us": (k["end_ns"] - k["start_ns"]) / 1e3,
+                "overlapped_pct": 100.0 * overlapped_fraction(int(k["start_ns"]), int(k["end_ns"]), others),
+            }
+        )
+    return pd.DataFrame(rows, columns=["kernel", "stream", "start_ns", "duration_us", "overlapped_pct"])
+
+
+def busy(tl: pd.DataFrame, start: int, end: int) -> dict[str, float]:
+    """Inside [start, end): time with any GPU work, with two or more kernels at once, and idle."""
+    gpu = tl[tl["kind"].isin(GPU_KINDS)]
+    spans = [
+        (max(start, int(a)), min(end, int(b)))
+        for a, b in zip(gpu["start_ns"], gpu["end_ns"], strict=True)
+        if min(end, int(b)) > max(start, int(a))
+    ]
+    busy_ns = sum(b - a for a, b in _union(spans))
+    kernel_spans = [
+        (max(start, int(a)), min(end, int(b)))
+        for a, b, kind in zip(gpu["start_ns"], gpu["end_ns"], gpu["kind"], strict=True)
+        if kind == "kernel" and min(end, int(b)) > max(start, int(a))
+    ]
+    events = sorted([(a, 1) for a, _ in kernel_spans] + [(b, -1) for _, b in kernel_spans])
+    running, last, concurrent = 0, start, 0
+    for t, step in events:
+        if running >= 2:
+            concurrent += t - last
+        running += step
+        last = t
+    return {
+        "window_us": (end - start) / 1e3,
+        "busy_us": busy_ns / 1e3,
+        "idle_us": (end - start - busy_ns) / 1e3,
+        "concurrent_us": concurrent / 1e3,
+    }
+
+
+def idle_gaps(tl: pd.DataFrame, start: int, end: int, top: int = 5) -> pd.DataFrame:
+    """The largest stretches inside [start, end) with no GPU work, and the GPU work that precedes each."""
+    gpu = tl[tl["kind"].isin(GPU_KINDS)].sort_values("end_ns")
+    spans = _union((int(a), int(b)) for a, b in zip(gpu["start_ns"], gpu["end_ns"], strict=True))
+    rows = []
+    prev_end = start
+    for a, b in [*spans, (end, end)]:
+        if a > prev_end and prev_end < end:
+            gap_end = min(a, end)
+            before = gpu[gpu["end_ns"] <= prev_end]
+            rows.append(
+                {
+                    "start_ns": prev_end,
+                    "gap_us": (gap_end - prev_end) / 1e3,
+                    "after": before.iloc[-1]["name"] if len(before) else "(window start)",
+                }
+            )
+        prev_end = max(prev_end, b)
+    df = pd.DataFrame(rows, columns=["start_ns", "gap_us", "after"])
+    return df.sort_values("gap_us", ascending=False).head(top).reset_index(drop=True)
+
+
+def launch_latency(tl: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel: from the start of its launch call to the start of the kernel, in microseconds."""
+    api = tl[tl["kind"].isin(["runtime", "driver"])].dropna(subset=["correlation"])
+    first_call = api.groupby("correlation")["start_ns"].min()
+    kernels = tl[tl["kind"] == "kernel"]
+    rows = [
+        {
+            "kernel": k["name"],
+            "stream": k["stream"],
+            "correlation": k["correlation"],
+            "latency_us": (k["start_ns"] - first_call[k["correlation"]]) / 1e3,
+        }
+        for _, k in kernels.iterrows()
+        if k["correlation"] in first_call.index
+    ]
+    return pd.DataFrame(rows, columns=["kernel", "stream", "correlation", "latency_us"])
