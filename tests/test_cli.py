@@ -66,14 +66,16 @@ def test_help_explains_usage_modes_and_parameters() -> None:
 @pytest.mark.parametrize(
     ("args", "code", "fragment"),
     [
-        (["nope"], 2, "unknown kernel package 'nope'; available: matmul, vector_add"),
+        (["nope"], 2, "unknown kernel package 'nope'; available: fork_join, matmul, vector_add"),
         (["vector_add", "v7"], 2, "unknown version 'v7' of vector_add; versions: base, v2"),
         (["vector_add", "--n=abc"], 2, "bad parameter --n=abc: Input should be a valid integer"),
         (["vector_add", "--b=32"], 2, "unknown parameter --b for vector_add base; valid: --n=67108864"),
         (["vector_add", "--n", "5"], 2, "plan parameters are written --name=value"),
         (["vector_add", "--bench-runs=x"], 2, "Invalid value for '--bench-runs'"),
         (["vector_add", "--prof_type=perf"], 2, "unknown --prof_type=perf; choose one of annotation, event"),
-        (["matmul", "--prof_type=nsys"], 6, "--prof_type=nsys is not implemented yet"),
+        (["matmul", "--timeline-backend=torch"], 2, "--timeline-backend=torch: auto, nsys or torch, and only with"),
+        (["matmul", "--prof_type=nsys", "--timeline-backend=perfetto"], 2, "--timeline-backend=perfetto: auto, nsys"),
+        (["matmul", "--prof_type=nsys", "--cuda-graph"], 2, "--cuda-graph times CUDA-graph replays in event mode"),
         ([], 2, "name a kernel package, e.g. `vector_add`"),
     ],
 )
@@ -83,7 +85,7 @@ def test_bad_input_is_one_line_and_nonzero(args: list[str], code: int, fragment:
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message shown without a GPU")
-@pytest.mark.parametrize("mode", ["event", "annotation", "ncu", None])
+@pytest.mark.parametrize("mode", ["event", "annotation", "ncu", "nsys", None])
 def test_profiling_without_a_gpu_says_so(tmp_path: Path, mode: str | None) -> None:
     p = run("vector_add", *([f"--prof_type={mode}"] if mode else []), cwd=tmp_path)
     assert p.returncode == 3
@@ -92,7 +94,7 @@ def test_profiling_without_a_gpu_says_so(tmp_path: Path, mode: str | None) -> No
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="CPU interpreter path")
-@pytest.mark.parametrize("package", ["vector_add", "matmul"])
+@pytest.mark.parametrize("package", ["vector_add", "matmul", "fork_join"])
 def test_kbench_check_passes_under_the_interpreter(package: str) -> None:
     p = run("check", package, module="kbench")
     assert p.returncode == 0, p.stderr

@@ -81,6 +81,7 @@ def test_every_tuning_config_passes_on_the_gpu() -> None:
         ("vector_add", "v2", {"n": 1 << 20}),
         ("matmul", "v2", {"m": 1000, "n": 1024, "k": 520}),
         ("matmul", "torch_mm", {}),
+        ("fork_join", "base", {"m": 1000, "n": 520, "k": 260, "w": 3000}),
     ]:
         plan = load_version(pkg, version).from_values(values)
         results = check_plan(plan, "cuda")
@@ -223,3 +224,55 @@ def test_ncu_failures_are_one_line(isolated: Path) -> None:
     assert out.returncode != 0 and len(errors) == 1 and "stage boom failed" in errors[0], out.stderr
     (run,) = list(Path("prof/annotation/broken").glob("*/*"))
     assert json.loads((run / "params.json").read_text())["status"] == "failed"
+
+
+def _fork_join():
+    from kbench.plan.discovery import load_version
+
+    return load_version("fork_join").from_values({"m": 2048, "n": 2048, "k": 2048, "w": 32768})
+
+
+@pytest.mark.parametrize("backend", ["auto", "torch"])
+def test_nsys_mode_times_a_concurrent_plan(isolated: Path, backend: str) -> None:
+    from kbench.runtime.profiling.nsys import nsys_profile_plan
+
+    r = nsys_profile_plan(_fork_join(), out_dir="prof", bench_runs=10, backend=backend)
+    run = Path(r.out_dir)
+    assert contract_problems(run / "report.md") == [] and "## Timeline" in r.report_md
+    t = r.timeline
+    assert t is not None and [s.stage for s in t.stages] == ["mm", "rowsum", "combine"]
+    assert all(s.occurrences == 10 and s.alone is not None and s.alone.n == 10 for s in t.stages)
+    assert t.order is not None and t.order.dependency_checks == 20 and t.order.dependency_violations == 0
+    assert t.overlap is not None and t.overlap.ideal_us < t.overlap.sequential_us
+    assert t.stage("mm").streams != t.stage("rowsum").streams
+    for name in ("trace.json", "timeline.csv", "occurrences.csv", "stages.csv", "windows.csv", "gaps.csv"):
+        assert (run / name).stat().st_size > 0, name
+    params = json.loads((run / "params.json").read_text())
+    assert params["status"] == "ok"
+    if backend == "torch":
+        assert params["capture_backend"] == "torch" and (run / "pytorch_trace.json").exists()
+        assert "PyTorch profiler" in r.capture and "asked for" in r.capture
+
+
+def test_nsys_mode_falls_back_when_nsys_fails(isolated: Path, monkeypatch) -> None:
+    from kbench.runtime.profiling.nsys import nsys_profile_plan
+
+    fake = isolated / "nsys"
+    fake.write_text(
+        "#!/bin/sh\n[ \"$1\" = --version ] && echo 'NVIDIA Nsight Systems version 2025.3.1.90' && exit 0\n"
+        "echo 'Unable to retrieve the importer version: skipping importation of the QDSTRM file'\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("KBENCH_NSYS", str(fake))
+    r = nsys_profile_plan(_vector_add(), out_dir="prof", bench_runs=5)
+    assert "nsys was not used: nsys wrote no report" in r.capture
+    assert contract_problems(Path(r.out_dir) / "report.md") == []
+    assert json.loads((Path(r.out_dir) / "params.json").read_text())["capture_backend"] == "torch"
+
+
+def test_event_mode_on_a_concurrent_plan_points_to_nsys(isolated: Path) -> None:
+    from kbench.runtime.profiling.event import event_profile_plan
+
+    r = event_profile_plan(_fork_join(), out_dir="prof", bench_runs=10)
+    assert "--prof_type=nsys" in r.report_md and r.plan_timing is not None
+    assert contract_problems(Path(r.out_dir) / "report.md") == []

@@ -19,6 +19,10 @@ HEALTHY_L2_HIT_PCT = 80.0
 HEALTHY_SPILL_BYTES = 0
 HEALTHY_WAVES = 1.0
 
+# Timeline (nsys mode): a plan whose GPU sits idle for at least this share of each iteration is Latency-bound
+# whatever its kernels do: over the iteration no unit can then average HIGH_PCT of its peak.
+TIMELINE_IDLE_PCT = HIGH_PCT
+
 # Event mode: a timing whose relative spread exceeds this is flagged as unstable.
 UNSTABLE_SPREAD_PCT = 2.0
 

@@ -138,13 +138,14 @@ def from_nsys_sqlite(path: Path) -> pd.DataFrame:
         db.close()
 
 
+# (kineto's gpu_user_annotation, a CPU annotation redrawn over the GPU work it covered, is left out: the work
+# is matched to its range through correlation ids instead)
 KINETO_KINDS = {
     "kernel": "kernel",
     "gpu_memcpy": "memcpy",
     "gpu_memset": "memset",
     "cuda_runtime": "runtime",
     "cuda_driver": "driver",
-    "gpu_user_annotation": "nvtx",
     "user_annotation": "nvtx",
 }
 
@@ -303,3 +304,20 @@ def launch_latency(tl: pd.DataFrame) -> pd.DataFrame:
         if k["correlation"] in first_call.index
     ]
     return pd.DataFrame(rows, columns=["kernel", "stream", "correlation", "latency_us"])
+
+
+def device_name(path: Path) -> str | None:
+    """The GPU a capture was made on, as the capture names it (None when it does not)."""
+    try:
+        if path.suffix == ".sqlite":
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                row = db.execute("select name from TARGET_INFO_GPU order by id limit 1").fetchone()
+            finally:
+                db.close()
+            return str(row[0]) if row else None
+        props = json.loads(path.read_text()).get("deviceProperties") or [{}]
+        name = props[0].get("name")
+        return str(name) if name else None
+    except (OSError, ValueError, sqlite3.Error):
+        return None

@@ -61,12 +61,16 @@ def check_cmd(
 @app.command("analyze", context_settings=kernel.CONTEXT)
 def analyze_cmd(
     ctx: typer.Context,
-    report: Path = typer.Argument(..., help="An Nsight Compute report (.ncu-rep)."),
-    mode: str = typer.Option(
-        "annotation",
+    capture: Path = typer.Argument(
+        ...,
+        help="An Nsight Compute report (.ncu-rep), or a timeline: an nsys SQLite export (.sqlite) or a "
+        "PyTorch-profiler trace (.json).",
+    ),
+    mode: str | None = typer.Option(
+        None,
         "--mode",
-        help="annotation (compact) or ncu (adds report-verbose.md, "
-        "annotated source, SASS, and ranks Top 3 by ncu's rules).",
+        help="For .ncu-rep: annotation (default; compact) or ncu (adds report-verbose.md, annotated source, SASS, "
+        "and ranks Top 3 by ncu's rules). Timelines are always analysed as nsys mode.",
     ),
     out: Path = typer.Option(Path("out/profiles"), "--out", help="Root folder of the output."),
     plan: str | None = typer.Option(
@@ -77,22 +81,36 @@ def analyze_cmd(
     kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
-    """Build the reports of an existing ncu capture, without a GPU or Nsight Compute installed.
+    """Build the reports of an existing capture, without a GPU or the profiler installed.
 
-    Without --plan each profiled kernel is a stage and the FLOP/byte model is n/a; with
-    `--plan <pkg> [<version>] --<param>=<value> ...` the kernels are grouped into the plan's stages by their
-    NVTX ranges (kbench.<stage>) and compared with its analytic model.
+    An .ncu-rep gives the annotation or ncu reports; an nsys .sqlite export or a PyTorch-profiler .json trace
+    gives the nsys-mode timeline reports. Without --plan each profiled kernel (ncu) or each kbench.<stage>
+    NVTX range (timeline; each kernel name when there is none) is a stage and the FLOP/byte model is n/a; with
+    `--plan <pkg> [<version>] --<param>=<value> ...` the stages are the plan's, found by their NVTX ranges
+    (kbench.<stage>), and compared with its analytic model.
     """
     setup_logging(verbose)
     from kbench.errors import UsageError
-    from kbench.runtime.profiling import counters_run
 
-    if report.suffix != ".ncu-rep":
-        raise UsageError(f"{report}: kbench analyze reads Nsight Compute reports (.ncu-rep)")
+    timeline = capture.suffix in (".sqlite", ".json")
+    if capture.suffix != ".ncu-rep" and not timeline:
+        raise UsageError(
+            f"{capture}: kbench analyze reads Nsight Compute reports (.ncu-rep), nsys SQLite exports (.sqlite) "
+            "and PyTorch-profiler traces (.json)"
+        )
+    if timeline and mode not in (None, "nsys"):
+        raise UsageError(f"--mode={mode} applies to .ncu-rep reports; a timeline is analysed as nsys mode")
     if ctx.args and plan is None:
         raise UsageError(f"unexpected argument(s) {' '.join(ctx.args)}; plan parameters need --plan <pkg>")
     the_plan = load_plan(parse_plan_args([plan, *ctx.args]), kernel_path) if plan else None
-    result = counters_run.analyze(report, mode, out, the_plan)
+    if timeline:
+        from kbench.runtime.profiling import timeline_run
+
+        result = timeline_run.analyze(capture, out, the_plan)
+    else:
+        from kbench.runtime.profiling import counters_run
+
+        result = counters_run.analyze(capture, mode or "annotation", out, the_plan)
     typer.echo(result.report_md)
     typer.echo(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", err=True)
 

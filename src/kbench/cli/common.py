@@ -108,6 +108,8 @@ RESERVED = {
     "no_cuda_graph",
     "baseline",
     "kernel_path",
+    "timeout",
+    "timeline_backend",
     "verbose",
     "help",
 }

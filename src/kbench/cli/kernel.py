@@ -9,8 +9,8 @@ from typing import Any
 import typer
 
 from kbench.cli.common import load_plan, parse_plan_args, progress, run_command, setup_logging
-from kbench.errors import NotBuiltError, UsageError
-from kbench.runtime.profiling import ALL_MODES, BUILT_MODES
+from kbench.errors import UsageError
+from kbench.runtime.profiling import ALL_MODES
 
 EPILOG = (
     "Plan parameters come from the plan and are written --name=value (e.g. --n=1048576, --b=32 --s=16); "
@@ -32,11 +32,18 @@ def profile(
     predict: bool = typer.Option(False, "--predict", help="Print each stage's roofline lower bound; run nothing."),
     device: str | None = typer.Option(None, "--device", help="With --predict: a device key of conf/devices.json."),
     out: Path = typer.Option(Path("out/profiles"), "--out", help="Root folder of profile output."),
-    bench_runs: int = typer.Option(100, "--bench-runs", "--bench_runs", min=1, help="Timed repetitions per stage."),
+    bench_runs: int = typer.Option(
+        100, "--bench-runs", "--bench_runs", min=1, help="Timed repetitions per stage (nsys: iterations captured)."
+    ),
     check: bool = typer.Option(True, "--check/--no-check", help="Check correctness against the reference first."),
     cuda_graph: bool = typer.Option(False, "--cuda-graph/--no-cuda-graph", help="Time CUDA-graph replays."),
     baseline: Path | None = typer.Option(None, "--baseline", help="Run folder to compare with (default: previous)."),
-    timeout: float = typer.Option(1800.0, "--timeout", help="ncu modes: seconds before the profiler is killed."),
+    timeout: float = typer.Option(1800.0, "--timeout", help="ncu/nsys modes: seconds before the profiler is killed."),
+    timeline_backend: str = typer.Option(
+        "auto",
+        "--timeline-backend",
+        help="nsys mode: auto (Nsight Systems, else PyTorch's profiler), nsys (fail without it) or torch.",
+    ),
     kernel_path: list[str] = typer.Option(
         [], "--kernel-path", help="Folder of your own kernel packages (repeatable; also KBENCH_KERNEL_PATH)."
     ),
@@ -60,19 +67,25 @@ def profile(
         return
     if prof_type not in (*ALL_MODES, "disabled"):
         raise UsageError(f"unknown --prof_type={prof_type}; choose one of {', '.join(ALL_MODES)}, disabled")
+    if timeline_backend not in ("auto", "nsys", "torch") or (timeline_backend != "auto" and prof_type != "nsys"):
+        raise UsageError(f"--timeline-backend={timeline_backend}: auto, nsys or torch, and only with --prof_type=nsys")
+    if cuda_graph and prof_type != "event":
+        raise UsageError("--cuda-graph times CUDA-graph replays in event mode only (--prof_type=event)")
     if prof_type == "disabled":
         from kbench.runtime.profiling.session import run_unprofiled
 
         typer.echo(run_unprofiled(plan, check))
         return
-    if prof_type not in BUILT_MODES:
-        raise NotBuiltError(
-            f"--prof_type={prof_type} is not implemented yet; use --prof_type=event (CUDA-event timing)"
-        )
     from kbench.runtime.profiling import runner_for, session
 
     opts = session.RunOptions(
-        out_root=out, bench_runs=bench_runs, check=check, cuda_graph=cuda_graph, baseline=baseline, timeout_s=timeout
+        out_root=out,
+        bench_runs=bench_runs,
+        check=check,
+        cuda_graph=cuda_graph,
+        baseline=baseline,
+        timeout_s=timeout,
+        timeline_backend=timeline_backend,
     )
     with progress() as status:
         opts.progress = status

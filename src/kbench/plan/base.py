@@ -51,12 +51,18 @@ class Stage:
     tuning: Sequence[Config] = field(default_factory=lambda: [{}])
     # Names of the GPU kernels this stage is expected to launch (for conformance checks); "" = library.
     kernels: Sequence[str] = ()
+    # Concurrency: the logical CUDA stream the stage runs on (0 = the caller's stream; stages on one stream run
+    # in declared order) and the earlier stages whose results it reads on other streams (ordered with events).
+    stream: int = 0
+    after: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.:-]+", self.name):
             raise ValueError(f"stage name {self.name!r}: use letters, digits and _ . : - only (no '/')")
         if not self.tuning:
             raise ValueError(f"stage {self.name!r}: tuning needs at least one configuration")
+        if self.stream < 0:
+            raise ValueError(f"stage {self.name!r}: stream must be 0 (the caller's) or a positive stream number")
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,18 @@ class KernelPlan(BaseModel):
         if not stages or repeated:
             what = "declares no stage" if not stages else f"repeats stage name(s) {', '.join(repeated)}"
             raise UsageError(f"{self.package} {self.version} {what}; each stage needs a unique name")
+        for i, s in enumerate(stages):
+            bad = [d for d in s.after if d not in names[:i]]
+            if bad:
+                raise UsageError(
+                    f"{self.package} {self.version}: stage {s.name} runs after {', '.join(bad)}, which is not a stage "
+                    "declared before it; list stages in an order that respects their dependencies"
+                )
         return stages
+
+    def concurrent(self) -> bool:
+        """Whether the stages use more than one CUDA stream (a pipeline / concurrent-kernels plan)."""
+        return len({s.stream for s in self.checked_stages()}) > 1
 
     def values(self) -> dict[str, Any]:
         """Parameter values in declared order, dtype last (the Configuration table's order)."""

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.summary import PlanFigures, StageFigures
+from kbench.analysis.timeline_stages import TimelineAnalysis
 from kbench.analysis.timing_stats import TimingStats
 
 
@@ -34,6 +35,10 @@ class ProfileResult(BaseModel):
     source: str = ""  # counter modes: the .ncu-rep the figures come from
     conformance: list[dict[str, str]] = []  # counter modes with a plan: declared vs observed kernels
     chart: str | None = None  # file name of the roofline chart in the run folder
+    timeline: TimelineAnalysis | None = None  # nsys mode: the timeline analyses
+    capture: str = ""  # nsys mode: which backend captured the timeline, into which files, and why that one
+    concurrency: str | None = None  # a plan on several streams: what this mode can and cannot say about it
+    offline: bool = False  # `kbench analyze` of an existing capture: nothing was run or checked here
     out_dir: str = ""
     report_md: str = ""
 

@@ -29,10 +29,14 @@ class Finished:
     log: str  # stdout and stderr together
 
 
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
 def find_ncu() -> Path:
     """KBENCH_NCU, then PATH, then $CUDA_HOME/bin; ToolMissing with what to do otherwise."""
     if env := os.environ.get("KBENCH_NCU"):
-        if Path(env).is_file() and os.access(env, os.X_OK):
+        if _executable(Path(env)):
             return Path(env)
         raise ToolMissing(f"KBENCH_NCU={env} is not an executable file; point it at ncu or unset it")
     if found := shutil.which("ncu"):
@@ -43,6 +47,32 @@ def find_ncu() -> Path:
     raise ToolMissing(
         "Nsight Compute (ncu) not found on KBENCH_NCU, PATH or $CUDA_HOME/bin; install it, or use "
         "--prof_type=event for timings without hardware counters"
+    )
+
+
+def find_nsys() -> Path:
+    """KBENCH_NSYS, then PATH, then $CUDA_HOME/bin, then the copy inside Nsight Compute's folder
+    (``<ncu-root>/host/target-linux-x64/nsys``); ToolMissing naming every place looked at otherwise."""
+    if env := os.environ.get("KBENCH_NSYS"):
+        if _executable(Path(env)):
+            return Path(env)
+        raise ToolMissing(f"KBENCH_NSYS={env} is not an executable file; point it at nsys or unset it")
+    if found := shutil.which("nsys"):
+        return Path(found)
+    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nsys"
+    if _executable(cuda):
+        return cuda
+    try:
+        ncu = find_ncu()
+    except ToolMissing:
+        ncu = None
+    if ncu is not None:
+        bundled = ncu.resolve().parent / "host" / "target-linux-x64" / "nsys"
+        if _executable(bundled):
+            return bundled
+    raise ToolMissing(
+        "Nsight Systems (nsys) not found on KBENCH_NSYS, PATH, $CUDA_HOME/bin or inside Nsight Compute's folder "
+        "(<ncu-root>/host/target-linux-x64/nsys); install it or set KBENCH_NSYS"
     )
 
 

@@ -1,5 +1,5 @@
-"""One module per profiling mode, each exposing ``measure`` and ``<mode>_profile_plan``; ``session`` holds
-what they share."""
+"""One module per profiling mode, each exposing ``run(plan, options)`` and ``<mode>_profile_plan``; ``session``
+holds what they share."""
 
 from __future__ import annotations
 
@@ -11,26 +11,15 @@ if TYPE_CHECKING:
 
     from kbench.plan.base import KernelPlan
     from kbench.report.models import ProfileResult
-    from kbench.runtime.profiling.session import Measure, RunOptions
+    from kbench.runtime.profiling.session import RunOptions
 
-# The modes kbench can run today; the CLI answers the others with "not implemented yet".
-BUILT_MODES = ("annotation", "event", "ncu")
 ALL_MODES = ("annotation", "event", "ncu", "nsys")
 
 
 def runner_for(mode: str) -> Callable[[KernelPlan, RunOptions], ProfileResult]:
     """The function that profiles a plan in ``mode`` (imported on demand: modes pull in torch)."""
-    if mode not in BUILT_MODES:
-        raise ValueError(f"mode {mode} is not built")
+    if mode not in ALL_MODES:
+        raise ValueError(f"unknown mode {mode}")
     module = importlib.import_module(f"kbench.runtime.profiling.{mode}")
     run: Callable[[KernelPlan, RunOptions], ProfileResult] = module.run
     return run
-
-
-def measure_for(mode: str) -> Measure:
-    """The ``measure`` function of a built mode (imported on demand: modes pull in torch)."""
-    if mode not in BUILT_MODES:
-        raise ValueError(f"mode {mode} is not built")
-    module = importlib.import_module(f"kbench.runtime.profiling.{mode}")
-    measure: Measure = module.measure
-    return measure

@@ -1,18 +1,124 @@
-"""The program ncu profiles: `python -m kbench.runtime.profiling.child SPEC.json`.
+"""The program a profiler runs: `python -m kbench.runtime.profiling.child SPEC.json`.
 
 It prepares the plan (allocation, autotuning through the cache, compilation, the correctness check) with no
-NVTX range open, writes the stage artifacts into the run folder, then launches every stage exactly once
-inside its own NVTX range, which is all ncu's filter lets through.
+NVTX range open and writes the stage artifacts into the run folder. Then, for ncu, it launches every stage
+exactly once inside its own NVTX range ``kbench.<stage>``, which is all ncu's filter lets through; for a
+timeline (nsys or the PyTorch profiler) it runs ``iterations`` iterations of the whole plan, each after an L2
+flush and a synchronize, inside ``kbench:iteration`` with each stage in ``kbench.<stage>``, and before them,
+for a concurrent plan, each stage alone in ``kbench:alone:<stage>``.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbench.errors import KbenchError
+
+if TYPE_CHECKING:
+    from kbench.plan.base import KernelPlan
+    from kbench.runtime.prepare import Prepared
+
+SPEC = "child-spec.json"
+OUTCOME = "child.json"
+TORCH_TRACE = "pytorch_trace.json"
+PREFIX = "kbench child: "
+WARMUP = 3  # whole-plan runs before a timeline is recorded (side streams made, caches warm)
+
+
+def command(plan: KernelPlan, run_dir: Path, seed: int, check: bool, **program: Any) -> list[str]:
+    """Write the child's spec into the run folder and return the argv that runs it. ``program``: what to do
+    after preparing (nothing: each stage once, for ncu; ``program="timeline"``, ``backend``, ``iterations``)."""
+    from kbench.fsutil import write_json_atomic
+
+    module = sys.modules[type(plan).__module__]
+    shipped = type(plan).__module__.startswith("kbench.")
+    spec = {
+        "package": plan.package,
+        "version": plan.version,
+        "values": plan.values(),
+        "seed": seed,
+        "check": check,
+        "run_dir": str(run_dir),
+        # the folder a user plan came from, so the child finds it too
+        "kernel_path": [] if shipped else [str(Path(module.__file__ or "").parent.parent)],
+        **program,
+    }
+    write_json_atomic(run_dir / SPEC, spec)
+    return [sys.executable, "-m", "kbench.runtime.profiling.child", str(run_dir / SPEC)]
+
+
+def failure(log: str) -> str | None:
+    """The child's own one-line error in a profiler's log (the plan failed, not the profiler), if any."""
+    lines = [line.removeprefix(PREFIX) for line in log.splitlines() if line.startswith(PREFIX)]
+    return lines[-1] if lines else None
+
+
+@contextmanager
+def marked(name: str) -> Iterator[None]:
+    """An NVTX range (what nsys records) that is also a PyTorch-profiler annotation (what CUPTI traces show)."""
+    import torch
+
+    torch.cuda.nvtx.range_push(name)
+    try:
+        with torch.profiler.record_function(name):
+            yield
+    finally:
+        torch.cuda.nvtx.range_pop()
+
+
+def once_per_stage(prep: Prepared) -> None:
+    import torch
+
+    from kbench.runtime.prepare import guarded
+    from kbench.runtime.profiling.ncu_argv import stage_range
+
+    for ps in prep.stages:
+        torch.cuda.nvtx.range_push(stage_range(ps.stage.name))
+        guarded(ps.stage.name, ps.launch.fn)
+        torch.cuda.nvtx.range_pop()
+
+
+def timeline(prep: Prepared, iterations: int, backend: str, run_dir: Path) -> None:
+    import torch
+
+    from kbench.analysis.timeline_stages import ALONE, ITERATION
+    from kbench.runtime.prepare import guarded
+    from kbench.runtime.profiling.ncu_argv import stage_range
+    from kbench.runtime.timing import l2_flush_bytes
+
+    flush = torch.empty(l2_flush_bytes() // 4, dtype=torch.int32, device="cuda")
+    for _ in range(WARMUP):
+        prep.run_all()
+    torch.cuda.synchronize()
+
+    def fresh() -> None:  # every run starts on an idle GPU with a cold L2
+        flush.zero_()
+        torch.cuda.synchronize()
+
+    profiler: Any = nullcontext()
+    if backend == "torch":
+        from torch.profiler import ProfilerActivity, profile
+
+        profiler = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+    with profiler as prof:
+        if prep.plan.concurrent():
+            for ps in prep.stages:
+                for _ in range(iterations):
+                    fresh()
+                    with marked(ALONE + ps.stage.name):
+                        guarded(ps.stage.name, ps.launch.fn)
+        for _ in range(iterations):
+            fresh()
+            with marked(ITERATION):
+                prep.run_all(around=lambda name: marked(stage_range(name)))
+        torch.cuda.synchronize()
+    if prof is not None:
+        prof.export_chrome_trace(str(run_dir / TORCH_TRACE))
 
 
 def main(spec_path: str) -> int:
@@ -22,8 +128,7 @@ def main(spec_path: str) -> int:
     from kbench.fsutil import write_json_atomic
     from kbench.plan.discovery import load_version
     from kbench.runtime.artifacts import write_stage
-    from kbench.runtime.prepare import check, guarded
-    from kbench.runtime.profiling.ncu_argv import stage_range
+    from kbench.runtime.prepare import check
     from kbench.runtime.profiling.session import prepare_on_gpu
 
     spec: dict[str, Any] = json.loads(Path(spec_path).read_text())
@@ -35,17 +140,17 @@ def main(spec_path: str) -> int:
         result = check(prep, "cuda")
         outcome["check"] = {"passed": result.passed, "line": result.line()}
         if not result.passed:
-            write_json_atomic(run_dir / "child.json", outcome)
-            print(f"kbench child: correctness check failed: {result.line()}", file=sys.stderr)
+            write_json_atomic(run_dir / OUTCOME, outcome)
+            print(f"{PREFIX}correctness check failed: {result.line()}", file=sys.stderr)
             return 5
     outcome["tiling"] = {ps.stage.name: write_stage(run_dir, ps) for ps in prep.stages}
     torch.cuda.synchronize()
-    for ps in prep.stages:
-        torch.cuda.nvtx.range_push(stage_range(ps.stage.name))
-        guarded(ps.stage.name, ps.launch.fn)
-        torch.cuda.nvtx.range_pop()
+    if spec.get("program") == "timeline":
+        timeline(prep, int(spec["iterations"]), str(spec["backend"]), run_dir)
+    else:
+        once_per_stage(prep)
     torch.cuda.synchronize()
-    write_json_atomic(run_dir / "child.json", outcome)
+    write_json_atomic(run_dir / OUTCOME, outcome)
     return 0
 
 
@@ -53,5 +158,5 @@ if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1]))
     except KbenchError as e:
-        print(f"kbench child: {e}", file=sys.stderr)
+        print(f"{PREFIX}{e}", file=sys.stderr)
         sys.exit(e.exit_code)

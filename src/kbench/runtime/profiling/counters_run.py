@@ -4,8 +4,6 @@ annotated source and SASS per stage. Shared by the annotation and ncu modes and 
 from __future__ import annotations
 
 import csv
-import shutil
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from kbench.report.chart import roofline_png
 from kbench.report.models import ProfileResult
 from kbench.report.render import render_report, render_verbose
 from kbench.runtime import output
+from kbench.runtime.profiling.session import analyzed_run
 
 COUNTER_MODES = ("annotation", "ncu")
 
@@ -152,25 +151,5 @@ def _write_source(run_dir: Path, stage: str, kernels: list[tuple[ncu.Kernel, Any
 def analyze(rep: Path, mode: str, out_root: Path, plan: KernelPlan | None) -> ProfileResult:
     """`kbench analyze`: the reports of an existing capture, in a new run folder; no GPU or ncu needed."""
     result, grouped = build_result(rep, mode, plan)
-    run_dir = output.new_run_dir(out_root, mode, result.kernel, plan.slug() if plan else safe(rep.stem))
-    params = {
-        "kernel": result.kernel,
-        "version": result.version,
-        "mode": mode,
-        "params": result.params,
-        "device": {"name": result.device, "key": result.device_key},
-        "source": str(rep),
-        "command": "kbench analyze",
-        "analyzed_at": datetime.now(timezone.utc).isoformat(),
-        "status": "running",
-    }
-    write_json_atomic(run_dir / output.PARAMS, params)
-    try:
-        shutil.copy2(rep, run_dir / rep.name)
-        result.out_dir = str(run_dir)
-        write_outputs(result, grouped, rep, run_dir)
-    except BaseException as e:
-        output.mark_failed(run_dir, params, e)
-        raise
-    write_json_atomic(run_dir / output.PARAMS, {**params, "status": "ok"})
-    return result
+    slug = plan.slug() if plan else safe(rep.stem)
+    return analyzed_run(result, rep, out_root, slug, lambda run_dir: write_outputs(result, grouped, rep, run_dir))

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kbench.analysis.compare import compare
 from kbench.analysis.ncu import Kernel
 from kbench.errors import KbenchError, KernelError
 from kbench.fsutil import write_json_atomic
@@ -23,8 +21,11 @@ from kbench.plan.base import KernelPlan
 from kbench.report.models import ProfileResult
 from kbench.runtime import gpu, output, tools
 from kbench.runtime.profiling import counters_run
+from kbench.runtime.profiling.child import OUTCOME
+from kbench.runtime.profiling.child import command as child_command
+from kbench.runtime.profiling.child import failure as child_failure
 from kbench.runtime.profiling.ncu_argv import ncu_argv, stage_range
-from kbench.runtime.profiling.session import RunOptions, read_result, start_run
+from kbench.runtime.profiling.session import RunOptions, attach_baseline, start_run
 
 CLOCKS = "not locked; ncu ran with --clock-control none, so neither kbench nor ncu changed the GPU's clocks"
 PERMISSION = (
@@ -65,9 +66,8 @@ def run(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
 
 
 def _failure(log: str, run_dir: Path, code: int) -> KbenchError:
-    child = [line.removeprefix("kbench child: ") for line in log.splitlines() if line.startswith("kbench child: ")]
-    if child:
-        return KernelError(f"the plan failed under ncu: {child[-1]} (see {run_dir / 'ncu.log'})")
+    if child := child_failure(log):
+        return KernelError(f"the plan failed under ncu: {child} (see {run_dir / 'ncu.log'})")
     errors = [line for line in log.splitlines() if "==ERROR==" in line]
     last = errors[-1].strip() if errors else f"exit code {code}"
     return KbenchError(f"ncu failed: {last} (see {run_dir / 'ncu.log'})")
@@ -84,17 +84,7 @@ def _run(
     named: ProfileResult | None,
 ) -> ProfileResult:
     stages = [s.name for s in plan.checked_stages()]
-    spec = {
-        "package": plan.package,
-        "version": plan.version,
-        "values": plan.values(),
-        "seed": seed,
-        "check": opts.check,
-        "run_dir": str(run_dir),
-        "kernel_path": _kernel_path(plan),
-    }
-    write_json_atomic(run_dir / "child-spec.json", spec)
-    child = [sys.executable, "-m", "kbench.runtime.profiling.child", str(run_dir / "child-spec.json")]
+    child = child_command(plan, run_dir, seed, opts.check)
     argv = ncu_argv(ncu, mode, stages, run_dir / "profile", child)
     params["ncu_command"] = shlex.join(argv)
     opts.progress(f"{plan.package} {plan.version}: ncu ({mode} mode) is profiling {len(stages)} stage(s)")
@@ -112,7 +102,7 @@ def _run(
         raise KbenchError(
             f"ncu profiled no kernel: nothing launched inside the NVTX range(s) {ranges} (see {run_dir / 'ncu.log'})"
         )
-    info = json.loads((run_dir / "child.json").read_text())
+    info = json.loads((run_dir / OUTCOME).read_text())
     result, grouped = counters_run.build_result(rep, mode, plan)
     passes = max((c.replay_passes or 0) for c in result.counters)
     result.tiling = info["tiling"]
@@ -125,24 +115,13 @@ def _run(
         f"ncu {params['tools']['ncu']}: {passes:.0f} replay passes per kernel; the ncu run took "
         f"{wall:.1f} s of wall time (python start-up, autotuning and compilation included)"
     ]
-    prev_dir = opts.baseline if named is not None else output.previous_run(run_dir)
-    previous = named or (read_result(prev_dir) if prev_dir is not None else None)
-    if previous is not None and prev_dir is not None:
-        result.baseline = compare(previous.figures, result.figures)
-        result.baseline_from = f"`{prev_dir}` ({previous.kernel} {previous.version})"
+    attach_baseline(result, opts, named, run_dir)
     counters_run.write_outputs(result, grouped, rep, run_dir)
     params.update(
         status="ok", ncu_wall_s=round(wall, 2), replay_passes=passes, finished_at=datetime.now(timezone.utc).isoformat()
     )
     write_json_atomic(run_dir / output.PARAMS, params)
     return result
-
-
-def _kernel_path(plan: KernelPlan) -> list[str]:
-    """The folder a user plan came from, so the child finds it too."""
-    module = sys.modules[type(plan).__module__]
-    file = Path(module.__file__ or "")
-    return [] if type(plan).__module__.startswith("kbench.") else [str(file.parent.parent)]
 
 
 def conformance(

@@ -17,7 +17,15 @@ MODE = "event"
 def measure(prep: Prepared, opts: RunOptions) -> Measurement:
     stages = {ps.stage.name: time_cuda(ps.launch.fn, opts.bench_runs, cuda_graph=opts.cuda_graph) for ps in prep.stages}
     whole = time_cuda(prep.run_all, opts.bench_runs, cuda_graph=opts.cuda_graph)
-    return Measurement(stages=stages, plan=whole, method=whole.method)
+    concurrency = None
+    if prep.plan.concurrent():
+        streams = len({ps.stage.stream for ps in prep.stages})
+        concurrency = (
+            f"This plan runs its stages concurrently on {streams} streams: event mode times each stage alone and "
+            "the whole plan end to end (the whole-plan row), and cannot say how the stages overlapped; "
+            "--prof_type=nsys shows the overlap, idle gaps and launch order."
+        )
+    return Measurement(stages=stages, plan=whole, method=whole.method, concurrency=concurrency)
 
 
 def run(plan: KernelPlan, opts: RunOptions) -> ProfileResult:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -43,7 +44,8 @@ class RunOptions:
     cuda_graph: bool = False
     baseline: Path | None = None  # an earlier run folder to compare with; default: the previous one
     seed: int | None = None  # inputs' random seed; default: fresh each run
-    timeout_s: float = 1800.0  # counter modes: the whole ncu run
+    timeout_s: float = 1800.0  # ncu and nsys modes: the whole profiler run
+    timeline_backend: str = "auto"  # nsys mode: "auto" (nsys, else the PyTorch profiler), "nsys" or "torch"
     progress: Callable[[str], None] = log.info
 
     @classmethod
@@ -73,6 +75,7 @@ class Measurement:
     plan: Samples | None
     method: str
     notes: list[str] = field(default_factory=list)
+    concurrency: str | None = None  # a plan on several streams: what the measurement can and cannot say
 
 
 Measure = Callable[[Prepared, RunOptions], Measurement]
@@ -102,6 +105,49 @@ def named_baseline(path: Path, plan: KernelPlan) -> ProfileResult:
             "a baseline must have the same kernel and parameters"
         )
     return previous
+
+
+def attach_baseline(result: ProfileResult, opts: RunOptions, named: ProfileResult | None, run_dir: Path) -> None:
+    """``## vs Baseline``: against the run the user named, else the previous run of the same kernel and
+    parameters (whole-plan medians first when both runs measured one)."""
+    prev_dir = opts.baseline if named is not None else output.previous_run(run_dir)
+    previous = named or (read_result(prev_dir) if prev_dir is not None else None)
+    if previous is not None and prev_dir is not None:
+        prev_plan = previous.plan_timing.median_us if previous.plan_timing else None
+        cur_plan = result.plan_timing.median_us if result.plan_timing else None
+        result.baseline = compare(previous.figures, result.figures, prev_plan, cur_plan)
+        result.baseline_from = f"`{prev_dir}` ({previous.kernel} {previous.version})"
+    elif prev_dir is not None:
+        log.warning("previous run %s has no readable %s; no baseline comparison", prev_dir, output.RESULT)
+
+
+def analyzed_run(
+    result: ProfileResult, source: Path, out_root: Path, slug: str, write: Callable[[Path], None]
+) -> ProfileResult:
+    """`kbench analyze`: a new run folder for the reports of an existing capture (copied in beside them);
+    ``write(run_dir)`` writes the reports. A failure marks the folder, as a live run's would."""
+    run_dir = output.new_run_dir(out_root, result.mode, result.kernel, slug)
+    params = {
+        "kernel": result.kernel,
+        "version": result.version,
+        "mode": result.mode,
+        "params": result.params,
+        "device": {"name": result.device, "key": result.device_key},
+        "source": str(source),
+        "command": shlex.join(sys.orig_argv),
+        "analyzed_at": datetime.now(timezone.utc).isoformat(),
+        "status": "running",
+    }
+    write_json_atomic(run_dir / output.PARAMS, params)
+    try:
+        shutil.copy2(source, run_dir / source.name)
+        result.out_dir, result.offline = str(run_dir), True
+        write(run_dir)
+    except BaseException as e:
+        output.mark_failed(run_dir, params, e)
+        raise
+    write_json_atomic(run_dir / output.PARAMS, {**params, "status": "ok"})
+    return result
 
 
 def start_run(
@@ -256,17 +302,10 @@ def _run(
         tools=tools,
         tiling=tiling,
         notes=m.notes,
+        concurrency=m.concurrency,
         out_dir=str(run_dir),
     )
-    prev_dir = opts.baseline if named is not None else output.previous_run(run_dir)
-    previous = named or (read_result(prev_dir) if prev_dir is not None else None)
-    if previous is not None and prev_dir is not None:
-        prev_plan = previous.plan_timing.median_us if previous.plan_timing else None
-        cur_plan = result.plan_timing.median_us if result.plan_timing else None
-        result.baseline = compare(previous.figures, figures, prev_plan, cur_plan)
-        result.baseline_from = f"`{prev_dir}` ({previous.kernel} {previous.version})"
-    elif prev_dir is not None:
-        log.warning("previous run %s has no readable %s; no baseline comparison", prev_dir, output.RESULT)
+    attach_baseline(result, opts, named, run_dir)
     write_json_atomic(run_dir / output.RESULT, result.model_dump(mode="json", exclude={"report_md"}))
     result.report_md = render_report(result)
     (run_dir / "report.md").write_text(result.report_md)

@@ -1,0 +1,521 @@
+"""A plan's timeline, stage by stage: what each stage's NVTX ranges launched, how its kernels overlapped, where
+the GPU sat idle, how long launches took to start, the order stages ran in, and (for a concurrent plan) the
+overlap achieved against the ideal. Pure: the normalized timeline table (``analysis.timeline``) in, models out.
+
+kbench's captures mark each iteration of the whole plan with the NVTX range ``kbench:iteration`` and, inside
+it, each stage with ``kbench.<stage>``; a concurrent plan's stages are also run one at a time in
+``kbench:alone:<stage>``. A capture made elsewhere is read as far as it goes: ``kbench.*`` ranges become the
+stages (each occurrence an iteration), and without any range each kernel name is a stage.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel
+
+from kbench.analysis import timeline as tl
+from kbench.analysis.bottleneck import TIMELINE_IDLE_PCT
+from kbench.analysis.roofline import Ceilings
+from kbench.analysis.summary import Opportunity, PlanFigures, StageFigures, summarize
+from kbench.analysis.timing_stats import TimingStats
+from kbench.errors import KbenchError
+from kbench.plan.base import Stage
+
+ITERATION = "kbench:iteration"
+ALONE = "kbench:alone:"
+STAGE = "kbench."
+TOP_GAPS = 5
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """What the plan declares about a stage's place in the timeline."""
+
+    name: str
+    stream: int = 0
+    after: tuple[str, ...] = ()
+
+
+class Occurrence(BaseModel):
+    """One run of one stage: its range (CPU side) and the GPU work launched inside it."""
+
+    stage: str
+    phase: str  # "together" (inside an iteration of the whole plan) or "alone"
+    iteration: int
+    range_start_ns: int | None
+    range_us: float | None
+    gpu_start_ns: int
+    gpu_end_ns: int
+    gpu_us: float  # first start to last end of the work it launched
+    kernel_us: float  # kernels' own durations, summed
+    kernels: list[str]
+    streams: list[int]
+    launch_latency_us: float | None  # first kernel: launch call start to kernel start
+    overlapped_pct: float  # share of its kernel time during which a kernel of other work also ran
+
+
+class StageTimeline(BaseModel):
+    stage: str
+    streams: list[int]
+    kernels: list[str]
+    occurrences: int
+    range_us: float | None
+    gpu: TimingStats
+    kernel_us: float
+    alone: TimingStats | None
+    overlapped_pct: float
+    launch_latency_us: float | None
+    launch_latency_max_us: float | None
+
+
+class Window(BaseModel):
+    """One analysed stretch of the timeline: an iteration of the plan (or the whole capture)."""
+
+    index: int
+    start_ns: int
+    window_us: float  # iteration range start to the end of the last GPU work it launched
+    span_us: float  # first to last GPU work it launched
+    busy_us: float
+    idle_us: float
+    concurrent_us: float  # two or more kernels at once
+
+
+class Gap(BaseModel):
+    window: int
+    at_us: float  # from the window's start
+    gap_us: float
+    after: str
+
+
+class LaunchOrder(BaseModel):
+    declared: list[str]
+    api: list[tuple[str, int]]  # each launch-call order seen, with how many iterations
+    gpu: list[tuple[str, int]]  # each GPU start order seen
+    dependency_checks: int
+    dependency_violations: int
+
+
+class OverlapVsIdeal(BaseModel):
+    """A concurrent plan: each stage alone against all of them together."""
+
+    streams: int
+    sequential_us: float  # the stages' alone medians summed
+    ideal_us: float  # the critical path through the declared streams and dependencies, from alone medians
+    together_us: float  # median span of an iteration
+    achieved_pct: float | None  # (sequential - together) / (sequential - ideal)
+    speedup: float  # sequential / together
+
+
+class TimelineAnalysis(BaseModel):
+    backend: str
+    source: str
+    grouping: str  # how stages were found
+    stages: list[StageTimeline]
+    windows: list[Window]
+    gaps: list[Gap]
+    order: LaunchOrder | None
+    overlap: OverlapVsIdeal | None
+    occurrences: list[Occurrence] = []  # every run of every stage (occurrences.csv; not kept in result.json)
+
+    @property
+    def window_us(self) -> float:
+        return statistics.median(w.window_us for w in self.windows)
+
+    @property
+    def span_us(self) -> TimingStats:
+        return TimingStats.of([w.span_us for w in self.windows])
+
+    @property
+    def idle_pct(self) -> float:
+        return statistics.median(100.0 * w.idle_us / w.window_us if w.window_us else 0.0 for w in self.windows)
+
+    def median(self, field: str) -> float:
+        return statistics.median(float(getattr(w, field)) for w in self.windows)
+
+    def stage(self, name: str) -> StageTimeline:
+        return next(s for s in self.stages if s.stage == name)
+
+
+def backend_of(path_suffix: str) -> str:
+    return "Nsight Systems" if path_suffix == ".sqlite" else "PyTorch profiler (CUPTI)"
+
+
+def _api_start(table: pd.DataFrame) -> dict[int, int]:
+    api = table[table["kind"].isin(["runtime", "driver"])].dropna(subset=["correlation"])
+    first = api.groupby("correlation")["start_ns"].min()
+    return {int(c): int(s) for c, s in zip(first.index, first, strict=True)}
+
+
+def _occurrence(
+    kernels: pd.DataFrame,
+    api_start: dict[int, int],
+    stage: str,
+    phase: str,
+    iteration: int,
+    rng: tuple[int, int] | None,
+    work: pd.DataFrame,
+) -> Occurrence | None:
+    """``rng``: the stage's range (start, end) on the CPU, None where the capture has none."""
+    if work.empty:
+        return None
+    own = work[work["kind"] == "kernel"].sort_values("start_ns")
+    start, end = int(work["start_ns"].min()), int(work["end_ns"].max())
+    spans = [(int(a), int(b)) for a, b in zip(own["start_ns"], own["end_ns"], strict=True)]
+    near = kernels[(kernels["start_ns"] < end) & (kernels["end_ns"] > start) & ~kernels.index.isin(own.index)]
+    others = [(int(a), int(b)) for a, b in zip(near["start_ns"], near["end_ns"], strict=True)]
+    busy = sum(b - a for a, b in tl._union(spans))
+    covered = sum(tl.overlapped_fraction(a, b, others) * (b - a) for a, b in tl._union(spans))
+    latency = None
+    if not own.empty:
+        first = own.iloc[0]
+        call = api_start.get(int(first["correlation"])) if pd.notna(first["correlation"]) else None
+        latency = (int(first["start_ns"]) - call) / 1e3 if call is not None else None
+    return Occurrence(
+        stage=stage,
+        phase=phase,
+        iteration=iteration,
+        range_start_ns=rng[0] if rng else None,
+        range_us=(rng[1] - rng[0]) / 1e3 if rng else None,
+        gpu_start_ns=start,
+        gpu_end_ns=end,
+        gpu_us=(end - start) / 1e3,
+        kernel_us=float((own["end_ns"] - own["start_ns"]).sum()) / 1e3,
+        kernels=[str(n) for n in own["name"]],
+        streams=sorted({int(s) for s in own["stream"].dropna()}),
+        launch_latency_us=latency,
+        overlapped_pct=100.0 * covered / busy if busy else 0.0,
+    )
+
+
+def _inside(point: int, ranges: Sequence[tuple[int, int]]) -> int | None:
+    return next((i for i, (a, b) in enumerate(ranges) if a <= point <= b), None)
+
+
+def occurrences(table: pd.DataFrame, stages: Sequence[str] | None = None) -> tuple[list[Occurrence], str]:
+    """Every run of every stage, and how the stages were found. ``stages``: the plan's stage names (their
+    ranges must be in the capture), or None to take whatever the capture marks."""
+    kernels = table[table["kind"] == "kernel"]
+    api_start = _api_start(table)
+    nvtx = table[table["kind"] == "nvtx"]
+    iterations = tl.ranges(table, ITERATION)
+    marked = [str(n) for n in nvtx["name"].drop_duplicates() if str(n).startswith(STAGE)]
+    names = list(stages) if stages is not None else [n[len(STAGE) :] for n in marked]
+    out: list[Occurrence] = []
+    if names and (stages is not None or marked):
+        for name in names:
+            for phase, ranges in (
+                ("together", tl.ranges(table, STAGE + name)),
+                ("alone", tl.ranges(table, ALONE + name)),
+            ):
+                for k, (a, b) in enumerate(ranges):
+                    it = _inside(a, iterations) if phase == "together" and iterations else k
+                    if it is None:
+                        continue  # a stage range outside every iteration: not part of a timed run of the plan
+                    work = tl.launched_in(table, a, b)
+                    occ = _occurrence(kernels, api_start, name, phase, it, (a, b), work)
+                    if occ is not None:
+                        out.append(occ)
+        missing = [n for n in names if not any(o.stage == n and o.phase == "together" for o in out)]
+        if missing:
+            raise KbenchError(
+                f"no GPU work was launched inside NVTX range(s) {', '.join(STAGE + n for n in missing)}: the capture "
+                "is of another program, or its launches were not traced (nsys -t cuda,nvtx)"
+            )
+        how = "NVTX ranges kbench.<stage>" + (f" inside {ITERATION}" if iterations else "")
+        return out, how
+    # no kbench ranges at all: every kernel name is a stage, every launch of it an iteration
+    seen: Counter[str] = Counter()
+    for idx, name in kernels["name"].items():
+        occ = _occurrence(kernels, api_start, str(name), "together", seen[str(name)], None, kernels.loc[[idx]])
+        seen[str(name)] += 1
+        if occ is not None:
+            out.append(occ)
+    return out, "kernel names (the capture has no kbench.* NVTX ranges)"
+
+
+def windows(table: pd.DataFrame, occs: Sequence[Occurrence]) -> tuple[list[Window], list[Gap]]:
+    """The iterations of the plan (or one window over everything the stages launched), with busy, idle and
+    concurrent time and the largest idle gaps of all of them."""
+    together = [o for o in occs if o.phase == "together"]
+    spans: list[tuple[int, int, int, int]] = []  # window start, first GPU start, last GPU end, window end
+    iterations = tl.ranges(table, ITERATION)
+    if iterations:
+        for i, (a, b) in enumerate(iterations):
+            mine = [o for o in together if o.iteration == i]
+            if mine:
+                g0, g1 = min(o.gpu_start_ns for o in mine), max(o.gpu_end_ns for o in mine)
+                spans.append((a, g0, g1, max(g1, b)))
+    else:
+        starts = [o.range_start_ns if o.range_start_ns is not None else o.gpu_start_ns for o in together]
+        g0, g1 = min(o.gpu_start_ns for o in together), max(o.gpu_end_ns for o in together)
+        spans.append((min(starts), g0, g1, g1))
+    out, gaps = [], []
+    for i, (w0, g0, g1, w1) in enumerate(spans):
+        use = tl.busy(table, w0, w1)
+        out.append(
+            Window(
+                index=i,
+                start_ns=w0,
+                window_us=use["window_us"],
+                span_us=(g1 - g0) / 1e3,
+                busy_us=use["busy_us"],
+                idle_us=use["idle_us"],
+                concurrent_us=use["concurrent_us"],
+            )
+        )
+        for _, g in tl.idle_gaps(table, w0, w1, top=TOP_GAPS).iterrows():
+            gaps.append(
+                Gap(window=i, at_us=(int(g["start_ns"]) - w0) / 1e3, gap_us=float(g["gap_us"]), after=str(g["after"]))
+            )
+    gaps.sort(key=lambda g: g.gap_us, reverse=True)
+    return out, gaps[:TOP_GAPS]
+
+
+def _orders(occs: Sequence[Occurrence], key: str) -> list[tuple[str, int]]:
+    per: dict[int, list[Occurrence]] = {}
+    for o in occs:
+        per.setdefault(o.iteration, []).append(o)
+    seen = Counter(", ".join(o.stage for o in sorted(v, key=lambda o: getattr(o, key) or 0)) for v in per.values())
+    return seen.most_common()
+
+
+def launch_order(occs: Sequence[Occurrence], specs: Sequence[StageSpec]) -> LaunchOrder:
+    """Per iteration: the order of the stages' launch calls and of their first kernels on the GPU, and whether
+    every stage started only after the stages it declares it runs after had finished."""
+    together = [o for o in occs if o.phase == "together"]
+    by_it: dict[int, dict[str, Occurrence]] = {}
+    for o in together:
+        by_it.setdefault(o.iteration, {})[o.stage] = o
+    checks = violations = 0
+    for stages in by_it.values():
+        for spec in specs:
+            me = stages.get(spec.name)
+            for dep in spec.after:
+                if me is None or dep not in stages:
+                    continue
+                checks += 1
+                violations += me.gpu_start_ns < stages[dep].gpu_end_ns
+    return LaunchOrder(
+        declared=[s.name for s in specs],
+        api=_orders(together, "range_start_ns"),
+        gpu=_orders(together, "gpu_start_ns"),
+        dependency_checks=checks,
+        dependency_violations=violations,
+    )
+
+
+def critical_path_us(specs: Sequence[StageSpec], alone_us: dict[str, float]) -> float:
+    """The plan's shortest possible time if stages on different streams overlapped perfectly: each stage starts
+    when the stages it runs after and the previous stage on its stream have finished."""
+    finish: dict[str, float] = {}
+    last_on: dict[int, float] = {}
+    for s in specs:
+        ready = max([last_on.get(s.stream, 0.0), *(finish[d] for d in s.after if d in finish)])
+        finish[s.name] = ready + alone_us[s.name]
+        last_on[s.stream] = finish[s.name]
+    return max(finish.values(), default=0.0)
+
+
+def overlap_vs_ideal(
+    specs: Sequence[StageSpec], stages: Sequence[StageTimeline], together_us: float
+) -> OverlapVsIdeal | None:
+    alone = {s.stage: s.alone.median_us for s in stages if s.alone is not None}
+    if len({s.stream for s in specs}) < 2 or any(s.name not in alone for s in specs):
+        return None
+    sequential = sum(alone.values())
+    ideal = critical_path_us(specs, alone)
+    achieved = 100.0 * (sequential - together_us) / (sequential - ideal) if sequential > ideal else None
+    return OverlapVsIdeal(
+        streams=len({s.stream for s in specs}),
+        sequential_us=sequential,
+        ideal_us=ideal,
+        together_us=together_us,
+        achieved_pct=achieved,
+        speedup=sequential / together_us if together_us else 0.0,
+    )
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def analyze(
+    table: pd.DataFrame, backend: str, source: str, specs: Sequence[StageSpec] | None = None
+) -> TimelineAnalysis:
+    """Everything the nsys report shows, from one timeline table. ``specs``: the plan's stages in declared order
+    (None: the stages are whatever the capture marks)."""
+    occs, how = occurrences(table, [s.name for s in specs] if specs is not None else None)
+    if not occs:
+        raise KbenchError(f"{source} holds no GPU work to analyse")
+    names = list(dict.fromkeys(o.stage for o in occs))
+    stages = []
+    for name in names:
+        mine = [o for o in occs if o.stage == name and o.phase == "together"]
+        alone = [o.gpu_us for o in occs if o.stage == name and o.phase == "alone"]
+        stages.append(
+            StageTimeline(
+                stage=name,
+                streams=sorted({s for o in mine for s in o.streams}),
+                kernels=sorted({k for o in mine for k in o.kernels}),
+                occurrences=len(mine),
+                range_us=_median([o.range_us for o in mine]),
+                gpu=TimingStats.of([o.gpu_us for o in mine]),
+                kernel_us=statistics.median(o.kernel_us for o in mine),
+                alone=TimingStats.of(alone) if alone else None,
+                overlapped_pct=statistics.median(o.overlapped_pct for o in mine),
+                launch_latency_us=_median([o.launch_latency_us for o in mine]),
+                launch_latency_max_us=max(
+                    (o.launch_latency_us for o in mine if o.launch_latency_us is not None), default=None
+                ),
+            )
+        )
+    wins, gaps = windows(table, occs)
+    order_specs = list(specs) if specs is not None else [StageSpec(n) for n in names]
+    together_us = statistics.median(w.span_us for w in wins)
+    return TimelineAnalysis(
+        backend=backend,
+        source=source,
+        grouping=how,
+        stages=stages,
+        windows=wins,
+        gaps=gaps,
+        order=launch_order(occs, order_specs) if tl.ranges(table, ITERATION) else None,
+        overlap=overlap_vs_ideal(specs, stages, together_us) if specs is not None else None,
+        occurrences=occs,
+    )
+
+
+def frames(a: TimelineAnalysis) -> dict[str, pd.DataFrame]:
+    """The analyses as tidy tables (one CSV each in a run folder)."""
+    occ = pd.DataFrame([o.model_dump() for o in a.occurrences])
+    for col in ("kernels", "streams"):
+        occ[col] = occ[col].map(lambda v: " ".join(str(x) for x in v))
+    rows: list[dict[str, Any]] = [
+        {
+            "stage": s.stage,
+            "streams": " ".join(map(str, s.streams)),
+            "occurrences": s.occurrences,
+            "range_us_median": s.range_us,
+            "gpu_us_median": s.gpu.median_us,
+            "kernel_us_median": s.kernel_us,
+            "alone_us_median": s.alone.median_us if s.alone else None,
+            "overlapped_pct_median": s.overlapped_pct,
+            "launch_latency_us_median": s.launch_latency_us,
+        }
+        for s in a.stages
+    ]
+    return {
+        "occurrences": occ,
+        "stages": pd.DataFrame(rows),
+        "windows": pd.DataFrame([w.model_dump() for w in a.windows]),
+        "gaps": pd.DataFrame([g.model_dump() for g in a.gaps], columns=list(Gap.model_fields)),
+    }
+
+
+def _stage_facts(s: StageTimeline) -> str:
+    facts = [f"{s.overlapped_pct:.0f}% overlapped by other kernels"]
+    if s.alone is not None:
+        facts.append(f"{s.gpu.median_us / s.alone.median_us:.2f}x its alone time ({s.alone.median_us:.1f} us)")
+    if s.launch_latency_us is not None:
+        facts.append(f"launch latency {s.launch_latency_us:.1f} us")
+    return ", ".join(facts)
+
+
+def figures(
+    a: TimelineAnalysis,
+    stages: Sequence[Stage] | None,
+    ceilings: dict[str, Ceilings],
+    *,
+    roofline_known: bool,
+    device_name: str,
+) -> PlanFigures:
+    """The contract's figures from a timeline: each stage's median GPU span on the roofline (with the plan's
+    FLOP/byte model), its timeline facts as the key issue, and Top 3 from the roofline distance, the GPU's idle
+    time and the overlap left unused. Latency-bound when the GPU idles TIMELINE_IDLE_PCT of each iteration."""
+    timings = {s.stage: s.gpu for s in a.stages}
+    idle = a.idle_pct
+    latency_cause = (
+        f"The GPU was idle {idle:.1f}% of the median {a.window_us:.1f} us analysed window (launch latency and "
+        "gaps between launches), so no unit can average even half its peak over it. Host-side launch work and "
+        "synchronization, not a GPU unit, set the time."
+    )
+    if stages is not None:
+        base = summarize(stages, timings, ceilings, roofline_known=roofline_known, device_name=device_name)
+        opps = list(base.opportunities)
+    else:
+        if idle < TIMELINE_IDLE_PCT:
+            raise KbenchError(
+                f"the GPU was busy {100 - idle:.1f}% of the analysed window, and a timeline alone cannot tell "
+                "memory- from compute-bound: pass --plan <kernel_package> [<version>] --<param>=<value> for its "
+                "FLOP/byte model, or profile with --prof_type=annotation for counters"
+            )
+        figs = [
+            StageFigures(
+                name=s.stage,
+                precision="n/a",
+                flops=None,
+                dram_bytes=None,
+                timing=s.gpu,
+                duration_us=s.gpu.median_us,
+                tflops=None,
+                gbps=None,
+                intensity=None,
+                key_issue="no FLOP/byte model: not classified",
+            )
+            for s in a.stages
+        ]
+        base = PlanFigures(
+            stages=figs,
+            total_us=sum(f.duration_us for f in figs),
+            bottleneck="Latency",
+            root_cause=latency_cause,
+            opportunities=[],
+            opportunities_note=None,
+            ceilings_source="n/a (no FLOP/byte model)",
+            roofline_known=False,
+        )
+        opps = []
+    for f in base.stages:
+        f.key_issue = f"{f.key_issue}; {_stage_facts(a.stage(f.name))}"
+    if idle >= TIMELINE_IDLE_PCT:
+        base.bottleneck, base.root_cause = "Latency", latency_cause
+    if idle > 0:
+        opps.append(
+            Opportunity(
+                name="Close the GPU's idle time in each iteration (fewer launches or syncs, CUDA graphs)",
+                gain_pct=idle,
+                metric="plan.gpu_idle_pct",
+                value=f"{idle:.1f}%",
+            )
+        )
+    o = a.overlap
+    if o is not None and o.together_us > o.ideal_us:
+        opps.append(
+            Opportunity(
+                name=f"Overlap the concurrent stages up to the critical path ({o.ideal_us:.1f} us)",
+                gain_pct=100.0 * (o.together_us - o.ideal_us) / o.together_us,
+                metric="plan.overlap_achieved",
+                value="n/a" if o.achieved_pct is None else f"{o.achieved_pct:.1f}%",
+            )
+        )
+    opps.sort(key=lambda x: x.gain_pct, reverse=True)
+    base.opportunities = opps[:3]
+    base.opportunities_note = None
+    if not opps:
+        base.opportunities = [
+            Opportunity(name="No estimate available", gain_pct=0.0, metric="plan.gpu_idle_pct", value="0.0%")
+        ]
+        base.opportunities_note = "No gain can be estimated: the GPU never idled and no stage has a roofline model."
+    elif len(opps) < 3:
+        base.opportunities_note = (
+            f"Only {len(opps)} listed: nsys mode estimates gains from each stage's distance to its roofline, the "
+            "GPU's idle time and the overlap a concurrent plan leaves unused, and this capture offers no more."
+        )
+    return base

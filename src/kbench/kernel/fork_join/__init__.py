@@ -1,0 +1,3 @@
+"""out = A @ B + rowsum(Z): two independent branches (a matmul, a row reduction), then a combine."""
+
+BASELINE = "serial"
