@@ -3,7 +3,7 @@
 # (vector_add) captured by Nsight Systems, then again with nsys hidden (the PyTorch-profiler fallback), then with
 # nsys present but unable to import its capture (no libdw on LD_LIBRARY_PATH: the automatic fallback), event mode
 # on the concurrent plan, and the GPU tests of the timeline path.
-# Usage: scripts/gpu-nsys.sh [RESULTS_DIR]   (default out/gpu-nsys; profiles go to out/profiles)
+# Usage: scripts/gpu-nsys.sh [RESULTS_DIR]   (default out/gpu-nsys; profiles go to out/profiles; SKIP_TESTS=1: no pytest)
 set -uo pipefail
 res=${1:-out/gpu-nsys}
 mkdir -p "$res"
@@ -37,5 +37,6 @@ step "event mode on the concurrent plan, and its serial version"
 profile event_fork_join_serial $py -m kbench.kernel fork_join serial --prof_type=event
 profile event_fork_join $py -m kbench.kernel fork_join --prof_type=event
 
+[ -n "${SKIP_TESTS:-}" ] && exit 0
 step "GPU tests of the timeline path"
 $py -m pytest -q -p no:cacheprovider -m gpu -k "nsys or concurrent or every_tuning" 2>&1 | tail -15
