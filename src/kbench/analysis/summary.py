@@ -89,7 +89,10 @@ def _stage(s: Stage, t: TimingStats, c: rl.Ceilings | None, roofline_known: bool
         f.efficiency_pct = 100.0 * rl.efficiency(c, s.flops, s.dram_bytes, us)
         f.limiting_roof = rl.limiting_roof(c, s.flops, s.dram_bytes)
         if f.efficiency_pct > 100.0:
-            issue = f"beats its roofline bound ({f.efficiency_pct:.1f}%): FLOP/byte model or timing is wrong"
+            issue = (
+                f"beats its roofline bound ({f.efficiency_pct:.1f}%): inputs still in L2 from an earlier stage, "
+                "or the FLOP/byte model or the timing is wrong"
+            )
         elif f.bottleneck == "Latency":
             issue = f"neither unit busy: {f.compute_pct:.1f}% of {s.precision} peak, {f.memory_pct:.1f}% of DRAM peak"
         elif f.limiting_roof == "memory":

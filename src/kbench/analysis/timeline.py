@@ -275,12 +275,12 @@ def idle_gaps(tl: pd.DataFrame, start: int, end: int, top: int = 5) -> pd.DataFr
     for a, b in [*spans, (end, end)]:
         if a > prev_end and prev_end < end:
             gap_end = min(a, end)
-            before = gpu[gpu["end_ns"] <= prev_end]
+            before = gpu[(gpu["end_ns"] <= prev_end) & (gpu["end_ns"] > start)]
             rows.append(
                 {
                     "start_ns": prev_end,
                     "gap_us": (gap_end - prev_end) / 1e3,
-                    "after": before.iloc[-1]["name"] if len(before) else "(window start)",
+                    "after": before.iloc[-1]["name"] if len(before) else "(window start: no GPU work yet)",
                 }
             )
         prev_end = max(prev_end, b)

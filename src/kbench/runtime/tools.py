@@ -50,9 +50,31 @@ def find_ncu() -> Path:
     )
 
 
+# Where Nsight tools install outside a CUDA toolkit's bin/ (a toolkit's bin/ncu is a script that runs the newest
+# <toolkit>/nsight-compute-*/ncu or /opt/nvidia/nsight-compute/*/ncu)
+OPT_NVIDIA = Path("/opt/nvidia")
+
+
+def _version_key(path: Path) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", path.name))
+
+
+def _nsys_candidates() -> list[Path]:
+    """Nsight Systems installs, newest first, then the nsys inside each Nsight Compute install."""
+    systems = sorted((OPT_NVIDIA / "nsight-systems").glob("*"), key=_version_key, reverse=True)
+    roots: list[Path] = []
+    try:
+        ncu = find_ncu().resolve()
+        roots += [ncu.parent, *sorted(ncu.parent.parent.glob("nsight-compute*"), key=_version_key, reverse=True)]
+    except ToolMissing:
+        pass
+    roots += sorted((OPT_NVIDIA / "nsight-compute").glob("*"), key=_version_key, reverse=True)
+    return [d / "bin" / "nsys" for d in systems] + [r / "host" / "target-linux-x64" / "nsys" for r in roots]
+
+
 def find_nsys() -> Path:
-    """KBENCH_NSYS, then PATH, then $CUDA_HOME/bin, then the copy inside Nsight Compute's folder
-    (``<ncu-root>/host/target-linux-x64/nsys``); ToolMissing naming every place looked at otherwise."""
+    """KBENCH_NSYS, then PATH, then $CUDA_HOME/bin, then an Nsight Systems install under /opt/nvidia, then the
+    copy inside an Nsight Compute install (``<ncu-root>/host/target-linux-x64/nsys``); ToolMissing otherwise."""
     if env := os.environ.get("KBENCH_NSYS"):
         if _executable(Path(env)):
             return Path(env)
@@ -60,19 +82,12 @@ def find_nsys() -> Path:
     if found := shutil.which("nsys"):
         return Path(found)
     cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nsys"
-    if _executable(cuda):
-        return cuda
-    try:
-        ncu = find_ncu()
-    except ToolMissing:
-        ncu = None
-    if ncu is not None:
-        bundled = ncu.resolve().parent / "host" / "target-linux-x64" / "nsys"
-        if _executable(bundled):
-            return bundled
+    for candidate in [cuda, *_nsys_candidates()]:
+        if _executable(candidate):
+            return candidate
     raise ToolMissing(
-        "Nsight Systems (nsys) not found on KBENCH_NSYS, PATH, $CUDA_HOME/bin or inside Nsight Compute's folder "
-        "(<ncu-root>/host/target-linux-x64/nsys); install it or set KBENCH_NSYS"
+        "Nsight Systems (nsys) not found on KBENCH_NSYS, PATH, $CUDA_HOME/bin, /opt/nvidia/nsight-systems or inside "
+        "an Nsight Compute install (<ncu-root>/host/target-linux-x64/nsys); install it or set KBENCH_NSYS"
     )
 
 
