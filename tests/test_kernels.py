@@ -14,7 +14,15 @@ from tests.conftest import HAS_CUDA
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 BAD = Path(__file__).parent / "data" / "bad_kernels"
-SHIPPED = [("vector_add", "base"), ("vector_add", "v2"), ("matmul", "base"), ("matmul", "v2"), ("matmul", "torch_mm")]
+SHIPPED = [
+    ("vector_add", "base"),
+    ("vector_add", "v2"),
+    ("matmul", "base"),
+    ("matmul", "v2"),
+    ("matmul", "torch_mm"),
+    ("fork_join", "base"),
+    ("fork_join", "serial"),
+]
 
 
 def _plan(package: str, version: str, extra: list[str] | None = None, **values):
@@ -61,3 +69,22 @@ def test_an_unwritten_output_is_caught_by_the_nan_poison() -> None:
     plan, _ = _plan("wrong", "partial", [str(BAD)])
     (r,) = check_plan(plan, DEVICE)
     assert not r.result.passed and math.isinf(r.result.rel_err)
+
+
+def test_run_all_launches_every_stage_in_order_inside_around() -> None:
+    from contextlib import contextmanager
+
+    from kbench.runtime.prepare import prepare
+
+    plan, _ = _plan("fork_join", "base")
+    prep = prepare(plan, DEVICE, seed=1)
+    seen: list[str] = []
+
+    @contextmanager
+    def around(name: str):
+        seen.append(f"<{name}")
+        yield
+        seen.append(f"{name}>")
+
+    prep.run_all(around=around)
+    assert seen == ["<mm", "mm>", "<rowsum", "rowsum>", "<combine", "combine>"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kbench.errors import UsageError
-from kbench.plan.base import Stage
+from kbench.plan.base import Launch, Stage
 from kbench.plan.discovery import find_package, load_version, packages
 
 USER = Path(__file__).parent / "data" / "user_kernels"
@@ -19,6 +19,7 @@ def test_shipped_packages_and_versions() -> None:
     assert found["vector_add"].versions() == ["base", "v2"]
     assert found["matmul"].versions() == ["base", "v2", "torch_mm"]
     assert found["matmul"].baseline() == "torch_mm" and found["vector_add"].baseline() == "base"
+    assert found["fork_join"].versions() == ["base", "serial"] and found["fork_join"].baseline() == "serial"
 
 
 def test_default_version_is_base_and_identity_comes_from_the_module() -> None:
@@ -177,3 +178,24 @@ def test_a_broken_user_package_is_one_line_and_not_left_half_imported(tmp_path: 
 def test_the_same_folder_twice_is_not_a_clash(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KBENCH_KERNEL_PATH", str(USER))
     assert "broken" in packages([str(USER)])
+
+
+def test_concurrent_plans_declare_streams_and_dependencies() -> None:
+    base = load_version("fork_join").from_values({})
+    assert base.concurrent() and not base.with_version("serial").concurrent()
+    assert not load_version("matmul").from_values({}).concurrent()
+    streams = {s.name: (s.stream, tuple(s.after)) for s in base.checked_stages()}
+    assert streams == {"mm": (1, ()), "rowsum": (2, ()), "combine": (0, ("mm", "rowsum"))}
+    with pytest.raises(ValueError, match="stream must be 0"):
+        Stage("s", 1.0, 1.0, "fp32", lambda ws, c: Launch(lambda: None), stream=-1)
+
+
+def test_a_dependency_on_a_later_or_unknown_stage_is_refused(tmp_path: Path) -> None:
+    src = plan_src('["a", "b"]').replace(
+        'return [Stage(name, 1.0, 1.0, "fp32", lambda ws, c: Launch(lambda: None)) for name in ["a", "b"]]',
+        'return [Stage("a", 1.0, 1.0, "fp32", lambda ws, c: Launch(lambda: None), after=("b",)), '
+        'Stage("b", 1.0, 1.0, "fp32", lambda ws, c: Launch(lambda: None), stream=1)]',
+    )
+    root = _user_package(tmp_path, "deps", {"base": src})
+    with pytest.raises(UsageError, match="stage a runs after b, which is not a stage declared before it"):
+        load_version("deps", None, [str(root)]).from_values({}).checked_stages()

@@ -81,7 +81,9 @@ def test_busy_idle_and_gaps_inside_a_range(nsys: pd.DataFrame) -> None:
     assert 0 < b["concurrent_us"] < b["busy_us"]
     gaps = tl.idle_gaps(nsys, start, end)
     assert list(gaps["gap_us"]) == sorted(gaps["gap_us"], reverse=True)
-    assert gaps["gap_us"].sum() <= b["idle_us"] + 1e-6 and set(gaps["after"]) <= set(nsys["name"]) | {"(window start: no GPU work yet)"}
+    assert gaps["gap_us"].sum() <= b["idle_us"] + 1e-6 and set(gaps["after"]) <= set(nsys["name"]) | {
+        "(window start: no GPU work yet)"
+    }
 
 
 def test_launch_latency_from_correlation_ids(nsys: pd.DataFrame, kineto: pd.DataFrame) -> None:
