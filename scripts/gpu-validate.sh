@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Validate kbench on a CUDA machine without touching its clocks, power or modes: the full test suite
 # (GPU tier included), `kbench check`, event-mode profiles of every version of every shipped plan, annotation
-# and ncu mode on the base versions,
+# and ncu mode on the base versions, nsys mode (scripts/gpu-nsys.sh),
 # event vs do_bench, the benchmark table, and the device's measured copy / matmul ceilings.
 # Usage: scripts/gpu-validate.sh [RESULTS_DIR]   (default out/gpu-validate; profiles go to out/profiles)
 set -uo pipefail
@@ -19,12 +19,12 @@ step "pytest (both tiers)"
 $py -m pytest -q -p no:cacheprovider 2>&1 | tee "$res/pytest.log" | tail -25
 
 step "kbench check on the GPU"
-for spec in vector_add:base vector_add:v2 matmul:base matmul:v2 matmul:torch_mm; do
+for spec in vector_add:base vector_add:v2 matmul:base matmul:v2 matmul:torch_mm fork_join:base fork_join:serial; do
   $py -m kbench check "${spec%%:*}" "${spec#*:}" 2>&1 | tail -1
 done
 
 step "event mode, every version, default parameters"
-for spec in vector_add:base vector_add:v2 matmul:torch_mm matmul:base matmul:v2; do
+for spec in vector_add:base vector_add:v2 matmul:torch_mm matmul:base matmul:v2 fork_join:serial fork_join:base; do
   /usr/bin/time -f "wall %e s" $py -m kbench.kernel "${spec%%:*}" "${spec#*:}" --prof_type=event > "$res/event_${spec/:/_}.md" 2> "$res/event_${spec/:/_}.err"
   echo "$spec rc=$? $(tail -2 "$res/event_${spec/:/_}.err" | tr '\n' ' ')"
 done
@@ -36,6 +36,9 @@ for spec in vector_add:base matmul:base; do
     echo "$spec $mode rc=$? $(tail -2 "$res/${mode}_${spec/:/_}.err" | tr '\n' ' ')"
   done
 done
+
+step "nsys mode: Nsight Systems, then the PyTorch-profiler fallback (scripts/gpu-nsys.sh)"
+SKIP_TESTS=1 bash "$(dirname "$0")/gpu-nsys.sh" "$res/nsys" | grep -E '^(nsys|hidden|broken|event)'
 
 step "event vs do_bench"
 $py -m tests.benchmark.compare_do_bench 2>&1 | tee "$res/do_bench.txt" | grep -v '^kbench:'

@@ -51,6 +51,7 @@ def test_every_command_and_option_is_documented() -> None:
         "--kernel-path",
         "--verbose",
         "--timeout",
+        "--timeline-backend",
         "--mode",
         "--plan",
     ):

@@ -34,9 +34,3 @@ class KernelError(KbenchError):
     """The kernel under test crashed or computed a wrong result."""
 
     exit_code = 5
-
-
-class NotBuiltError(KbenchError):
-    """A feature that a later issue delivers; no output is faked in the meantime."""
-
-    exit_code = 6
