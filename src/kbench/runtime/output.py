@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,16 @@ def mark_failed(run_dir: Path, params: dict[str, Any], error: BaseException) -> 
         f"{status}: {message}\n\n" + "".join(traceback.format_exception(type(error), error, error.__traceback__))
     )
     (run_dir / "report.md").unlink(missing_ok=True)
+
+
+@contextmanager
+def marked_on_failure(run_dir: Path, params: dict[str, Any]) -> Iterator[None]:
+    """Whatever escapes the block (an error, Ctrl-C) marks the run folder failed, then goes on up."""
+    try:
+        yield
+    except BaseException as e:
+        mark_failed(run_dir, params, e)
+        raise
 
 
 def previous_run(run_dir: Path) -> Path | None:

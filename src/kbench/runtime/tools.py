@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,17 +34,22 @@ def _executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-def find_ncu() -> Path:
-    """KBENCH_NCU, then PATH, then $CUDA_HOME/bin; ToolMissing with what to do otherwise."""
-    if env := os.environ.get("KBENCH_NCU"):
+def _lookup(name: str, env_var: str, more: Callable[[], list[Path]] = list) -> Path | None:
+    """``$env_var`` (which must then be right), PATH, $CUDA_HOME/bin, then ``more()`` in order."""
+    if env := os.environ.get(env_var):
         if _executable(Path(env)):
             return Path(env)
-        raise ToolMissing(f"KBENCH_NCU={env} is not an executable file; point it at ncu or unset it")
-    if found := shutil.which("ncu"):
+        raise ToolMissing(f"{env_var}={env} is not an executable file; point it at {name} or unset it")
+    if found := shutil.which(name):
         return Path(found)
-    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "ncu"
-    if cuda.is_file():
-        return cuda
+    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / name
+    return next((c for c in [cuda, *more()] if _executable(c)), None)
+
+
+def find_ncu() -> Path:
+    """KBENCH_NCU, then PATH, then $CUDA_HOME/bin; ToolMissing with what to do otherwise."""
+    if found := _lookup("ncu", "KBENCH_NCU"):
+        return found
     raise ToolMissing(
         "Nsight Compute (ncu) not found on KBENCH_NCU, PATH or $CUDA_HOME/bin; install it, or use "
         "--prof_type=event for timings without hardware counters"
@@ -75,16 +81,8 @@ def _nsys_candidates() -> list[Path]:
 def find_nsys() -> Path:
     """KBENCH_NSYS, then PATH, then $CUDA_HOME/bin, then an Nsight Systems install under /opt/nvidia, then the
     copy inside an Nsight Compute install (``<ncu-root>/host/target-linux-x64/nsys``); ToolMissing otherwise."""
-    if env := os.environ.get("KBENCH_NSYS"):
-        if _executable(Path(env)):
-            return Path(env)
-        raise ToolMissing(f"KBENCH_NSYS={env} is not an executable file; point it at nsys or unset it")
-    if found := shutil.which("nsys"):
-        return Path(found)
-    cuda = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nsys"
-    for candidate in [cuda, *_nsys_candidates()]:
-        if _executable(candidate):
-            return candidate
+    if found := _lookup("nsys", "KBENCH_NSYS", _nsys_candidates):
+        return found
     raise ToolMissing(
         "Nsight Systems (nsys) not found on KBENCH_NSYS, PATH, $CUDA_HOME/bin, /opt/nvidia/nsight-systems or inside "
         "an Nsight Compute install (<ncu-root>/host/target-linux-x64/nsys); install it or set KBENCH_NSYS"

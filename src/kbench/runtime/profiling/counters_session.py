@@ -58,11 +58,8 @@ def run(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     named, _, run_dir, params, seed = start_run(mode, plan, opts, {"ncu": ncu_version})
     params["clocks"] = CLOCKS
     write_json_atomic(run_dir / output.PARAMS, params)
-    try:
+    with output.marked_on_failure(run_dir, params):
         return _run(mode, plan, opts, ncu, run_dir, params, seed, named)
-    except BaseException as e:
-        output.mark_failed(run_dir, params, e)
-        raise
 
 
 def _failure(log: str, run_dir: Path, code: int) -> KbenchError:

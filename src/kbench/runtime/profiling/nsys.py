@@ -93,11 +93,8 @@ def run(plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     named, device, run_dir, params, seed = start_run(MODE, plan, opts, versions)
     params.update(clocks=CLOCKS, bench_runs=opts.bench_runs, timeline_backend=opts.timeline_backend)
     write_json_atomic(run_dir / output.PARAMS, params)
-    try:
+    with output.marked_on_failure(run_dir, params):
         return _run(plan, opts, nsys, why_not, device.name, run_dir, params, seed, named)
-    except BaseException as e:
-        output.mark_failed(run_dir, params, e)
-        raise
 
 
 def _plan_failed(log: str, log_path: Path, tool: str) -> None:

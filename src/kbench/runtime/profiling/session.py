@@ -139,13 +139,10 @@ def analyzed_run(
         "status": "running",
     }
     write_json_atomic(run_dir / output.PARAMS, params)
-    try:
+    with output.marked_on_failure(run_dir, params):
         shutil.copy2(source, run_dir / source.name)
         result.out_dir, result.offline = str(run_dir), True
         write(run_dir)
-    except BaseException as e:
-        output.mark_failed(run_dir, params, e)
-        raise
     write_json_atomic(run_dir / output.PARAMS, {**params, "status": "ok"})
     return result
 
@@ -183,12 +180,8 @@ def run(mode: str, measure: Measure, plan: KernelPlan, opts: RunOptions) -> Prof
     named, device, run_dir, params, seed = start_run(mode, plan, opts)
     params.update(bench_runs=opts.bench_runs, cuda_graph=opts.cuda_graph)
     write_json_atomic(run_dir / output.PARAMS, params)
-    try:
-        result = _run(mode, measure, plan, opts, device, run_dir, params, seed, named)
-    except BaseException as e:
-        output.mark_failed(run_dir, params, e)
-        raise
-    return result
+    with output.marked_on_failure(run_dir, params):
+        return _run(mode, measure, plan, opts, device, run_dir, params, seed, named)
 
 
 def prepare_on_gpu(plan: KernelPlan, device: ActiveDevice, seed: int) -> Prepared:
