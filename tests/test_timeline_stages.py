@@ -117,7 +117,7 @@ def test_reports_of_kbench_captures_pass_the_contract(capture: Path, isolated: P
     assert json.loads((run / "params.json").read_text())["status"] == "ok"
 
 
-def test_chrome_trace_has_every_row_and_a_flow_per_launch() -> None:
+def test_chrome_trace_has_every_row_and_a_flow_per_launch(tmp_path: Path) -> None:
     frame = tl.load(NSYS)
     trace = chrome_trace(frame)
     complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
@@ -127,7 +127,10 @@ def test_chrome_trace_has_every_row_and_a_flow_per_launch() -> None:
     assert len(flows) == 2 * len(kernels) + 2 * int((frame["kind"].isin(["memcpy", "memset"])).sum())
     gpu_tracks = {(e["pid"], e["tid"]) for e in complete if e["cat"] == "kernel"}
     assert len(gpu_tracks) == 3  # the two side streams, and the caller's (combine, the L2 flush, the alone runs)
-    json.dumps(trace)  # serializable as is
+    own = tmp_path / "trace.json"
+    own.write_text(json.dumps(trace))
+    with pytest.raises(KbenchError, match="is kbench's own trace for viewing; analyse the raw capture"):
+        tl.load(own)
 
 
 def run_analyze(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

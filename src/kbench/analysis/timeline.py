@@ -152,9 +152,15 @@ KINETO_KINDS = {
 
 def from_kineto_json(path: Path) -> pd.DataFrame:
     try:
-        events = json.loads(path.read_text())["traceEvents"]
-    except (OSError, ValueError, KeyError) as e:
+        data = json.loads(path.read_text())
+        events = data["traceEvents"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{path} is not a PyTorch-profiler Chrome trace: {e}") from None
+    if data.get("otherData", {}).get("written_by") == "kbench":
+        raise ConfigError(
+            f"{path} is kbench's own trace for viewing; analyse the raw capture beside it (timeline.sqlite or "
+            "pytorch_trace.json)"
+        )
     rows = []
     for ev in events:
         kind = KINETO_KINDS.get(ev.get("cat", ""))
