@@ -184,7 +184,9 @@ def test_asking_for_nsys_turns_its_failure_into_one_line(stand_in) -> None:
     stand_in(NO_IMPORTER)
     with pytest.raises(nsys.CaptureFailed, match="nsys wrote no report: its importer could not load") as e:
         profile(backend="nsys")
-    assert "\n" not in str(e.value)
+    assert "\n" not in str(e.value) and str(e.value).endswith(
+        "--timeline-backend auto falls back to PyTorch's profiler"
+    )
     run, params = the_run()
     assert params["status"] == "failed" and not (run / "report.md").exists()
 

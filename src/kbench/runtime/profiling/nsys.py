@@ -162,7 +162,7 @@ def _run(
             capture = capture_nsys(nsys, child, run_dir, opts, params)
         except CaptureFailed as e:
             if opts.timeline_backend == "nsys":
-                raise
+                raise CaptureFailed(f"{e}; --timeline-backend auto falls back to PyTorch's profiler") from None
             why_not = str(e)
             opts.progress(f"nsys failed ({why_not}); capturing with the PyTorch profiler instead")
             started = time.monotonic()
