@@ -205,7 +205,7 @@ def launched_in(tl: pd.DataFrame, start: int, end: int) -> pd.DataFrame:
     return gpu[gpu["correlation"].isin(set(api["correlation"].dropna()))]
 
 
-def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+def union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     merged: list[list[int]] = []
     for a, b in sorted(intervals):
         if merged and a <= merged[-1][1]:
@@ -218,7 +218,7 @@ def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 def overlapped_fraction(start: int, end: int, others: Iterable[tuple[int, int]]) -> float:
     """The share of [start, end) during which at least one of ``others`` was also running."""
     clipped = [(max(start, a), min(end, b)) for a, b in others if min(end, b) > max(start, a)]
-    return sum(b - a for a, b in _union(clipped)) / (end - start) if end > start else 0.0
+    return sum(b - a for a, b in union(clipped)) / (end - start) if end > start else 0.0
 
 
 def overlap(tl: pd.DataFrame, selected: pd.DataFrame) -> pd.DataFrame:
@@ -251,7 +251,7 @@ def busy(tl: pd.DataFrame, start: int, end: int) -> dict[str, float]:
         for a, b in zip(gpu["start_ns"], gpu["end_ns"], strict=True)
         if min(end, int(b)) > max(start, int(a))
     ]
-    busy_ns = sum(b - a for a, b in _union(spans))
+    busy_ns = sum(b - a for a, b in union(spans))
     kernel_spans = [
         (max(start, int(a)), min(end, int(b)))
         for a, b, kind in zip(gpu["start_ns"], gpu["end_ns"], gpu["kind"], strict=True)
@@ -275,7 +275,7 @@ def busy(tl: pd.DataFrame, start: int, end: int) -> dict[str, float]:
 def idle_gaps(tl: pd.DataFrame, start: int, end: int, top: int = 5) -> pd.DataFrame:
     """The largest stretches inside [start, end) with no GPU work, and the GPU work that precedes each."""
     gpu = tl[tl["kind"].isin(GPU_KINDS)].sort_values("end_ns")
-    spans = _union((int(a), int(b)) for a, b in zip(gpu["start_ns"], gpu["end_ns"], strict=True))
+    spans = union((int(a), int(b)) for a, b in zip(gpu["start_ns"], gpu["end_ns"], strict=True))
     rows = []
     prev_end = start
     for a, b in [*spans, (end, end)]:

@@ -169,8 +169,8 @@ def _occurrence(
     spans = [(int(a), int(b)) for a, b in zip(own["start_ns"], own["end_ns"], strict=True)]
     near = kernels[(kernels["start_ns"] < end) & (kernels["end_ns"] > start) & ~kernels.index.isin(own.index)]
     others = [(int(a), int(b)) for a, b in zip(near["start_ns"], near["end_ns"], strict=True)]
-    busy = sum(b - a for a, b in tl._union(spans))
-    covered = sum(tl.overlapped_fraction(a, b, others) * (b - a) for a, b in tl._union(spans))
+    busy = sum(b - a for a, b in tl.union(spans))
+    covered = sum(tl.overlapped_fraction(a, b, others) * (b - a) for a, b in tl.union(spans))
     latency = None
     if not own.empty:
         first = own.iloc[0]
@@ -207,7 +207,7 @@ def occurrences(table: pd.DataFrame, stages: Sequence[str] | None = None) -> tup
     marked = [str(n) for n in nvtx["name"].drop_duplicates() if str(n).startswith(STAGE)]
     names = list(stages) if stages is not None else [n[len(STAGE) :] for n in marked]
     out: list[Occurrence] = []
-    if names and (stages is not None or marked):
+    if names:
         for name in names:
             for phase, ranges in (
                 ("together", tl.ranges(table, STAGE + name)),
@@ -243,20 +243,20 @@ def windows(table: pd.DataFrame, occs: Sequence[Occurrence]) -> tuple[list[Windo
     """The iterations of the plan (or one window over everything the stages launched), with busy, idle and
     concurrent time and the largest idle gaps of all of them."""
     together = [o for o in occs if o.phase == "together"]
-    spans: list[tuple[int, int, int, int]] = []  # window start, first GPU start, last GPU end, window end
+    spans: list[tuple[int, int, int, int, int]] = []  # index, window start, first GPU start, last GPU end, window end
     iterations = tl.ranges(table, ITERATION)
     if iterations:
         for i, (a, b) in enumerate(iterations):
             mine = [o for o in together if o.iteration == i]
             if mine:
                 g0, g1 = min(o.gpu_start_ns for o in mine), max(o.gpu_end_ns for o in mine)
-                spans.append((a, g0, g1, max(g1, b)))
+                spans.append((i, a, g0, g1, max(g1, b)))
     else:
         starts = [o.range_start_ns if o.range_start_ns is not None else o.gpu_start_ns for o in together]
         g0, g1 = min(o.gpu_start_ns for o in together), max(o.gpu_end_ns for o in together)
-        spans.append((min(starts), g0, g1, g1))
+        spans.append((0, min(starts), g0, g1, g1))
     out, gaps = [], []
-    for i, (w0, g0, g1, w1) in enumerate(spans):
+    for i, w0, g0, g1, w1 in spans:
         use = tl.busy(table, w0, w1)
         out.append(
             Window(
