@@ -29,6 +29,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def never_lock_clocks(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test locks a real GPU's clocks (the GPU tier runs on shared machines) or touches the machine's shared
+    lock and state folder; the tests of locking pass a stand-in clock control explicitly."""
+    monkeypatch.setenv("KBENCH_LOCK_CLOCKS", "0")
+    monkeypatch.setenv("KBENCH_STATE_DIR", str(tmp_path_factory.mktemp("kbench-state")))
+
+
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run in a fresh folder with its own autotune cache, so tests never touch the user's out/ or .cache/."""

@@ -51,19 +51,13 @@ def test_name_driver_and_clock(monkeypatch: pytest.MonkeyPatch, no_cuda: None) -
     nv = fake_pynvml()
     monkeypatch.setitem(sys.modules, "pynvml", nv)
     assert nvml.name_and_driver() == ("NVIDIA H100 80GB HBM3", "580.159.04")
-    assert nvml.sm_clock_mhz() == 1980
-    assert nv.calls.count("nvmlInit") == nv.calls.count("nvmlShutdown") == 2
+    assert nv.calls.count("nvmlInit") == nv.calls.count("nvmlShutdown") == 1
 
 
-@pytest.mark.parametrize(
-    "failing", ["nvmlInit", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetName", "nvmlDeviceGetClockInfo"]
-)
+@pytest.mark.parametrize("failing", ["nvmlInit", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetName"])
 def test_any_nvml_failure_is_simply_not_measured(monkeypatch: pytest.MonkeyPatch, no_cuda: None, failing: str) -> None:
     nv = fake_pynvml(fail_on=failing)
     monkeypatch.setitem(sys.modules, "pynvml", nv)
-    name = nvml.name_and_driver()
-    clock = nvml.sm_clock_mhz()
-    assert (name is None) == (failing in ("nvmlInit", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetName"))
-    assert (clock is None) == (failing != "nvmlDeviceGetName")
+    assert nvml.name_and_driver() is None
     if failing != "nvmlInit":  # every successful init is shut down again
         assert nv.calls.count("nvmlInit") == nv.calls.count("nvmlShutdown")

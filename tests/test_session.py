@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from kbench import nvml
 from kbench.analysis.devices import load_devices, resolve
 from kbench.errors import KbenchError, KernelError
 from kbench.plan import autotune
 from kbench.plan.discovery import load_version
-from kbench.runtime import gpu
+from kbench.runtime import clocks, gpu
 from kbench.runtime.prepare import Prepared, PreparedStage
 from kbench.runtime.profiling import session
 from kbench.runtime.timing import Samples
+from tests.clock_fakes import FakeClocks
 from tests.conftest import DATA, contract_problems
 
 REAL = json.loads((DATA / "event_h100" / "vector_add_base" / "timings.json").read_text())
@@ -32,7 +32,7 @@ def fake_measure(prep: Prepared, opts: session.RunOptions) -> session.Measuremen
 def offline(monkeypatch: pytest.MonkeyPatch, isolated: Path) -> Path:
     monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
     monkeypatch.setattr(session, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3"))
-    monkeypatch.setattr(nvml, "sm_clock_mhz", lambda: 1980)
+    monkeypatch.setattr(clocks, "control", FakeClocks().as_control)
 
     def prepare(plan, device, seed):  # the launch does nothing: the fake measure supplies the samples
         prep = Prepared(plan=plan, device="cuda", ws=None)
@@ -68,7 +68,10 @@ def test_a_run_writes_a_complete_folder(offline: Path) -> None:
     }
     params = json.loads((run / "params.json").read_text())
     assert params["status"] == "ok" and params["device"]["key"] == "H100_SXM"
-    assert params["clocks"].endswith("SM clock 1980 MHz before, 1980 MHz after the measurement")
+    assert params["clocks"].startswith(
+        "not locked (--no-lock-clocks; kbench left the GPU's clocks alone); SM 1980-1980"
+    )
+    assert params["clock_samples"]["samples"] >= 2 and params["clock_samples"]["unstable"] is False
     assert (
         json.loads((run / "timings.json").read_text())["stages"]["add"]["samples_us"]
         == REAL["stages"]["add"]["samples_us"]

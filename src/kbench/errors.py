@@ -34,3 +34,8 @@ class KernelError(KbenchError):
     """The kernel under test crashed or computed a wrong result."""
 
     exit_code = 5
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived while kbench held the GPU: raised (not an Exception, so no handler of plan code
+    swallows it) so that every cleanup runs, as on Ctrl-C."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,3 +29,14 @@ def write_json_atomic(path: Path, data: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def state_dir() -> Path:
+    """Where lock state and per-GPU lock files live (shared with the scripts): $KBENCH_STATE_DIR or
+    /tmp/kbench-state, world-writable with the sticky bit like /tmp, so a root script and a user run share it."""
+    path = Path(os.environ.get("KBENCH_STATE_DIR", "/tmp/kbench-state"))
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            path.chmod(0o1777)
+    return path

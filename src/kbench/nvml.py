@@ -70,14 +70,3 @@ def name_and_driver() -> tuple[str, str] | None:
             return text(nv.nvmlDeviceGetName(handle)), text(nv.nvmlSystemGetDriverVersion())
         except nv.NVMLError:
             return None
-
-
-def sm_clock_mhz() -> int | None:
-    with current_gpu() as gpu:
-        if gpu is None:
-            return None
-        nv, handle = gpu
-        try:
-            return int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
-        except nv.NVMLError:
-            return None

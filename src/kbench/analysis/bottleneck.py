@@ -23,6 +23,10 @@ HEALTHY_WAVES = 1.0
 # whatever its kernels do: over the iteration no unit can then average HIGH_PCT of its peak.
 TIMELINE_IDLE_PCT = HIGH_PCT
 
+# Clocks sampled while measuring: an SM clock whose range exceeds this share of its median makes the measurement
+# unstable (as does any thermal or power slowdown the GPU reports).
+CLOCK_DRIFT_PCT = 5.0
+
 # Event mode: a timing whose relative spread exceeds this is flagged as unstable.
 UNSTABLE_SPREAD_PCT = 2.0
 

@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from kbench.errors import KbenchError, UsageError
+from kbench.errors import KbenchError, Terminated, UsageError
 
 log = logging.getLogger("kbench")
 
@@ -64,6 +64,8 @@ def run_command(cmd: Any, argv: list[str] | None, prog: str) -> NoReturn:
             "interrupted (Ctrl-C); earlier profiles are untouched and this run's folder, if any, is marked interrupted",
             130,
         )
+    except Terminated as e:
+        fail(f"{e}; clocks kbench locked were reset, and this run's folder, if any, is marked interrupted", 143)
     except KbenchError as e:
         fail(str(e), e.exit_code)
     except Exception as e:
@@ -110,6 +112,9 @@ RESERVED = {
     "kernel_path",
     "timeout",
     "timeline_backend",
+    "lock_clocks",
+    "no_lock_clocks",
+    "no_wait",
     "verbose",
     "help",
 }

@@ -39,6 +39,16 @@ def profile(
     cuda_graph: bool = typer.Option(False, "--cuda-graph/--no-cuda-graph", help="Time CUDA-graph replays."),
     baseline: Path | None = typer.Option(None, "--baseline", help="Run folder to compare with (default: previous)."),
     timeout: float = typer.Option(1800.0, "--timeout", help="ncu/nsys modes: seconds before the profiler is killed."),
+    lock_clocks: bool | None = typer.Option(
+        None,
+        "--lock-clocks/--no-lock-clocks",
+        help="Lock the GPU's SM (and memory) clocks to base for the measurement and reset them after, when "
+        "permitted (default: on, or KBENCH_LOCK_CLOCKS=0 for off).",
+        show_default=False,
+    ),
+    no_wait: bool = typer.Option(
+        False, "--no-wait", help="If another kbench is profiling on this GPU, stop at once instead of waiting."
+    ),
     timeline_backend: str = typer.Option(
         "auto",
         "--timeline-backend",
@@ -86,7 +96,10 @@ def profile(
         baseline=baseline,
         timeout_s=timeout,
         timeline_backend=timeline_backend,
+        wait=not no_wait,
     )
+    if lock_clocks is not None:
+        opts.lock_clocks = lock_clocks
     with progress() as status:
         opts.progress = status
         result = runner_for(prof_type)(plan, opts)

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kbench.analysis.clocks import ClockSummary
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.summary import PlanFigures, StageFigures
@@ -25,7 +26,8 @@ class ProfileResult(BaseModel):
     plan_timing: TimingStats | None = None
     timing_method: str = ""
     check: str | None = None
-    clocks: str = ""
+    clocks: str = ""  # how the clocks were held and what they did while measuring (one line)
+    clock_summary: ClockSummary | None = None  # the sampled SM clock and clock-event reasons behind that line
     tools: dict[str, Any] = {}
     tiling: dict[str, dict[str, Any]] = {}
     baseline: list[BaselineRow] = []

@@ -43,9 +43,17 @@ def new_run_dir(root: Path, mode: str, kernel: str, params_slug: str, now: datet
 
 def mark_failed(run_dir: Path, params: dict[str, Any], error: BaseException) -> None:
     """Record why the run failed: status in params.json and the traceback in FAILED.txt; no report.md."""
-    interrupted = isinstance(error, KeyboardInterrupt)
+    from kbench.errors import Terminated
+
+    interrupted = isinstance(error, KeyboardInterrupt | Terminated)
     status = "interrupted" if interrupted else "failed"
-    message = "interrupted (Ctrl-C)" if interrupted else f"{type(error).__name__}: {error}"
+    message = (
+        "interrupted (Ctrl-C)"
+        if isinstance(error, KeyboardInterrupt)
+        else f"interrupted ({error})"
+        if interrupted
+        else f"{type(error).__name__}: {error}"
+    )
     write_json_atomic(run_dir / PARAMS, {**params, "status": status, "error": message})
     (run_dir / FAILED).write_text(
         f"{status}: {message}\n\n" + "".join(traceback.format_exception(type(error), error, error.__traceback__))

@@ -109,6 +109,21 @@ def run(argv: list[str], *, timeout_s: float, log_path: Path, env: dict[str, str
     return Finished(code, log_path.read_text(errors="replace"))
 
 
+def output(argv: list[str], *, timeout_s: float = 30.0) -> Finished:
+    """Run a short command (a query) and capture its output; ToolMissing when it cannot start or hangs."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)  # noqa: S603
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ToolMissing(f"cannot run {Path(argv[0]).name}: {e}") from None
+    return Finished(done.returncode, done.stdout + done.stderr)
+
+
+def nvidia_smi() -> Path | None:
+    """nvidia-smi (NVIDIA_SMI overrides PATH), or None."""
+    found = os.environ.get("NVIDIA_SMI") or shutil.which("nvidia-smi")
+    return Path(found) if found and _executable(Path(found)) else None
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):  # already gone
         os.killpg(proc.pid, signal.SIGKILL)

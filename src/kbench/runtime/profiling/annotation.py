@@ -26,6 +26,10 @@ def annotation_profile_plan(
     check: bool = True,
     baseline: Path | str | None = None,
     seed: int | None = None,
+    lock_clocks: bool | None = None,
+    wait: bool = True,
 ) -> ProfileResult:
     """Profile ``plan`` (or the same parameters in ``version``) under ncu into ``<out_dir>/annotation/...``."""
-    return counters_session.profile_plan(MODE, plan, out_dir, version, bench_runs, check, baseline, seed)
+    return counters_session.profile_plan(
+        MODE, plan, out_dir, version, bench_runs, check, baseline, seed, lock_clocks, wait
+    )

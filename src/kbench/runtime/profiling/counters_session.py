@@ -1,8 +1,9 @@
 """What annotation and ncu modes share: run the plan in a child process under ncu, then read the report.
 
 The child (kbench.runtime.profiling.child) prepares, checks and writes the stage artifacts, then launches each
-stage once inside its NVTX range; ncu profiles exactly those launches. ncu always gets --clock-control none:
-kbench does not hold the clocks in this version, so ncu must not change them either.
+stage once inside its NVTX range; ncu profiles exactly those launches. ncu gets --clock-control none whenever
+the clocks are already held (by kbench or the lock script) or the user turned locking off; only when kbench
+wanted to lock but was not permitted does ncu lock the base clock itself (--clock-control base).
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from kbench.fsutil import write_json_atomic
 from kbench.plan.base import KernelPlan
 from kbench.report.models import ProfileResult
 from kbench.runtime import gpu, output, tools
+from kbench.runtime.clocks import measuring
 from kbench.runtime.profiling import counters_run
 from kbench.runtime.profiling.child import OUTCOME
 from kbench.runtime.profiling.child import command as child_command
 from kbench.runtime.profiling.child import failure as child_failure
 from kbench.runtime.profiling.ncu_argv import ncu_argv, stage_range
-from kbench.runtime.profiling.session import RunOptions, attach_baseline, start_run
+from kbench.runtime.profiling.session import RunOptions, attach_baseline, record_clocks, start_run
 
-CLOCKS = "not locked; ncu ran with --clock-control none, so neither kbench nor ncu changed the GPU's clocks"
 PERMISSION = (
     "ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root, or let all users profile "
     "(nvidia driver option NVreg_RestrictProfilingToAdminUsers=0; https://developer.nvidia.com/ERR_NVGPUCTRPERM)"
@@ -43,12 +44,16 @@ def profile_plan(
     check: bool,
     baseline: Path | str | None,
     seed: int | None,
+    lock_clocks: bool | None = None,
+    wait: bool = True,
 ) -> ProfileResult:
     """The Python API of the counter modes; ``bench_runs`` is accepted for the common signature (ncu profiles
     one launch per stage)."""
     if version is not None:
         plan = plan.with_version(version)
-    return run(mode, plan, RunOptions.for_api(out_dir, bench_runs, check, baseline, seed))
+    return run(
+        mode, plan, RunOptions.for_api(out_dir, bench_runs, check, baseline, seed, lock_clocks=lock_clocks, wait=wait)
+    )
 
 
 def run(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
@@ -56,7 +61,6 @@ def run(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     ncu = tools.find_ncu()
     ncu_version = tools.version(ncu)
     named, _, run_dir, params, seed = start_run(mode, plan, opts, {"ncu": ncu_version})
-    params["clocks"] = CLOCKS
     write_json_atomic(run_dir / output.PARAMS, params)
     with output.marked_on_failure(run_dir, params):
         return _run(mode, plan, opts, ncu, run_dir, params, seed, named)
@@ -82,12 +86,17 @@ def _run(
 ) -> ProfileResult:
     stages = [s.name for s in plan.checked_stages()]
     child = child_command(plan, run_dir, seed, opts.check)
-    argv = ncu_argv(ncu, mode, stages, run_dir / "profile", child)
-    params["ncu_command"] = shlex.join(argv)
-    opts.progress(f"{plan.package} {plan.version}: ncu ({mode} mode) is profiling {len(stages)} stage(s)")
-    started = time.monotonic()
-    done = tools.run(argv, timeout_s=opts.timeout_s, log_path=run_dir / "ncu.log")
-    wall = time.monotonic() - started
+    with measuring(opts.lock_clocks, opts.wait, opts.progress) as env:
+        control = "none" if env.clocks.locked or not opts.lock_clocks else "base"
+        argv = ncu_argv(ncu, mode, stages, run_dir / "profile", child, clock_control=control)
+        params["ncu_command"] = shlex.join(argv)
+        opts.progress(f"{plan.package} {plan.version}: ncu ({mode} mode) is profiling {len(stages)} stage(s)")
+        started = time.monotonic()
+        with env.sampled():
+            done = tools.run(argv, timeout_s=opts.timeout_s, log_path=run_dir / "ncu.log")
+        wall = time.monotonic() - started
+    clocks = record_clocks(env, params) + f"; ncu ran with --clock-control {control}"
+    params["clocks"] = clocks
     log = done.log
     if "ERR_NVGPUCTRPERM" in log:
         raise KbenchError(PERMISSION)
@@ -104,7 +113,7 @@ def _run(
     passes = max((c.replay_passes or 0) for c in result.counters)
     result.tiling = info["tiling"]
     result.check = info["check"]["line"] if info["check"] else None
-    result.clocks = CLOCKS
+    result.clocks, result.clock_summary = clocks, env.summary
     result.tools = params["tools"]
     result.out_dir = str(run_dir)
     result.conformance = conformance(plan, grouped, info["tiling"])

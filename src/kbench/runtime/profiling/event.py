@@ -42,6 +42,8 @@ def event_profile_plan(
     cuda_graph: bool = False,
     baseline: Path | str | None = None,
     seed: int | None = None,
+    lock_clocks: bool | None = None,
+    wait: bool = True,
 ) -> ProfileResult:
     """Profile ``plan`` (or the same parameters in ``version``) with CUDA events.
 
@@ -50,4 +52,7 @@ def event_profile_plan(
     """
     if version is not None:
         plan = plan.with_version(version)
-    return run(plan, RunOptions.for_api(out_dir, bench_runs, check, baseline, seed, cuda_graph))
+    opts = RunOptions.for_api(
+        out_dir, bench_runs, check, baseline, seed, cuda_graph, lock_clocks=lock_clocks, wait=wait
+    )
+    return run(plan, opts)

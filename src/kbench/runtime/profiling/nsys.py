@@ -3,7 +3,7 @@ or, where nsys is missing or fails, by PyTorch's profiler (CUPTI); both feed one
 
 The plan runs in a child process (kbench.runtime.profiling.child): prepared and checked, then run
 ``bench_runs`` times as a whole inside NVTX ranges (and a concurrent plan's stages once each alone). nsys never
-touches the GPU's clocks; kbench does not lock them in this version.
+touches the GPU's clocks; kbench locks them around the capture when asked and permitted.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from kbench.fsutil import write_json_atomic
 from kbench.plan.base import KernelPlan
 from kbench.report.models import ProfileResult
 from kbench.runtime import gpu, output, tools
+from kbench.runtime.clocks import measuring
 from kbench.runtime.profiling import timeline_run
 from kbench.runtime.profiling.child import OUTCOME, TORCH_TRACE
 from kbench.runtime.profiling.child import command as child_command
 from kbench.runtime.profiling.child import failure as child_failure
 from kbench.runtime.profiling.nsys_argv import export_argv, profile_argv
-from kbench.runtime.profiling.session import RunOptions, attach_baseline, start_run
+from kbench.runtime.profiling.session import RunOptions, attach_baseline, record_clocks, start_run
 
 MODE = "nsys"
 BACKENDS = ("auto", "nsys", "torch")
-CLOCKS = "not locked; neither kbench nor the timeline profiler changed the GPU's clocks"
 REPORT = "timeline"  # timeline.nsys-rep and timeline.sqlite
 QDSTRM = "skipping importation of the QDSTRM file"
 NO_IMPORTER = (
@@ -53,12 +53,14 @@ def nsys_profile_plan(
     baseline: Path | str | None = None,
     seed: int | None = None,
     backend: str = "auto",
+    lock_clocks: bool | None = None,
+    wait: bool = True,
 ) -> ProfileResult:
     """Capture ``plan``'s timeline (or the same parameters in ``version``'s) over ``bench_runs`` iterations into
     ``<out_dir>/nsys/...``. ``backend``: "auto" (nsys, else the PyTorch profiler), "nsys" or "torch"."""
     if version is not None:
         plan = plan.with_version(version)
-    opts = RunOptions.for_api(out_dir, bench_runs, check, baseline, seed)
+    opts = RunOptions.for_api(out_dir, bench_runs, check, baseline, seed, lock_clocks=lock_clocks, wait=wait)
     opts.timeline_backend = backend
     return run(plan, opts)
 
@@ -91,7 +93,7 @@ def run(plan: KernelPlan, opts: RunOptions) -> ProfileResult:
                 raise
             nsys, why_not = None, str(e)
     named, device, run_dir, params, seed = start_run(MODE, plan, opts, versions)
-    params.update(clocks=CLOCKS, bench_runs=opts.bench_runs, timeline_backend=opts.timeline_backend)
+    params.update(bench_runs=opts.bench_runs, timeline_backend=opts.timeline_backend)
     write_json_atomic(run_dir / output.PARAMS, params)
     with output.marked_on_failure(run_dir, params):
         return _run(plan, opts, nsys, why_not, device.name, run_dir, params, seed, named)
@@ -151,28 +153,30 @@ def _run(
     named: ProfileResult | None,
 ) -> ProfileResult:
     what = f"{plan.package} {plan.version}: {opts.bench_runs} iteration(s) of the plan"
-    capture: Path | None = None
-    started = time.monotonic()
-    if nsys is not None:
-        opts.progress(f"{what} under nsys")
-        child = child_command(
-            plan, run_dir, seed, opts.check, program="timeline", backend="nsys", iterations=opts.bench_runs
-        )
-        try:
-            capture = capture_nsys(nsys, child, run_dir, opts, params)
-        except CaptureFailed as e:
-            if opts.timeline_backend == "nsys":
-                raise CaptureFailed(f"{e}; --timeline-backend auto falls back to PyTorch's profiler") from None
-            why_not = str(e)
-            opts.progress(f"nsys failed ({why_not}); capturing with the PyTorch profiler instead")
-            started = time.monotonic()
-    if capture is None:
-        opts.progress(f"{what} under the PyTorch profiler")
-        child = child_command(
-            plan, run_dir, seed, opts.check, program="timeline", backend="torch", iterations=opts.bench_runs
-        )
-        capture = capture_torch(child, run_dir, opts)
-    wall = time.monotonic() - started
+    with measuring(opts.lock_clocks, opts.wait, opts.progress) as env, env.sampled():
+        capture: Path | None = None
+        started = time.monotonic()
+        if nsys is not None:
+            opts.progress(f"{what} under nsys")
+            child = child_command(
+                plan, run_dir, seed, opts.check, program="timeline", backend="nsys", iterations=opts.bench_runs
+            )
+            try:
+                capture = capture_nsys(nsys, child, run_dir, opts, params)
+            except CaptureFailed as e:
+                if opts.timeline_backend == "nsys":
+                    raise CaptureFailed(f"{e}; --timeline-backend auto falls back to PyTorch's profiler") from None
+                why_not = str(e)
+                opts.progress(f"nsys failed ({why_not}); capturing with the PyTorch profiler instead")
+                started = time.monotonic()
+        if capture is None:
+            opts.progress(f"{what} under the PyTorch profiler")
+            child = child_command(
+                plan, run_dir, seed, opts.check, program="timeline", backend="torch", iterations=opts.bench_runs
+            )
+            capture = capture_torch(child, run_dir, opts)
+        wall = time.monotonic() - started
+    clocks = record_clocks(env, params)
     info = json.loads((run_dir / OUTCOME).read_text())
     result, frame = timeline_run.build_result(capture, plan, device_name)
     backend = "nsys" if nsys is not None and not why_not else "torch"
@@ -190,7 +194,7 @@ def _run(
         )
     result.tiling = info["tiling"]
     result.check = info["check"]["line"] if info["check"] else None
-    result.clocks = CLOCKS
+    result.clocks, result.clock_summary = clocks, env.summary
     result.tools = params["tools"]
     result.out_dir = str(run_dir)
     result.notes = [

@@ -17,7 +17,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kbench import nvml
 from kbench.analysis.compare import compare
 from kbench.analysis.devices import ActiveDevice, active_device, load_devices
 from kbench.analysis.summary import summarize
@@ -30,6 +29,7 @@ from kbench.report.models import ProfileResult
 from kbench.report.render import render_report
 from kbench.runtime import gpu, output
 from kbench.runtime.artifacts import write_stage
+from kbench.runtime.clocks import Measuring, lock_by_default, measuring
 from kbench.runtime.prepare import TUNE_REPS, Prepared, check, guarded, prepare
 from kbench.runtime.timing import Samples, time_cuda
 
@@ -46,6 +46,8 @@ class RunOptions:
     seed: int | None = None  # inputs' random seed; default: fresh each run
     timeout_s: float = 1800.0  # ncu and nsys modes: the whole profiler run
     timeline_backend: str = "auto"  # nsys mode: "auto" (nsys, else the PyTorch profiler), "nsys" or "torch"
+    lock_clocks: bool = field(default_factory=lock_by_default)  # lock SM (and memory) clocks when permitted
+    wait: bool = True  # queue behind another kbench on the same GPU (False: stop at once)
     progress: Callable[[str], None] = log.info
 
     @classmethod
@@ -57,8 +59,12 @@ class RunOptions:
         baseline: Path | str | None,
         seed: int | None,
         cuda_graph: bool = False,
+        *,
+        lock_clocks: bool | None = None,
+        wait: bool = True,
     ) -> RunOptions:
-        """Options from the ``<mode>_profile_plan`` keyword arguments."""
+        """Options from the ``<mode>_profile_plan`` keyword arguments (``lock_clocks`` None: KBENCH_LOCK_CLOCKS,
+        default on)."""
         return cls(
             out_root=Path(out_dir) if out_dir is not None else cls.out_root,
             bench_runs=bench_runs,
@@ -66,6 +72,8 @@ class RunOptions:
             cuda_graph=cuda_graph,
             baseline=Path(baseline) if baseline is not None else None,
             seed=seed,
+            lock_clocks=lock_by_default() if lock_clocks is None else lock_clocks,
+            wait=wait,
         )
 
 
@@ -81,9 +89,12 @@ class Measurement:
 Measure = Callable[[Prepared, RunOptions], Measurement]
 
 
-def _clock_note(before: int | None, after: int | None) -> str:
-    read = "not readable through NVML" if before is None or after is None else f"{before} MHz before, {after} MHz after"
-    return f"not locked (kbench left the GPU's clocks alone); SM clock {read} the measurement"
+def record_clocks(env: Measuring, params: dict[str, Any]) -> str:
+    """The clocks' one-line account (report) and every figure behind it (params.json)."""
+    params["clocks"] = env.line()
+    params["clock_samples"] = env.summary.model_dump() if env.summary else None
+    params["clock_notes"] = env.clocks.notes
+    return env.line()
 
 
 def read_result(run_dir: Path) -> ProfileResult | None:
@@ -237,28 +248,28 @@ def _run(
 ) -> ProfileResult:
 
     tools = params["tools"]
-    opts.progress(f"{plan.package} {plan.version}: allocating, autotuning, compiling")
-    prep = prepare_on_gpu(plan, device, seed)
-    if opts.check:
-        opts.progress("checking correctness against the reference")
-        prep.check = check(prep, "cuda")
-        params["correctness"] = prep.check.line()
-        if not prep.check.passed:
-            # a fast but wrong config must not stay cached as "the best"
-            dropped = [
-                ps.stage.name for ps in prep.stages if ps.tune.source != "fixed" and autotune.forget(ps.tune.path)
-            ]
-            hint = f" (dropped the autotune cache entry of {', '.join(dropped)})" if dropped else ""
-            raise KernelError(
-                f"correctness check failed: {prep.check.line()}{hint}; `kbench check {plan.package} {plan.version}` "
-                "checks every tuning config, or rerun with --no-check"
-            )
-    tiling = {ps.stage.name: write_stage(run_dir, ps) for ps in prep.stages}
-
-    clock_before = nvml.sm_clock_mhz()
-    opts.progress(f"measuring ({mode} mode, {opts.bench_runs} repetitions per stage)")
-    m: Measurement = guarded("(measurement)", lambda: measure(prep, opts))
-    clocks = _clock_note(clock_before, nvml.sm_clock_mhz())
+    with measuring(opts.lock_clocks, opts.wait, opts.progress) as env:
+        opts.progress(f"{plan.package} {plan.version}: allocating, autotuning, compiling")
+        prep = prepare_on_gpu(plan, device, seed)
+        if opts.check:
+            opts.progress("checking correctness against the reference")
+            prep.check = check(prep, "cuda")
+            params["correctness"] = prep.check.line()
+            if not prep.check.passed:
+                # a fast but wrong config must not stay cached as "the best"
+                dropped = [
+                    ps.stage.name for ps in prep.stages if ps.tune.source != "fixed" and autotune.forget(ps.tune.path)
+                ]
+                hint = f" (dropped the autotune cache entry of {', '.join(dropped)})" if dropped else ""
+                raise KernelError(
+                    f"correctness check failed: {prep.check.line()}{hint}; `kbench check {plan.package} "
+                    f"{plan.version}` checks every tuning config, or rerun with --no-check"
+                )
+        tiling = {ps.stage.name: write_stage(run_dir, ps) for ps in prep.stages}
+        opts.progress(f"measuring ({mode} mode, {opts.bench_runs} repetitions per stage)")
+        with env.sampled():
+            m: Measurement = guarded("(measurement)", lambda: measure(prep, opts))
+    clocks = record_clocks(env, params)
     # the raw samples are kept before any analysis that could fail
     write_json_atomic(
         run_dir / "timings.json",
@@ -292,6 +303,7 @@ def _run(
         timing_method=m.method,
         check=prep.check.line() if prep.check else None,
         clocks=clocks,
+        clock_summary=env.summary,
         tools=tools,
         tiling=tiling,
         notes=m.notes,
@@ -302,6 +314,6 @@ def _run(
     write_json_atomic(run_dir / output.RESULT, result.model_dump(mode="json", exclude={"report_md"}))
     result.report_md = render_report(result)
     (run_dir / "report.md").write_text(result.report_md)
-    params.update(status="ok", clocks=clocks, finished_at=datetime.now(timezone.utc).isoformat())
+    params.update(status="ok", finished_at=datetime.now(timezone.utc).isoformat())
     write_json_atomic(run_dir / output.PARAMS, params)
     return result

@@ -1,0 +1,90 @@
+"""What the clock samples taken during a measurement say: the SM clock's range and the clock-event (throttle)
+reasons the GPU reported, and whether the measurement can be trusted. Pure."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from kbench.analysis.bottleneck import CLOCK_DRIFT_PCT
+
+# NVML's clock-event reason bits (nvmlClocksEventReason*; nvidia-smi's clocks_event_reasons.active)
+REASONS: dict[int, str] = {
+    0x1: "GPU idle",
+    0x2: "applications clocks setting",
+    0x4: "power cap",
+    0x8: "HW slowdown",
+    0x10: "sync boost",
+    0x20: "SW thermal slowdown",
+    0x40: "HW thermal slowdown",
+    0x80: "HW power brake",
+    0x100: "display clock setting",
+}
+# the reasons that mean the GPU ran slower than its clocks allow
+SLOWDOWN = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One sample: SM and memory clock in MHz and the active clock-event reason bits (None: not readable)."""
+
+    sm_mhz: int | None
+    mem_mhz: int | None = None
+    reasons: int | None = None
+
+
+class ClockSummary(BaseModel):
+    state: str  # how the clocks were held: "locked by kbench at 1590 MHz", "not locked (--no-lock-clocks)", ...
+    samples: int
+    sm_min_mhz: int | None
+    sm_max_mhz: int | None
+    sm_median_mhz: float | None
+    drift_pct: float | None  # (max - min) / median
+    reasons_pct: dict[str, float]  # each reason seen: the share of samples it was active in
+    unstable: bool
+    why_unstable: list[str]
+
+    def line(self) -> str:
+        """E.g. 'not locked (--no-lock-clocks); SM 1590-1660 MHz over 812 samples; power cap active in 84% of
+        samples; measurement unstable: ...'."""
+        parts = [self.state]
+        if self.sm_min_mhz is None:
+            parts.append("SM clock not sampled (no NVML or nvidia-smi reading)")
+        else:
+            parts.append(f"SM {self.sm_min_mhz}-{self.sm_max_mhz} MHz over {self.samples} samples")
+        parts += [f"{name} active in {pct:.0f}% of samples" for name, pct in self.reasons_pct.items()]
+        if self.unstable:
+            parts.append("measurement unstable: " + ", ".join(self.why_unstable))
+        return "; ".join(parts)
+
+
+def summarize(state: str, samples: Sequence[Reading], drift_limit_pct: float = CLOCK_DRIFT_PCT) -> ClockSummary:
+    sm = [r.sm_mhz for r in samples if r.sm_mhz is not None]
+    with_reasons = [r.reasons for r in samples if r.reasons is not None]
+    pct = {
+        name: 100.0 * sum(1 for bits in with_reasons if bits & bit) / len(with_reasons)
+        for bit, name in REASONS.items()
+        if with_reasons and any(bits & bit for bits in with_reasons)
+    }
+    median = statistics.median(sm) if sm else None
+    drift = 100.0 * (max(sm) - min(sm)) / median if sm and median else None
+    why = []
+    if drift is not None and drift > drift_limit_pct:
+        why.append(f"SM clock moved {drift:.1f}% ({min(sm)}-{max(sm)} MHz, limit {drift_limit_pct:g}%)")
+    slow = [REASONS[b] for b in REASONS if b & SLOWDOWN and any(bits & b for bits in with_reasons)]
+    if slow:
+        why.append(f"{', '.join(slow)} active while measuring")
+    return ClockSummary(
+        state=state,
+        samples=len(samples),
+        sm_min_mhz=min(sm) if sm else None,
+        sm_max_mhz=max(sm) if sm else None,
+        sm_median_mhz=median,
+        drift_pct=drift,
+        reasons_pct=pct,
+        unstable=bool(why),
+        why_unstable=why,
+    )

@@ -1,0 +1,67 @@
+"""One profiling per GPU at a time: an exclusive file lock per GPU (<state_dir>/gpu<N>.lock), held for the whole
+measurement and released by the OS if the process dies. A second kbench waits, saying who holds the GPU (pid,
+command, since when), or with ``wait=False`` stops at once with that line."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shlex
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+from kbench.errors import KbenchError
+from kbench.fsutil import state_dir
+
+
+class GpuBusy(KbenchError):
+    exit_code = 9
+
+
+def lock_path(index: int) -> Path:
+    return state_dir() / f"gpu{index}.lock"
+
+
+def holder(path: Path) -> str:
+    """Who holds the lock, as its holder wrote it into the file."""
+    try:
+        h = json.loads(path.read_text() or "{}")
+        return f"kbench pid {h['pid']} (`{h['command']}`) since {h['since']}"
+    except (OSError, ValueError, KeyError):
+        return "another kbench process (it did not say which)"
+
+
+@contextlib.contextmanager
+def exclusive(index: int, *, wait: bool = True, progress: Callable[[str], None] = print) -> Iterator[None]:
+    """Hold GPU ``index`` for the block; wait for it (saying so) or, with ``wait=False``, raise GpuBusy."""
+    path = lock_path(index)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o666)  # whoever comes next, root or not, can take it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            busy = f"GPU {index} is busy: {holder(path)} is profiling on it"
+            if not wait:
+                raise GpuBusy(f"{busy}; rerun when it is done, or without --no-wait to queue") from None
+            progress(f"{busy}; waiting for it (Ctrl-C to give up, --no-wait to not queue)")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        info = {
+            "pid": os.getpid(),
+            "command": shlex.join(sys.orig_argv),
+            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
