@@ -1,0 +1,313 @@
+"""Clock control and one profiling per GPU, on a CPU: the lock/reset scripts against a stand-in nvidia-smi (dry
+run, argument checks, the root check, what they record and undo), the reset-always context manager with the
+driver replaced at its boundary (exceptions, SIGINT and SIGTERM mid-measurement in a child process), a lock left
+by a killed run, the clock samples' verdict, and two processes contending for one GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kbench.analysis.clocks import Reading, summarize
+from kbench.errors import Terminated
+from kbench.runtime import clocks, gpulock
+from kbench.runtime.clocks import SmiControl
+from tests.clock_fakes import FakeClocks, install_fake_smi
+
+ROOT = Path(__file__).parents[1]
+LOCK, RESET = ROOT / "scripts" / "lock-gpu-clock.sh", ROOT / "scripts" / "reset-gpu-clock.sh"
+IS_ROOT = os.geteuid() == 0
+
+
+@pytest.fixture
+def smi(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    # a folder an ordinary user can read too (the scripts' root check runs them as one)
+    folder = Path(tempfile.mkdtemp(prefix="kbench-smi-"))
+    folder.chmod(0o755)
+    path, log = install_fake_smi(folder)
+    log.chmod(0o666)
+    monkeypatch.setenv("NVIDIA_SMI", str(path))
+    monkeypatch.setenv("FAKE_SMI_LOG", str(log))
+    yield log
+    shutil.rmtree(folder)
+
+
+def script(path: Path, *args: str, as_user: bool = False) -> subprocess.CompletedProcess[str]:
+    argv = ["bash", str(path), *args]
+    if as_user and IS_ROOT:  # the same script as an ordinary user
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def clock_commands(log: Path) -> list[str]:
+    return [
+        line
+        for line in log.read_text().splitlines()
+        if line.split()[-2:][0] in ("-lgc", "-lmc") or line.split()[-1] in ("-rgc", "-rmc")
+    ]
+
+
+def test_dry_run_prints_the_commands_and_changes_nothing(smi: Path) -> None:
+    p = script(LOCK, "--dry-run", as_user=True)
+    assert p.returncode == 0, p.stderr
+    fake = os.environ["NVIDIA_SMI"]
+    assert [line for line in p.stdout.splitlines() if line.startswith("+ ")] == [
+        f"+ {fake} -i 0 -lgc 1590,1590",
+        f"+ {fake} -i 0 -lmc 2619,2619",
+        f"+ {fake} -i 1 -lgc 1755,1755",
+        f"+ {fake} -i 1 -lmc 2619,2619",
+    ]
+    assert "GPU 1: would lock SM at 1755 MHz, memory 2619 (dry run: nothing changed)" in p.stdout
+    assert clock_commands(smi) == [] and not list(Path(os.environ["KBENCH_STATE_DIR"]).glob("*.clocks"))
+    p = script(LOCK, "--gpu", "1", "--sm=1200", "--no-mem", "--dry-run")
+    assert [line for line in p.stdout.splitlines() if line.startswith("+ ")] == [f"+ {fake} -i 1 -lgc 1200,1200"]
+    p = script(RESET, "--dry-run", as_user=True)
+    assert p.returncode == 0 and "GPU 0: no lock recorded" in p.stdout and "GPU 1: no lock recorded" in p.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gpu", "x"], "--gpu takes a GPU index (0, 1, ...) or all, not 'x'"),
+        (["--gpu=-1"], "--gpu takes a GPU index"),
+        (["--gpu", "7"], "no GPU 7 here (GPUs: 0 1)"),
+        (["--sm", "12a"], "--sm takes a clock in MHz (digits only), not '12a'"),
+        (["--sm", "99999"], "GPU 0: --sm 99999 is outside its supported 345-1980 MHz"),
+        (["--sm", "100"], "outside its supported 345-1980 MHz"),
+        (["--mem", "1e3"], "--mem takes a clock in MHz (digits only)"),
+        (["--mem", "5000"], "--mem 5000 is outside its supported 2619-2619 MHz"),
+        (["--sm"], "--sm needs a value"),
+        (["--force"], "unknown argument '--force'"),
+    ],
+)
+def test_lock_arguments_are_checked_before_anything_runs(smi: Path, args: list[str], message: str) -> None:
+    p = script(LOCK, *args)  # not even the root check comes first: bad input is refused for anyone
+    assert p.returncode == 2 and p.stderr.startswith("lock-gpu-clock.sh: ") and message in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert clock_commands(smi) == []
+
+
+def test_reset_arguments_are_checked(smi: Path) -> None:
+    for args, message in ((["--gpu", "one"], "--gpu takes a GPU index"), (["-x"], "unknown argument '-x'")):
+        p = script(RESET, *args)
+        assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_without_root_the_scripts_stop_with_one_line(smi: Path) -> None:
+    if not IS_ROOT and os.geteuid() == 0:
+        pytest.skip("unreachable")
+    for path, verb in ((LOCK, "locking"), (RESET, "resetting")):
+        p = script(path, as_user=True) if IS_ROOT else script(path)
+        assert p.returncode == 1
+        assert p.stderr.strip() == (
+            f"{path.name}: {verb} GPU clocks needs root: run it with sudo, or add --dry-run to see the commands"
+        )
+    assert clock_commands(smi) == []
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="runs the scripts as root against the stand-in nvidia-smi")
+def test_lock_records_what_it_locked_and_reset_undoes_exactly_that(smi: Path, monkeypatch) -> None:
+    state = Path(os.environ["KBENCH_STATE_DIR"])
+    p = script(LOCK, "--gpu", "1")
+    assert p.returncode == 0, p.stderr
+    assert clock_commands(smi) == ["-i 1 -lgc 1755,1755", "-i 1 -lmc 2619,2619"]
+    record = dict(line.split("=", 1) for line in (state / "gpu1.clocks").read_text().splitlines())
+    assert record["owner"] == "script" and record["sm_mhz"] == "1755" and record["mem_mhz"] == "2619"
+    again = script(LOCK, "--gpu", "1")  # idempotent
+    assert "GPU 1: already locked at SM 1755 MHz, memory 2619" in again.stdout and len(clock_commands(smi)) == 2
+    rec = clocks.read_record(1)
+    assert rec is not None and rec.owner == "script" and rec.sm_mhz == 1755 and rec.mem_mhz == 2619
+    p = script(RESET)
+    assert p.returncode == 0 and "GPU 0: no lock recorded" in p.stdout and "GPU 1: reset SM (1755 MHz)" in p.stdout
+    assert clock_commands(smi)[2:] == ["-i 1 -rgc", "-i 1 -rmc"] and not (state / "gpu1.clocks").exists()
+    assert "nothing to reset" in script(RESET, "--gpu", "1").stdout and len(clock_commands(smi)) == 4
+    monkeypatch.setenv("FAKE_SMI_NO_LMC", "1")
+    p = script(LOCK, "--gpu", "0", "--sm", "1410")
+    assert "GPU 0: this GPU does not lock its memory clock; the SM clock is locked alone" in p.stdout
+    assert clocks.read_record(0) is not None and clocks.read_record(0).mem_mhz is None  # type: ignore[union-attr]
+    script(RESET, "--gpu", "0")
+    assert clock_commands(smi)[-1] == "-i 0 -rgc"  # no -rmc: memory was never locked
+
+
+def test_held_locks_to_base_and_always_resets() -> None:
+    fake = FakeClocks()
+    with clocks.held(fake, lock=True) as state:
+        assert (
+            state.locked
+            and state.by_kbench
+            and state.state == "locked by kbench at SM 1590 MHz (base clock), memory 2619 MHz"
+        )
+        rec = clocks.read_record(0)
+        assert rec is not None and rec.owner == "kbench" and rec.pid == os.getpid()
+    assert fake.calls == ["lock 1590 2619", "reset mem=True"] and clocks.read_record(0) is None
+    with pytest.raises(RuntimeError, match="kernel crashed"), clocks.held(fake, lock=True):
+        raise RuntimeError("kernel crashed")
+    assert fake.calls[-1] == "reset mem=True" and clocks.read_record(0) is None
+    with clocks.held(fake, lock=False) as state:
+        assert not state.locked and "--no-lock-clocks" in state.state
+    with clocks.held(FakeClocks(permitted=False), lock=True) as state:
+        assert not state.locked and state.state.startswith(
+            "not locked (NVML nvmlDeviceSetGpuLockedClocks: no permission"
+        )
+    with clocks.held(None, lock=True) as state:
+        assert state.state == "not locked (neither NVML nor nvidia-smi can reach this GPU)"
+
+
+def test_a_lock_by_the_script_is_left_alone() -> None:
+    clocks.write_record(0, clocks.LockRecord("script", 1, 1410, None, "2026-11-22T10:00:00Z"))
+    fake = FakeClocks()
+    with clocks.held(fake, lock=True) as state:
+        assert state.locked and not state.by_kbench
+        assert state.state == "locked by scripts/lock-gpu-clock.sh at SM 1410 MHz since 2026-11-22T10:00:00Z"
+    assert fake.calls == [] and clocks.read_record(0) is not None
+
+
+CHILD = """
+import sys, time
+from kbench.runtime import clocks
+from tests.clock_fakes import FakeClocks
+
+class Logged(FakeClocks):
+    def reset(self, mem):
+        super().reset(mem)
+        print("reset", flush=True)
+
+fake = Logged()
+with clocks.terminate_raises(), clocks.held(fake, lock=True) as state:
+    print("measuring", state.locked, flush=True)
+    time.sleep(60)
+"""
+
+
+def _child(extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = {**os.environ, **(extra_env or {})}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "measuring True"
+    return proc
+
+
+@pytest.mark.parametrize(
+    ("sig", "error"), [(signal.SIGTERM, "Terminated: terminated by SIGTERM"), (signal.SIGINT, "KeyboardInterrupt")]
+)
+def test_a_signal_mid_measurement_still_resets_the_clocks(sig: signal.Signals, error: str) -> None:
+    proc = _child()
+    assert clocks.read_record(0) is not None  # the child's lock is recorded
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert out.strip() == "reset" and error in err and proc.returncode != 0
+    assert clocks.read_record(0) is None
+
+
+def test_a_killed_runs_lock_is_reset_by_the_next_run() -> None:
+    proc = _child()
+    proc.kill()  # SIGKILL: nothing of the child's can run
+    proc.communicate(timeout=30)
+    stale = clocks.read_record(0)
+    assert stale is not None and stale.pid == proc.pid and not stale.alive()
+    fake = FakeClocks()
+    with clocks.held(fake, lock=True) as state:
+        (note,) = state.notes
+        assert note.startswith(f"clocks left locked at 1590 MHz by kbench pid {proc.pid}") and note.endswith(
+            "reset them"
+        )
+    assert fake.calls == ["reset mem=True", "lock 1590 2619", "reset mem=True"]
+    # without the permission to reset, the next run says what to do
+    clocks.write_record(0, clocks.LockRecord("kbench", proc.pid, 1590, None, "2026-11-22T10:00:00Z"))
+    with clocks.held(FakeClocks(permitted=False), lock=False) as state:
+        assert state.notes[0].endswith("could not reset them (no permission): run scripts/reset-gpu-clock.sh --gpu 0")
+
+
+def test_terminate_raises_only_inside_the_block() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated, match="terminated by SIGTERM"), clocks.terminate_raises():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_samples_say_whether_the_measurement_can_be_trusted() -> None:
+    steady = summarize("locked by kbench at SM 1590 MHz (base clock)", [Reading(1590, 2619, 0)] * 50)
+    assert (
+        not steady.unstable
+        and steady.line() == "locked by kbench at SM 1590 MHz (base clock); SM 1590-1590 MHz over 50 samples"
+    )
+    power = [Reading(1980, 2619, 0)] * 4 + [Reading(1590 + 10 * i, 2619, 0x4) for i in range(16)]
+    s = summarize("not locked (--no-lock-clocks; kbench left the GPU's clocks alone)", power)
+    assert s.unstable and s.reasons_pct == {"power cap": 80.0} and s.sm_min_mhz == 1590 and s.sm_max_mhz == 1980
+    assert s.line() == (
+        "not locked (--no-lock-clocks; kbench left the GPU's clocks alone); SM 1590-1980 MHz over 20 samples; "
+        "power cap active in 80% of samples; measurement unstable: SM clock moved 23.1% (1590-1980 MHz, limit 5%), "
+        "power cap active while measuring"
+    )
+    idle = summarize("x", [Reading(1755, 2619, 0x1), Reading(1755, None, None)])
+    assert not idle.unstable and idle.reasons_pct == {"GPU idle": 100.0}  # of the samples whose reasons were read
+    assert summarize("x", []).line() == "x; SM clock not sampled (no NVML or nvidia-smi reading)"
+
+
+def test_the_monitor_samples_until_stopped() -> None:
+    fake = FakeClocks([Reading(1980, 2619, 0), Reading(1965, 2619, 0x4)])
+    with clocks.Monitor(fake, interval_s=0.005) as m:
+        time.sleep(0.1)
+    n = len(m.samples)
+    time.sleep(0.05)
+    assert n >= 5 and len(m.samples) == n and {r.sm_mhz for r in m.samples} == {1980, 1965}
+
+
+def test_nvidia_smi_control_reads_and_locks(smi: Path, monkeypatch) -> None:
+    ctl = SmiControl(Path(os.environ["NVIDIA_SMI"]), 1)
+    assert ctl.read() == Reading(1755, 2619, 0x4) and ctl.base_sm_mhz() == 1755 and ctl.max_mem_mhz() == 2619
+    assert ctl.lock(1755, 2619) is True
+    ctl.reset(mem=True)
+    assert clock_commands(smi) == ["-i 1 -lgc 1755,1755", "-i 1 -lmc 2619,2619", "-i 1 -rgc", "-i 1 -rmc"]
+    monkeypatch.setenv("FAKE_SMI_DENY", "1")
+    with pytest.raises(clocks.ClockPermission, match="insufficient permissions"):
+        ctl.lock(1755, None)
+
+
+HOLDER = """
+import time
+from kbench.runtime import gpulock
+with gpulock.exclusive(0, progress=print):
+    print("held", flush=True)
+    time.sleep(float(__import__("sys").argv[1]))
+"""
+
+
+def test_two_processes_contend_for_one_gpu() -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, "3"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with pytest.raises(gpulock.GpuBusy) as e, gpulock.exclusive(0, wait=False):
+        pass
+    assert f"GPU 0 is busy: kbench pid {holder.pid} (`" in str(e.value) and "rerun when it is done" in str(e.value)
+    said: list[str] = []
+    started = time.monotonic()
+    with gpulock.exclusive(0, progress=said.append):
+        waited = time.monotonic() - started  # the holder keeps the GPU for 3 s
+        info = json.loads(gpulock.lock_path(0).read_text())
+        assert info["pid"] == os.getpid()
+    assert waited > 1 and len(said) == 1 and said[0].startswith(f"GPU 0 is busy: kbench pid {holder.pid}")
+    assert "waiting for it (Ctrl-C to give up, --no-wait to not queue)" in said[0]
+    holder.communicate(timeout=10)
+    assert holder.returncode == 0
+
+
+def test_a_dead_holder_frees_the_gpu() -> None:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, "60"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    holder.kill()
+    holder.communicate(timeout=10)
+    with gpulock.exclusive(0, wait=False):  # the OS released the dead process's lock
+        pass
