@@ -10,6 +10,7 @@ res=${1:-out/gpu-nsys}
 mkdir -p "$res"
 py=$(command -v "${PYTHON:-python3}")
 export PYTHONUNBUFFERED=1
+export KBENCH_LOCK_CLOCKS=0  # never lock a shared GPU's clocks: kbench only samples them
 step() { echo; echo "=== $* ==="; }
 profile() {  # NAME ARGS...: one profile, its wall time and last lines
   local name=$1; shift

@@ -9,6 +9,7 @@ res=${1:-out/gpu-validate}
 mkdir -p "$res"
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
+export KBENCH_LOCK_CLOCKS=0  # never lock a shared GPU's clocks: kbench only samples them
 step() { echo; echo "=== $* ==="; }
 
 step "device (read-only query)"

@@ -14,9 +14,10 @@ import pytest
 from kbench.analysis.devices import load_devices, resolve
 from kbench.errors import KbenchError, KernelError
 from kbench.plan.discovery import load_version
-from kbench.runtime import gpu, tools
+from kbench.runtime import clocks, gpu, tools
 from kbench.runtime.profiling import counters_session, session
 from kbench.runtime.profiling.session import RunOptions
+from tests.clock_fakes import FakeClocks
 
 VERSION = "print('NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 36398880)')"
 
@@ -100,3 +101,24 @@ def test_missing_ncu_suggests_event_mode(monkeypatch: pytest.MonkeyPatch, isolat
     with pytest.raises(tools.ToolMissing, match="--prof_type=event"):
         profile()
     assert not Path("prof").exists()
+
+
+@pytest.mark.parametrize(
+    ("permitted", "lock", "control", "state"),
+    [
+        (True, True, "none", "locked by kbench at SM 1590 MHz"),  # kbench holds the clocks: ncu must not touch them
+        (False, True, "base", "not locked (NVML nvmlDeviceSetGpuLockedClocks: no permission"),  # ncu locks base
+        (True, False, "none", "not locked (--no-lock-clocks"),  # the user turned locking off
+    ],
+)
+def test_ncu_clock_control_follows_who_holds_the_clocks(
+    fake_ncu, monkeypatch, permitted: bool, lock: bool, control: str, state: str
+) -> None:
+    fake_ncu("print('==WARNING== No kernels were profiled.')")
+    fake = FakeClocks(permitted=permitted)
+    monkeypatch.setattr(clocks, "control", fake.as_control)
+    with pytest.raises(KbenchError, match="ncu profiled no kernel"):
+        profile(lock_clocks=lock)
+    params = failed_run()
+    assert f"--clock-control {control}" in params["ncu_command"] and params["clocks"].startswith(state)
+    assert fake.calls == (["lock 1590 2619", "reset mem=True"] if permitted and lock else [])

@@ -52,6 +52,10 @@ def test_every_command_and_option_is_documented() -> None:
         "--verbose",
         "--timeout",
         "--timeline-backend",
+        "--lock-clocks/--no-lock-clocks",
+        "--no-wait",
+        "lock-gpu-clock.sh",
+        "reset-gpu-clock.sh",
         "--mode",
         "--plan",
     ):

@@ -4,20 +4,24 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from kbench.analysis.clocks import Reading
 from kbench.analysis.devices import load_devices, resolve
-from kbench.errors import KbenchError, KernelError
+from kbench.errors import KbenchError, KernelError, Terminated
 from kbench.plan import autotune
 from kbench.plan.discovery import load_version
-from kbench.runtime import clocks, gpu
+from kbench.runtime import clocks, gpu, gpulock
 from kbench.runtime.prepare import Prepared, PreparedStage
 from kbench.runtime.profiling import session
 from kbench.runtime.timing import Samples
 from tests.clock_fakes import FakeClocks
 from tests.conftest import DATA, contract_problems
+from tests.test_clocks import HOLDER
 
 REAL = json.loads((DATA / "event_h100" / "vector_add_base" / "timings.json").read_text())
 
@@ -117,3 +121,53 @@ def test_a_failing_measurement_marks_the_folder(offline: Path, error: BaseExcept
     (failed,) = [p for p in Path(first.out_dir).parent.iterdir() if p.name != Path(first.out_dir).name]
     assert json.loads((failed / "params.json").read_text())["status"] == status
     assert not (failed / "report.md").exists() and (Path(first.out_dir) / "report.md").exists()
+
+
+def test_locked_clocks_are_reported_and_reset_even_when_terminated(offline: Path, monkeypatch) -> None:
+    fake = FakeClocks([Reading(1590, 2619, 0)])
+    monkeypatch.setattr(clocks, "control", fake.as_control)
+    r = session.run("event", fake_measure, plan(), opts(lock_clocks=True))
+    assert r.clocks.startswith("locked by kbench at SM 1590 MHz (base clock), memory 2619 MHz; SM 1590-1590 MHz")
+    assert "- Clocks: locked by kbench at SM 1590 MHz" in r.report_md and fake.calls == [
+        "lock 1590 2619",
+        "reset mem=True",
+    ]
+    params = json.loads((Path(r.out_dir) / "params.json").read_text())
+    assert params["clock_samples"]["sm_min_mhz"] == 1590 and params["clock_samples"]["unstable"] is False
+
+    def terminated(prep: Prepared, o: session.RunOptions) -> session.Measurement:
+        raise Terminated("terminated by SIGTERM")
+
+    with pytest.raises(Terminated):
+        session.run("event", terminated, plan(), opts(lock_clocks=True))
+    assert fake.calls[-2:] == ["lock 1590 2619", "reset mem=True"] and clocks.read_record(0) is None
+    (second,) = [p for p in Path(r.out_dir).parent.iterdir() if p.name != Path(r.out_dir).name]
+    params = json.loads((second / "params.json").read_text())
+    assert params["status"] == "interrupted" and params["error"] == "interrupted (terminated by SIGTERM)"
+
+
+def test_an_unstable_clock_is_said_in_the_report(offline: Path, monkeypatch) -> None:
+    throttled = [Reading(1980, 2619, 0), Reading(1500, 2619, 0x4)]
+    monkeypatch.setattr(clocks, "control", FakeClocks(throttled).as_control)
+    r = session.run("event", fake_measure, plan(), opts())
+    assert r.clock_summary is not None and r.clock_summary.unstable
+    line = next(x for x in r.report_md.splitlines() if x.startswith("- Clocks:"))
+    assert "power cap active in" in line and "measurement unstable: SM clock moved" in line
+
+
+def test_a_busy_gpu_is_waited_for_or_refused(offline: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, "2"], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1]
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with pytest.raises(gpulock.GpuBusy, match=f"GPU 0 is busy: kbench pid {holder.pid}"):
+        session.run("event", fake_measure, plan(), opts(wait=False))
+    (refused,) = list(Path("prof/event/vector_add").glob("*/*"))
+    assert json.loads((refused / "params.json").read_text())["status"] == "failed"
+    said: list[str] = []
+    r = session.run(
+        "event", fake_measure, plan(), session.RunOptions(out_root=Path("prof"), check=False, progress=said.append)
+    )
+    assert any(m.startswith(f"GPU 0 is busy: kbench pid {holder.pid}") and "waiting" in m for m in said)
+    assert contract_problems(Path(r.out_dir) / "report.md") == []
+    holder.communicate(timeout=10)
