@@ -276,3 +276,33 @@ def test_event_mode_on_a_concurrent_plan_points_to_nsys(isolated: Path) -> None:
     r = event_profile_plan(_fork_join(), out_dir="prof", bench_runs=10)
     assert "--prof_type=nsys" in r.report_md and r.plan_timing is not None
     assert contract_problems(Path(r.out_dir) / "report.md") == []
+
+
+def test_clocks_are_read_and_sampled_but_never_changed() -> None:
+    from kbench.runtime import clocks, tools
+
+    with clocks.control() as ctl:
+        assert isinstance(ctl, clocks.NvmlControl)
+        r = ctl.read()
+        assert r.sm_mhz is not None and r.sm_mhz > 0 and r.reasons is not None
+        assert (ctl.base_sm_mhz() or 0) > 0 and (ctl.max_mem_mhz() or 0) > 0
+        with clocks.Monitor(ctl, interval_s=0.01) as m:
+            import time
+
+            time.sleep(0.2)
+        assert len(m.samples) >= 10 and all(s.sm_mhz for s in m.samples)
+    smi = tools.nvidia_smi()
+    assert smi is not None
+    r = clocks.SmiControl(smi, ctl.index).read()  # the fallback's queries parse on the real nvidia-smi
+    assert r.sm_mhz is not None and r.reasons is not None
+
+
+def test_an_unlocked_profile_reports_the_sampled_clocks(isolated: Path) -> None:
+    from kbench.runtime.profiling.event import event_profile_plan
+
+    r = event_profile_plan(_vector_add(), out_dir="prof", bench_runs=50, lock_clocks=False)
+    s = r.clock_summary
+    assert s is not None and s.samples >= 3 and s.sm_min_mhz is not None and s.sm_min_mhz > 0
+    assert r.clocks.startswith("not locked (--no-lock-clocks") and f"SM {s.sm_min_mhz}-{s.sm_max_mhz} MHz" in r.clocks
+    params = json.loads((Path(r.out_dir) / "params.json").read_text())
+    assert params["clock_samples"]["samples"] == s.samples
