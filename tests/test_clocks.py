@@ -145,7 +145,8 @@ def test_held_locks_to_base_and_always_resets() -> None:
         assert (
             state.locked
             and state.by_kbench
-            and state.state == "locked by kbench at SM 1590 MHz (base clock), memory 2619 MHz"
+            and state.state
+            == "locked by kbench at SM 1590 MHz (the driver's default applications clock), memory 2619 MHz"
         )
         rec = clocks.read_record(0)
         assert rec is not None and rec.owner == "kbench" and rec.pid == os.getpid()
@@ -161,6 +162,17 @@ def test_held_locks_to_base_and_always_resets() -> None:
         )
     with clocks.held(None, lock=True) as state:
         assert state.state == "not locked (neither NVML nor nvidia-smi can reach this GPU)"
+
+
+def test_the_clock_to_lock_to_can_be_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KBENCH_LOCK_SM_MHZ", "1410")
+    fake = FakeClocks()
+    with clocks.held(fake, lock=True) as state:
+        assert state.state.startswith("locked by kbench at SM 1410 MHz (KBENCH_LOCK_SM_MHZ)")
+    monkeypatch.setenv("KBENCH_LOCK_SM_MHZ", "fast")
+    with clocks.held(fake, lock=True) as state:
+        assert state.state == "not locked (KBENCH_LOCK_SM_MHZ=fast is not a clock in MHz)"
+    assert fake.calls == ["lock 1410 2619", "reset mem=True"]
 
 
 def test_a_lock_by_the_script_is_left_alone() -> None:
@@ -239,22 +251,34 @@ def test_terminate_raises_only_inside_the_block() -> None:
 
 
 def test_samples_say_whether_the_measurement_can_be_trusted() -> None:
-    steady = summarize("locked by kbench at SM 1590 MHz (base clock)", [Reading(1590, 2619, 0)] * 50)
+    steady = summarize(
+        "locked by kbench at SM 1590 MHz (the driver's default applications clock)", [Reading(1590, 2619, 0)] * 50
+    )
     assert (
         not steady.unstable
-        and steady.line() == "locked by kbench at SM 1590 MHz (base clock); SM 1590-1590 MHz over 50 samples"
+        and steady.line()
+        == "locked by kbench at SM 1590 MHz (the driver's default applications clock); "
+        "SM 1590-1590 MHz over 50 busy samples"
     )
     power = [Reading(1980, 2619, 0)] * 4 + [Reading(1590 + 10 * i, 2619, 0x4) for i in range(16)]
     s = summarize("not locked (--no-lock-clocks; kbench left the GPU's clocks alone)", power)
     assert s.unstable and s.reasons_pct == {"power cap": 80.0} and s.sm_min_mhz == 1590 and s.sm_max_mhz == 1980
     assert s.line() == (
-        "not locked (--no-lock-clocks; kbench left the GPU's clocks alone); SM 1590-1980 MHz over 20 samples; "
+        "not locked (--no-lock-clocks; kbench left the GPU's clocks alone); SM 1590-1980 MHz over 20 busy samples; "
         "power cap active in 80% of samples; measurement unstable: SM clock moved 23.1% (1590-1980 MHz, limit 5%), "
         "power cap active while measuring"
     )
-    idle = summarize("x", [Reading(1755, 2619, 0x1), Reading(1755, None, None)])
-    assert not idle.unstable and idle.reasons_pct == {"GPU idle": 100.0}  # of the samples whose reasons were read
-    assert summarize("x", []).line() == "x; SM clock not sampled (no NVML or nvidia-smi reading)"
+    # an idle GPU's clock drops: those samples are counted but left out of the range
+    idle = summarize("x", [Reading(345, 2619, 0x1), Reading(1755, 2619, 0), Reading(1740, None, None)])
+    assert not idle.unstable and idle.reasons_pct == {"GPU idle": 50.0}  # of the samples whose reasons were read
+    assert (
+        idle.line()
+        == "x; SM 1740-1755 MHz over 2 busy samples (1 idle samples left out); GPU idle active in 50% of samples"
+    )
+    assert summarize("x", []).line() == "x; SM clock not sampled while busy (no NVML or nvidia-smi reading)"
+    assert (
+        summarize("x", [Reading(345, 2619, 0x1)]).line().startswith("x; SM clock not sampled while busy (the GPU idled")
+    )
 
 
 def test_the_monitor_samples_until_stopped() -> None:

@@ -127,7 +127,9 @@ def test_locked_clocks_are_reported_and_reset_even_when_terminated(offline: Path
     fake = FakeClocks([Reading(1590, 2619, 0)])
     monkeypatch.setattr(clocks, "control", fake.as_control)
     r = session.run("event", fake_measure, plan(), opts(lock_clocks=True))
-    assert r.clocks.startswith("locked by kbench at SM 1590 MHz (base clock), memory 2619 MHz; SM 1590-1590 MHz")
+    assert r.clocks.startswith(
+        "locked by kbench at SM 1590 MHz (the driver's default applications clock), memory 2619 MHz; SM 1590-1590 MHz"
+    )
     assert "- Clocks: locked by kbench at SM 1590 MHz" in r.report_md and fake.calls == [
         "lock 1590 2619",
         "reset mem=True",

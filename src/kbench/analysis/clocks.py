@@ -25,6 +25,8 @@ REASONS: dict[int, str] = {
 }
 # the reasons that mean the GPU ran slower than its clocks allow
 SLOWDOWN = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+# an idle GPU drops its clocks: such samples say nothing about the clocks the kernels ran at
+IDLE = 0x1
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Reading:
 class ClockSummary(BaseModel):
     state: str  # how the clocks were held: "locked by kbench at 1590 MHz", "not locked (--no-lock-clocks)", ...
     samples: int
+    idle_samples: int  # taken while the GPU idled (its clock then drops); left out of the SM range
     sm_min_mhz: int | None
     sm_max_mhz: int | None
     sm_median_mhz: float | None
@@ -51,10 +54,13 @@ class ClockSummary(BaseModel):
         """E.g. 'not locked (--no-lock-clocks); SM 1590-1660 MHz over 812 samples; power cap active in 84% of
         samples; measurement unstable: ...'."""
         parts = [self.state]
+        idle = f" ({self.idle_samples} idle samples left out)" if self.idle_samples else ""
         if self.sm_min_mhz is None:
-            parts.append("SM clock not sampled (no NVML or nvidia-smi reading)")
+            why = "the GPU idled throughout" if self.idle_samples else "no NVML or nvidia-smi reading"
+            parts.append(f"SM clock not sampled while busy ({why})")
         else:
-            parts.append(f"SM {self.sm_min_mhz}-{self.sm_max_mhz} MHz over {self.samples} samples")
+            busy = self.samples - self.idle_samples
+            parts.append(f"SM {self.sm_min_mhz}-{self.sm_max_mhz} MHz over {busy} busy samples{idle}")
         parts += [f"{name} active in {pct:.0f}% of samples" for name, pct in self.reasons_pct.items()]
         if self.unstable:
             parts.append("measurement unstable: " + ", ".join(self.why_unstable))
@@ -62,7 +68,8 @@ class ClockSummary(BaseModel):
 
 
 def summarize(state: str, samples: Sequence[Reading], drift_limit_pct: float = CLOCK_DRIFT_PCT) -> ClockSummary:
-    sm = [r.sm_mhz for r in samples if r.sm_mhz is not None]
+    busy = [r for r in samples if r.reasons is None or not r.reasons & IDLE]
+    sm = [r.sm_mhz for r in busy if r.sm_mhz is not None]
     with_reasons = [r.reasons for r in samples if r.reasons is not None]
     pct = {
         name: 100.0 * sum(1 for bits in with_reasons if bits & bit) / len(with_reasons)
@@ -80,6 +87,7 @@ def summarize(state: str, samples: Sequence[Reading], drift_limit_pct: float = C
     return ClockSummary(
         state=state,
         samples=len(samples),
+        idle_samples=len(samples) - len(busy),
         sm_min_mhz=min(sm) if sm else None,
         sm_max_mhz=max(sm) if sm else None,
         sm_median_mhz=median,

@@ -32,7 +32,11 @@ log = logging.getLogger(__name__)
 SAMPLE_INTERVAL_S = 0.02
 
 
-class ClockPermission(Exception):
+class ClockError(Exception):
+    """The driver did not change the clocks as asked."""
+
+
+class ClockPermission(ClockError):
     """The driver refused to change clocks (not root, or the GPU does not allow it)."""
 
 
@@ -86,7 +90,7 @@ class NvmlControl:
         except self.nv.NVMLError as e:
             if getattr(e, "value", None) == self.nv.NVML_ERROR_NO_PERMISSION:
                 raise ClockPermission(f"NVML {fn}: no permission") from None
-            raise
+            raise ClockError(f"NVML {fn}: {e}") from None
 
     def lock(self, sm_mhz: int, mem_mhz: int | None) -> bool:
         self._call("nvmlDeviceSetGpuLockedClocks", sm_mhz, sm_mhz)
@@ -94,7 +98,7 @@ class NvmlControl:
             return False
         try:
             self._call("nvmlDeviceSetMemoryLockedClocks", mem_mhz, mem_mhz)
-        except self.nv.NVMLError:  # not supported on this GPU: the SM lock stands alone
+        except ClockError:  # not supported on this GPU: the SM lock stands alone
             return False
         return True
 
@@ -149,7 +153,7 @@ class SmiControl:
 
     def lock(self, sm_mhz: int, mem_mhz: int | None) -> bool:
         if not self._run("-lgc", f"{sm_mhz},{sm_mhz}"):
-            raise ClockPermission(f"nvidia-smi -lgc {sm_mhz},{sm_mhz} failed")
+            raise ClockError(f"nvidia-smi -lgc {sm_mhz},{sm_mhz} failed")
         return mem_mhz is not None and self._run("-lmc", f"{mem_mhz},{mem_mhz}")
 
     def reset(self, mem: bool) -> None:
@@ -259,7 +263,7 @@ def recover_stale(ctl: ClockControl) -> str | None:
     what = f"clocks left locked at {rec.sm_mhz} MHz by kbench pid {rec.pid} (since {rec.since}), which is gone"
     try:
         ctl.reset(mem=rec.mem_mhz is not None)
-    except ClockPermission:
+    except ClockError:
         return f"{what}; could not reset them (no permission): run scripts/reset-gpu-clock.sh --gpu {ctl.index}"
     record_path(ctl.index).unlink(missing_ok=True)
     return f"{what}: reset them"
@@ -271,6 +275,20 @@ class ClockState:
     by_kbench: bool
     state: str  # one line for the report
     notes: list[str] = field(default_factory=list)
+
+
+def chosen_sm_mhz(ctl: ClockControl) -> tuple[int | None, str]:
+    """The SM clock to lock to and where it came from: KBENCH_LOCK_SM_MHZ, else the driver's default applications
+    clock (the base clock it reports; on an H100 SXM that is its 1980 MHz maximum, which the power cap pulls down
+    under sustained load, so a lower KBENCH_LOCK_SM_MHZ holds better)."""
+    if env := os.environ.get("KBENCH_LOCK_SM_MHZ"):
+        if not env.isdigit():
+            return None, f"KBENCH_LOCK_SM_MHZ={env} is not a clock in MHz"
+        return int(env), "KBENCH_LOCK_SM_MHZ"
+    base = ctl.base_sm_mhz()
+    if base is None:
+        return None, "the driver reports no default applications clock to lock to; set KBENCH_LOCK_SM_MHZ"
+    return base, "the driver's default applications clock"
 
 
 @contextlib.contextmanager
@@ -289,21 +307,22 @@ def held(ctl: ClockControl | None, lock: bool) -> Iterator[ClockState]:
     if not lock:
         yield ClockState(False, False, "not locked (--no-lock-clocks; kbench left the GPU's clocks alone)", notes)
         return
-    base = ctl.base_sm_mhz()
+    base, source = chosen_sm_mhz(ctl)
     if base is None:
-        yield ClockState(False, False, "not locked (the driver reports no base clock to lock to)", notes)
+        yield ClockState(False, False, f"not locked ({source})", notes)
         return
     mem_target = ctl.max_mem_mhz()
     try:
         mem_locked = ctl.lock(base, mem_target)
-    except ClockPermission as e:
-        why = f"{e}; run as root, lock with scripts/lock-gpu-clock.sh, or pass --no-lock-clocks"
+    except ClockError as e:
+        hint = "run as root, lock with scripts/lock-gpu-clock.sh" if isinstance(e, ClockPermission) else "check it"
+        why = f"{e}; {hint}, or pass --no-lock-clocks"
         yield ClockState(False, False, f"not locked ({why})", notes)
         return
     mem_mhz = mem_target if mem_locked else None
     since = datetime.now(timezone.utc).isoformat(timespec="seconds")
     write_record(ctl.index, LockRecord("kbench", os.getpid(), base, mem_mhz, since, shlex.join(sys.orig_argv)))
-    state = f"locked by kbench at SM {base} MHz (base clock)" + (f", memory {mem_mhz} MHz" if mem_mhz else "")
+    state = f"locked by kbench at SM {base} MHz ({source})" + (f", memory {mem_mhz} MHz" if mem_mhz else "")
     try:
         yield ClockState(True, True, state, notes)
     finally:
