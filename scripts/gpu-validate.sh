@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Validate kbench on a CUDA machine without touching its clocks, power or modes: the full test suite
 # (GPU tier included), `kbench check`, event-mode profiles of every version of every shipped plan, annotation
-# and ncu mode on the base versions, nsys mode (scripts/gpu-nsys.sh),
+# and ncu mode on the base versions, nsys mode (scripts/gpu-nsys.sh), clock sampling and the GPU lock
+# (scripts/gpu-clocks.sh),
 # event vs do_bench, the benchmark table, and the device's measured copy / matmul ceilings.
 # Usage: scripts/gpu-validate.sh [RESULTS_DIR]   (default out/gpu-validate; profiles go to out/profiles)
 set -uo pipefail
@@ -40,6 +41,9 @@ done
 
 step "nsys mode: Nsight Systems, then the PyTorch-profiler fallback (scripts/gpu-nsys.sh)"
 SKIP_TESTS=1 bash "$(dirname "$0")/gpu-nsys.sh" "$res/nsys" | grep -E '^(nsys|hidden|broken|event)'
+
+step "clocks, read-only: scripts' --dry-run, unlocked profiles' sampled clocks, two kbench on one GPU (scripts/gpu-clocks.sh)"
+bash "$(dirname "$0")/gpu-clocks.sh" "$res/clocks" | grep -E '^(lock|reset|GPU|vector_add|matmul|fork_join|--no-wait|waiting|holder)'
 
 step "event vs do_bench"
 $py -m tests.benchmark.compare_do_bench 2>&1 | tee "$res/do_bench.txt" | grep -v '^kbench:'
