@@ -164,6 +164,27 @@ def test_held_locks_to_base_and_always_resets() -> None:
         assert state.state == "not locked (neither NVML nor nvidia-smi can reach this GPU)"
 
 
+def test_what_is_recorded_is_what_was_locked() -> None:
+    class NoMemoryLock(FakeClocks):
+        def lock(self, sm_mhz: int, mem_mhz: int | None) -> bool:
+            super().lock(sm_mhz, mem_mhz)
+            return False  # this GPU does not lock its memory clock
+
+    class ResetRefused(FakeClocks):
+        def reset(self, mem: bool) -> None:
+            raise clocks.ClockPermission("NVML nvmlDeviceResetGpuLockedClocks: no permission")
+
+    fake = NoMemoryLock()
+    with clocks.held(fake, lock=True) as state:
+        rec = clocks.read_record(0)
+        assert rec is not None and rec.mem_mhz is None and state.state.endswith("default applications clock)")
+    assert fake.calls == ["lock 1590 2619", "reset mem=False"]
+    with clocks.held(ResetRefused(), lock=True):
+        pass
+    rec = clocks.read_record(0)  # kept, so that the next run or reset-gpu-clock.sh can undo the lock
+    assert rec is not None and rec.owner == "kbench" and rec.pid == os.getpid()
+
+
 def test_the_clock_to_lock_to_can_be_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KBENCH_LOCK_SM_MHZ", "1410")
     fake = FakeClocks()

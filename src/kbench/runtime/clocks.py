@@ -312,22 +312,36 @@ def held(ctl: ClockControl | None, lock: bool) -> Iterator[ClockState]:
         yield ClockState(False, False, f"not locked ({source})", notes)
         return
     mem_target = ctl.max_mem_mhz()
+    since = datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+    def record(mem: int | None) -> None:
+        write_record(ctl.index, LockRecord("kbench", os.getpid(), base, mem, since, shlex.join(sys.orig_argv)))
+
+    record(mem_target)  # written first: even a kill right after the lock leaves what the next run needs to reset
+    refused: ClockError | None = None
     try:
         mem_locked = ctl.lock(base, mem_target)
     except ClockError as e:
-        hint = "run as root, lock with scripts/lock-gpu-clock.sh" if isinstance(e, ClockPermission) else "check it"
-        why = f"{e}; {hint}, or pass --no-lock-clocks"
-        yield ClockState(False, False, f"not locked ({why})", notes)
+        record_path(ctl.index).unlink(missing_ok=True)
+        refused, mem_locked = e, False
+    if refused is not None:
+        hint = (
+            "run as root, lock with scripts/lock-gpu-clock.sh" if isinstance(refused, ClockPermission) else "check it"
+        )
+        yield ClockState(False, False, f"not locked ({refused}; {hint}, or pass --no-lock-clocks)", notes)
         return
     mem_mhz = mem_target if mem_locked else None
-    since = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    write_record(ctl.index, LockRecord("kbench", os.getpid(), base, mem_mhz, since, shlex.join(sys.orig_argv)))
+    if mem_mhz != mem_target:
+        record(mem_mhz)
     state = f"locked by kbench at SM {base} MHz ({source})" + (f", memory {mem_mhz} MHz" if mem_mhz else "")
     try:
         yield ClockState(True, True, state, notes)
     finally:
-        ctl.reset(mem=mem_mhz is not None)
-        record_path(ctl.index).unlink(missing_ok=True)
+        try:
+            ctl.reset(mem=mem_mhz is not None)
+            record_path(ctl.index).unlink(missing_ok=True)
+        except ClockError as e:  # the record stays, so the next run or reset-gpu-clock.sh can undo the lock
+            log.warning("could not reset the GPU clocks (%s); run scripts/reset-gpu-clock.sh --gpu %d", e, ctl.index)
 
 
 class Monitor:
