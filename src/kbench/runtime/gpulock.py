@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import shlex
 import sys
@@ -16,6 +17,8 @@ from pathlib import Path
 
 from kbench.errors import KbenchError
 from kbench.fsutil import state_dir
+
+log = logging.getLogger(__name__)
 
 
 class GpuBusy(KbenchError):
@@ -36,7 +39,7 @@ def holder(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def exclusive(index: int, *, wait: bool = True, progress: Callable[[str], None] = print) -> Iterator[None]:
+def exclusive(index: int, *, wait: bool = True, progress: Callable[[str], None] = log.info) -> Iterator[None]:
     """Hold GPU ``index`` for the block; wait for it (saying so) or, with ``wait=False``, raise GpuBusy."""
     path = lock_path(index)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)

@@ -72,15 +72,12 @@ def marked(name: str) -> Iterator[None]:
 
 
 def once_per_stage(prep: Prepared) -> None:
-    import torch
-
     from kbench.runtime.prepare import guarded
     from kbench.runtime.profiling.ncu_argv import stage_range
 
     for ps in prep.stages:
-        torch.cuda.nvtx.range_push(stage_range(ps.stage.name))
-        guarded(ps.stage.name, ps.launch.fn)
-        torch.cuda.nvtx.range_pop()
+        with marked(stage_range(ps.stage.name)):
+            guarded(ps.stage.name, ps.launch.fn)
 
 
 def timeline(prep: Prepared, iterations: int, backend: str, run_dir: Path) -> None:

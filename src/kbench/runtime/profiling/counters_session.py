@@ -8,7 +8,6 @@ wanted to lock but was not permitted does ncu lock the base clock itself (--cloc
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
 from datetime import datetime, timezone
@@ -23,11 +22,16 @@ from kbench.report.models import ProfileResult
 from kbench.runtime import gpu, output, tools
 from kbench.runtime.clocks import measuring
 from kbench.runtime.profiling import counters_run
-from kbench.runtime.profiling.child import OUTCOME
 from kbench.runtime.profiling.child import command as child_command
 from kbench.runtime.profiling.child import failure as child_failure
 from kbench.runtime.profiling.ncu_argv import ncu_argv, stage_range
-from kbench.runtime.profiling.session import RunOptions, attach_baseline, record_clocks, start_run
+from kbench.runtime.profiling.session import (
+    RunOptions,
+    attach_baseline,
+    fill_from_child,
+    record_clocks,
+    start_run,
+)
 
 PERMISSION = (
     "ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root, or let all users profile "
@@ -95,8 +99,7 @@ def _run(
         with env.sampled():
             done = tools.run(argv, timeout_s=opts.timeout_s, log_path=run_dir / "ncu.log")
         wall = time.monotonic() - started
-    clocks = record_clocks(env, params) + f"; ncu ran with --clock-control {control}"
-    params["clocks"] = clocks
+    params["clocks"] = record_clocks(env, params) + f"; ncu ran with --clock-control {control}"
     log = done.log
     if "ERR_NVGPUCTRPERM" in log:
         raise KbenchError(PERMISSION)
@@ -108,15 +111,10 @@ def _run(
         raise KbenchError(
             f"ncu profiled no kernel: nothing launched inside the NVTX range(s) {ranges} (see {run_dir / 'ncu.log'})"
         )
-    info = json.loads((run_dir / OUTCOME).read_text())
     result, grouped = counters_run.build_result(rep, mode, plan)
     passes = max((c.replay_passes or 0) for c in result.counters)
-    result.tiling = info["tiling"]
-    result.check = info["check"]["line"] if info["check"] else None
-    result.clocks, result.clock_summary = clocks, env.summary
-    result.tools = params["tools"]
-    result.out_dir = str(run_dir)
-    result.conformance = conformance(plan, grouped, info["tiling"])
+    fill_from_child(result, run_dir, params, env)
+    result.conformance = conformance(plan, grouped, result.tiling)
     result.notes = [
         f"ncu {params['tools']['ncu']}: {passes:.0f} replay passes per kernel; the ncu run took "
         f"{wall:.1f} s of wall time (python start-up, autotuning and compilation included)"

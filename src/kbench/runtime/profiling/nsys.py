@@ -8,7 +8,6 @@ touches the GPU's clocks; kbench locks them around the capture when asked and pe
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
 from datetime import datetime, timezone
@@ -22,11 +21,11 @@ from kbench.report.models import ProfileResult
 from kbench.runtime import gpu, output, tools
 from kbench.runtime.clocks import measuring
 from kbench.runtime.profiling import timeline_run
-from kbench.runtime.profiling.child import OUTCOME, TORCH_TRACE
+from kbench.runtime.profiling.child import TORCH_TRACE
 from kbench.runtime.profiling.child import command as child_command
 from kbench.runtime.profiling.child import failure as child_failure
 from kbench.runtime.profiling.nsys_argv import export_argv, profile_argv
-from kbench.runtime.profiling.session import RunOptions, attach_baseline, record_clocks, start_run
+from kbench.runtime.profiling.session import RunOptions, attach_baseline, fill_from_child, record_clocks, start_run
 
 MODE = "nsys"
 BACKENDS = ("auto", "nsys", "torch")
@@ -81,8 +80,6 @@ def locate(backend: str) -> tuple[Path | None, str]:
 
 def run(plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     gpu.require_cuda(f"--prof_type={MODE}")
-    if opts.bench_runs < 1:
-        raise KbenchError("--bench-runs must be at least 1")
     nsys, why_not = locate(opts.timeline_backend)
     versions: dict[str, Any] = {}
     if nsys is not None:
@@ -153,16 +150,19 @@ def _run(
     named: ProfileResult | None,
 ) -> ProfileResult:
     what = f"{plan.package} {plan.version}: {opts.bench_runs} iteration(s) of the plan"
+
+    def child(backend: str) -> list[str]:
+        return child_command(
+            plan, run_dir, seed, opts.check, program="timeline", backend=backend, iterations=opts.bench_runs
+        )
+
     with measuring(opts.lock_clocks, opts.wait, opts.progress) as env, env.sampled():
         capture: Path | None = None
         started = time.monotonic()
         if nsys is not None:
             opts.progress(f"{what} under nsys")
-            child = child_command(
-                plan, run_dir, seed, opts.check, program="timeline", backend="nsys", iterations=opts.bench_runs
-            )
             try:
-                capture = capture_nsys(nsys, child, run_dir, opts, params)
+                capture = capture_nsys(nsys, child("nsys"), run_dir, opts, params)
             except CaptureFailed as e:
                 if opts.timeline_backend == "nsys":
                     raise CaptureFailed(f"{e}; --timeline-backend auto falls back to PyTorch's profiler") from None
@@ -171,13 +171,9 @@ def _run(
                 started = time.monotonic()
         if capture is None:
             opts.progress(f"{what} under the PyTorch profiler")
-            child = child_command(
-                plan, run_dir, seed, opts.check, program="timeline", backend="torch", iterations=opts.bench_runs
-            )
-            capture = capture_torch(child, run_dir, opts)
+            capture = capture_torch(child("torch"), run_dir, opts)
         wall = time.monotonic() - started
-    clocks = record_clocks(env, params)
-    info = json.loads((run_dir / OUTCOME).read_text())
+    record_clocks(env, params)
     result, frame = timeline_run.build_result(capture, plan, device_name)
     backend = "nsys" if nsys is not None and not why_not else "torch"
     if backend == "nsys":
@@ -192,11 +188,7 @@ def _run(
             f"PyTorch profiler (CUPTI) in torch {torch.__version__} (`{capture.name}`); {wall:.1f} s of wall time "
             f"for the capture. nsys was not used: {why_not}"
         )
-    result.tiling = info["tiling"]
-    result.check = info["check"]["line"] if info["check"] else None
-    result.clocks, result.clock_summary = clocks, env.summary
-    result.tools = params["tools"]
-    result.out_dir = str(run_dir)
+    fill_from_child(result, run_dir, params, env)
     result.notes = [
         f"wall time includes python start-up, autotuning (through the cache), compilation and the correctness "
         f"check in the child process; {opts.bench_runs} iteration(s) analysed"

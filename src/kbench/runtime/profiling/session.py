@@ -6,6 +6,7 @@ it is here, so the modes stay small siblings behind the same surface.
 
 from __future__ import annotations
 
+import json
 import logging
 import shlex
 import shutil
@@ -97,6 +98,19 @@ def record_clocks(env: Measuring, params: dict[str, Any]) -> str:
     return env.line()
 
 
+def fill_from_child(result: ProfileResult, run_dir: Path, params: dict[str, Any], env: Measuring) -> None:
+    """What a profiler-driven mode's result takes from its run: the child process's tiling and correctness check
+    (child.json), the clocks, the tool versions and the folder."""
+    from kbench.runtime.profiling.child import OUTCOME
+
+    info = json.loads((run_dir / OUTCOME).read_text())
+    result.tiling = info["tiling"]
+    result.check = info["check"]["line"] if info["check"] else None
+    result.clocks, result.clock_summary = params["clocks"], env.summary
+    result.tools = params["tools"]
+    result.out_dir = str(run_dir)
+
+
 def read_result(run_dir: Path) -> ProfileResult | None:
     """The result.json of a finished run, or None when it is missing or unreadable."""
     try:
@@ -163,6 +177,8 @@ def start_run(
 ) -> tuple[ProfileResult | None, ActiveDevice, Path, dict[str, Any], int]:
     """What every mode does first: the named baseline checked, the device found, a new run folder, the seed,
     and params.json's common fields (the caller adds its own and writes it)."""
+    if opts.bench_runs < 1:
+        raise KbenchError("--bench-runs must be at least 1")
     named = named_baseline(opts.baseline, plan) if opts.baseline is not None else None
     device = active_device(load_devices())
     run_dir = output.new_run_dir(opts.out_root, mode, plan.package, plan.slug())
@@ -186,8 +202,6 @@ def start_run(
 def run(mode: str, measure: Measure, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     """Profile ``plan`` with ``measure`` into a new run folder; on any failure the folder is marked failed."""
     gpu.require_cuda(f"--prof_type={mode}")
-    if opts.bench_runs < 1:
-        raise KbenchError("--bench-runs must be at least 1")
     named, device, run_dir, params, seed = start_run(mode, plan, opts)
     params.update(bench_runs=opts.bench_runs, cuda_graph=opts.cuda_graph)
     write_json_atomic(run_dir / output.PARAMS, params)
