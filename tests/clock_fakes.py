@@ -1,4 +1,4 @@
-"""A stand-in for the driver's clock control (kbench.runtime.clocks.ClockControl): records what it is asked to
+"""A stand-in for the driver's clock control (kbench.capture.clocks.ClockControl): records what it is asked to
 do, answers reads from a script of readings, and can refuse to lock as a non-root user would be refused."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kbench.analysis.clocks import Reading
-from kbench.runtime.clocks import ClockPermission
+from kbench.capture.clocks import ClockPermission
 
 
 class FakeClocks:

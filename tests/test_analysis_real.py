@@ -101,7 +101,7 @@ def test_rendered_report_follows_the_contract_and_matches_the_run(tmp_path: Path
 
 
 def test_unknown_device_report_has_na_roofline_and_says_why(tmp_path: Path) -> None:
-    # ceilings measured on this H100 by kbench.runtime.ceilings (conf/devices.json, "measured"), used as if the
+    # ceilings measured on this H100 by kbench.capture.ceilings (conf/devices.json, "measured"), used as if the
     # device were unknown: the class comes from them, the roofline columns stay n/a
     measured = load_devices().devices["H100_SXM"].measured
     ceilings = {

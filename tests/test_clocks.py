@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from kbench.analysis.clocks import Reading, summarize
+from kbench.capture import clocks, gpulock
+from kbench.capture.clocks import SmiControl
 from kbench.errors import Terminated
-from kbench.runtime import clocks, gpulock
-from kbench.runtime.clocks import SmiControl
 from tests.clock_fakes import FakeClocks, install_fake_smi
 
 ROOT = Path(__file__).parents[1]
@@ -207,7 +207,7 @@ def test_a_lock_by_the_script_is_left_alone() -> None:
 
 CHILD = """
 import sys, time
-from kbench.runtime import clocks
+from kbench.capture import clocks
 from tests.clock_fakes import FakeClocks
 
 class Logged(FakeClocks):
@@ -324,7 +324,7 @@ def test_nvidia_smi_control_reads_and_locks(smi: Path, monkeypatch) -> None:
 
 HOLDER = """
 import time
-from kbench.runtime import gpulock
+from kbench.capture import gpulock
 with gpulock.exclusive(0, progress=print):
     print("held", flush=True)
     time.sleep(float(__import__("sys").argv[1]))

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from kbench.analysis.devices import load_devices, resolve
+from kbench.capture import clocks, gpu, tools
 from kbench.errors import KbenchError, KernelError
 from kbench.plan.discovery import load_version
-from kbench.runtime import clocks, gpu, tools
 from kbench.runtime.profiling import counters_session, session
 from kbench.runtime.profiling.session import RunOptions
 from tests.clock_fakes import FakeClocks
@@ -83,7 +83,7 @@ def test_ncu_failures_are_one_line_and_marked(fake_ncu, body: str, error: type, 
     assert message in str(e.value) and "\n" not in str(e.value)
     params = failed_run()
     assert params["status"] == "failed" and params["tools"]["ncu"] == "2025.3.1.0"
-    assert "--clock-control none" in params["ncu_command"] and "kbench.runtime.profiling.child" in params["ncu_command"]
+    assert "--clock-control none" in params["ncu_command"] and "kbench.capture.child" in params["ncu_command"]
 
 
 def test_a_hanging_ncu_is_killed(fake_ncu) -> None:

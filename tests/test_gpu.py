@@ -74,8 +74,8 @@ def test_autotune_cache_is_reused_and_a_corrupt_entry_is_retuned(isolated: Path,
 
 
 def test_every_tuning_config_passes_on_the_gpu() -> None:
+    from kbench.capture.check import check_plan
     from kbench.plan.discovery import load_version
-    from kbench.runtime.check import check_plan
 
     for pkg, version, values in [
         ("vector_add", "v2", {"n": 1 << 20}),
@@ -101,7 +101,7 @@ def test_library_stage_has_no_triton_artifacts(isolated: Path) -> None:
 
 
 def test_active_device_is_known_or_explicitly_unknown() -> None:
-    from kbench.analysis.devices import active_device
+    from kbench.capture.gpu import active_device
 
     dev = active_device()
     assert dev.name
@@ -279,7 +279,7 @@ def test_event_mode_on_a_concurrent_plan_points_to_nsys(isolated: Path) -> None:
 
 
 def test_clocks_are_read_and_sampled_but_never_changed() -> None:
-    from kbench.runtime import clocks, tools
+    from kbench.capture import clocks, tools
 
     with clocks.control() as ctl:
         assert isinstance(ctl, clocks.NvmlControl)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from kbench.capture.check import check_plan, cpu_values
 from kbench.plan.discovery import load_version
-from kbench.runtime.check import check_plan, cpu_values
 from tests.conftest import HAS_CUDA
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
@@ -74,7 +74,7 @@ def test_an_unwritten_output_is_caught_by_the_nan_poison() -> None:
 def test_run_all_launches_every_stage_in_order_inside_around() -> None:
     from contextlib import contextmanager
 
-    from kbench.runtime.prepare import prepare
+    from kbench.capture.prepare import prepare
 
     plan, _ = _plan("fork_join", "base")
     prep = prepare(plan, DEVICE, seed=1)

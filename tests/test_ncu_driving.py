@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from kbench.analysis.ncu import ANNOTATION_METRICS, kernels
+from kbench.capture import tools
+from kbench.capture.ncu_argv import ncu_argv
 from kbench.plan.discovery import load_version
-from kbench.runtime import tools
 from kbench.runtime.profiling.counters_run import group
 from kbench.runtime.profiling.counters_session import conformance
-from kbench.runtime.profiling.ncu_argv import ncu_argv
 from tests.conftest import DATA
 
-CHILD = ["/usr/bin/python3", "-m", "kbench.runtime.profiling.child", "/r/child-spec.json"]
+CHILD = ["/usr/bin/python3", "-m", "kbench.capture.child", "/r/child-spec.json"]
 
 
 def test_annotation_argv_is_exact() -> None:

@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 
 from kbench.analysis.devices import load_devices, resolve
+from kbench.capture import gpu, tools
+from kbench.capture.nsys_argv import export_argv, profile_argv
 from kbench.errors import KernelError
 from kbench.plan.discovery import load_version
-from kbench.runtime import gpu, tools
 from kbench.runtime.profiling import nsys, session
-from kbench.runtime.profiling.nsys_argv import export_argv, profile_argv
 from kbench.runtime.profiling.session import RunOptions
 from tests.conftest import DATA, contract_problems
 
 KBENCH = DATA / "kbench_h100"
-CHILD = ["/usr/bin/python3", "-m", "kbench.runtime.profiling.child", "/r/child-spec.json"]
+CHILD = ["/usr/bin/python3", "-m", "kbench.capture.child", "/r/child-spec.json"]
 
 
 def test_nsys_command_lines_are_exact() -> None:
@@ -159,7 +159,7 @@ def test_a_capture_by_nsys_becomes_the_report(stand_in) -> None:
         "--cuda-graph-trace=node",
     ]
     assert (
-        "kbench.runtime.profiling.child" in params["nsys_command"]
+        "kbench.capture.child" in params["nsys_command"]
         and "export -t sqlite" in params["nsys_export_command"]
     )
     spec = json.loads((run / "child-spec.json").read_text())

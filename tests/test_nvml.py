@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from kbench import nvml
+from kbench.capture import nvml
 
 
 class FakeNVMLError(Exception):

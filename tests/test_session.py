@@ -12,13 +12,13 @@ import pytest
 
 from kbench.analysis.clocks import Reading
 from kbench.analysis.devices import load_devices, resolve
+from kbench.capture import clocks, gpu, gpulock
+from kbench.capture.prepare import Prepared, PreparedStage
+from kbench.capture.timing import Samples
 from kbench.errors import KbenchError, KernelError, Terminated
 from kbench.plan import autotune
 from kbench.plan.discovery import load_version
-from kbench.runtime import clocks, gpu, gpulock
-from kbench.runtime.prepare import Prepared, PreparedStage
 from kbench.runtime.profiling import session
-from kbench.runtime.timing import Samples
 from tests.clock_fakes import FakeClocks
 from tests.conftest import DATA, contract_problems
 from tests.test_clocks import HOLDER

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 
-from kbench.analysis.devices import active_device
+from kbench.capture.gpu import active_device
 from kbench.plan.discovery import load_version
 from kbench.runtime.profiling.event import event_profile_plan
-from kbench.runtime.profiling.session import prepare_on_gpu
+from kbench.capture.prepare import prepare_on_gpu
 
 
 def main() -> None:

@@ -7,11 +7,11 @@ triton.testing.do_bench for reference: the L2 flush size, the GPU hold before th
 
 from __future__ import annotations
 
-from kbench.analysis.devices import active_device
 from kbench.analysis.timing_stats import TimingStats
+from kbench.capture.gpu import active_device
+from kbench.capture.timing import time_cuda
 from kbench.plan.discovery import load_version
-from kbench.runtime.profiling.session import prepare_on_gpu
-from kbench.runtime.timing import time_cuda
+from kbench.capture.prepare import prepare_on_gpu
 
 METHODS = {
     "flush 2xL2": {"hold_cycles": 0},

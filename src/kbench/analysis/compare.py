@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from kbench.analysis.summary import PlanFigures
+from kbench.analysis.figures import PlanFigures
 
 
 class BaselineRow(BaseModel):

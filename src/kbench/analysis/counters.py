@@ -1,4 +1,5 @@
-"""Per-stage hardware counters from profiled kernels, and the health checks of report-contract section 3. Pure."""
+"""Per-stage hardware counters from profiled kernels, the health checks of report-contract section 3, and the
+checks of a plan's analytic model against what was counted. Pure."""
 
 from __future__ import annotations
 
@@ -7,13 +8,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from kbench.analysis import bottleneck as b
-from kbench.analysis import roofline as rl
-from kbench.analysis.bottleneck import plan_class
-from kbench.analysis.ncu import Kernel, Rule
-from kbench.analysis.roofline import Ceilings
-from kbench.analysis.summary import Opportunity, PlanFigures, StageFigures
-from kbench.analysis.timing_stats import TimingStats
-from kbench.errors import KbenchError
+from kbench.analysis.ncu import Kernel
 
 
 class StageCounters(BaseModel):
@@ -113,126 +108,6 @@ class StageModel(BaseModel):
     precision: str
 
 
-def _opportunity_from_rule(stage: str, r: Rule, share: float) -> Opportunity | None:
-    if r.speedup_pct is None:
-        return None
-    metric, value = r.focus[0] if r.focus else ("gpu__time_duration.sum", "n/a")
-    shown = f"{value:.4g}" if isinstance(value, float) else str(value).replace(" ", "_") or "n/a"
-    title = r.title or r.rule_id
-    return Opportunity(
-        name=f"{title} in {stage} (ncu {r.rule_id}, {r.speedup_type} speedup)",
-        gain_pct=r.speedup_pct * share,
-        metric=metric,
-        value=shown,
-    )
-
-
-def summarize_counters(
-    counters: Sequence[StageCounters],
-    models: dict[str, StageModel],
-    ceilings: dict[str, Ceilings],
-    *,
-    roofline_known: bool,
-    rules: dict[str, list[Rule]] | None = None,
-) -> PlanFigures:
-    """Figures from ncu counters. Class from TC%/SM% vs DRAM% (section 4); Top 3 from ncu's rules when given
-    (their estimated speedup times the stage's share of the plan), else from each stage's distance to its
-    roofline (analytic model + datasheet peaks) or, without one, to the speed of light of its busiest unit."""
-    total = sum(c.duration_us for c in counters)
-    figs: list[StageFigures] = []
-    opps: list[Opportunity] = []
-    for c in counters:
-        model = models.get(c.stage)
-        flops = model.flops if model else c.measured_flops
-        nbytes = model.dram_bytes if model else c.measured_bytes
-        us = c.duration_us
-        f = StageFigures(
-            name=c.stage,
-            precision=model.precision if model else "n/a",
-            flops=flops,
-            dram_bytes=nbytes,
-            timing=TimingStats.of([us]),
-            duration_us=us,
-            tflops=None if flops is None else rl.achieved_tflops(flops, us),
-            gbps=None if nbytes is None else rl.achieved_gbps(nbytes, us),
-            intensity=None if flops is None or nbytes is None else rl.intensity(flops, nbytes),
-            tc_pct=c.tc_pct,
-            dram_pct=c.dram_pct,
-            occ_pct=c.occupancy_pct,
-            bottleneck=c.bottleneck(),
-            compute_pct=c.compute_pct,
-            memory_pct=c.dram_pct,
-        )
-        ceiling = ceilings.get(model.precision) if model else None
-        if ceiling is not None and roofline_known and model is not None and flops is not None and nbytes is not None:
-            f.ridge = ceiling.ridge
-            f.roof_tflops = rl.roof_tflops(ceiling, flops, nbytes)
-            f.bound_us = rl.bound_us(ceiling, flops, nbytes)
-            f.efficiency_pct = 100.0 * f.bound_us / us
-            f.limiting_roof = rl.limiting_roof(ceiling, flops, nbytes)
-        share = us / total if total else 0.0
-        busiest = max((v for v in (c.compute_pct, c.dram_pct) if v is not None), default=None)
-        facts = [
-            f"TC {c.tc_pct:.1f}%" if c.tc_pct is not None else None,
-            f"DRAM {c.dram_pct:.1f}%" if c.dram_pct is not None else None,
-        ]
-        mismatch = model_mismatch(model, c)
-        issue = "; ".join([*mismatch, *c.issues(), ", ".join(x for x in facts if x)]) or "no counter read"
-        if f.efficiency_pct is not None and f.efficiency_pct > 100.0:
-            issue = f"beats its roofline bound ({f.efficiency_pct:.1f}%): FLOP/byte model or timing is wrong; " + issue
-        f.key_issue = issue
-        figs.append(f)
-        if rules is None:
-            if f.bound_us is not None and f.efficiency_pct is not None:
-                opps.append(
-                    Opportunity(
-                        name=f"Bring stage {c.stage} to its {f.limiting_roof} roof",
-                        gain_pct=max(0.0, 100.0 * (us - f.bound_us) / total),
-                        metric=f"{c.stage}.roofline_efficiency",
-                        value=f"{f.efficiency_pct:.1f}%",
-                    )
-                )
-            elif busiest is not None:
-                unit, metric = ("DRAM", "dram_pct") if busiest == c.dram_pct else ("compute", "compute_pct")
-                opps.append(
-                    Opportunity(
-                        name=f"Raise {unit} throughput of stage {c.stage} toward its peak",
-                        gain_pct=max(0.0, (100.0 - busiest) * share),
-                        metric=f"{c.stage}.{metric}",
-                        value=f"{busiest:.1f}%",
-                    )
-                )
-        else:
-            opps += [o for r in rules.get(c.stage, []) if (o := _opportunity_from_rule(c.stage, r, share))]
-    classified = [f for f in figs if f.bottleneck is not None]
-    if not classified:
-        raise KbenchError("the ncu report holds no throughput counters to classify any stage with")
-    plan = plan_class((f.duration_us, f.bottleneck) for f in classified if f.bottleneck)
-    top = max((f for f in classified if f.bottleneck == plan), key=lambda f: f.duration_us)
-    top_counters = next(c for c in counters if c.stage == top.name)
-    root = _counter_root_cause(top_counters, top.bottleneck, 100.0 * top.duration_us / total if total else 100.0)
-    opps.sort(key=lambda o: o.gain_pct, reverse=True)
-    opps = opps[:3]
-    note = None
-    if not opps:
-        opps = [Opportunity(name="No estimate available", gain_pct=0.0, metric="rules_with_speedup", value="0")]
-        note = "No gain can be estimated: ncu attached no speedup estimate to any rule of these kernels."
-    elif len(opps) < 3:
-        source = "ncu rules with a speedup estimate" if rules is not None else "stages to estimate from"
-        note = f"Only {len(opps)} listed: there are no more {source} in this profile."
-    source = "datasheet peaks" if roofline_known and models else "n/a (no FLOP/byte model or device peaks)"
-    return PlanFigures(
-        stages=figs,
-        total_us=total,
-        bottleneck=plan,
-        root_cause=root,
-        opportunities=opps,
-        opportunities_note=note,
-        ceilings_source=source,
-        roofline_known=roofline_known and bool(models),
-    )
-
-
 # Measured over analytic beyond this factor (either way) is a finding: the model or the kernel is wrong.
 MODEL_MISMATCH = 1.25
 
@@ -252,19 +127,3 @@ def model_mismatch(model: StageModel | None, c: StageCounters) -> list[str]:
         if ratio > MODEL_MISMATCH or ratio < 1 / MODEL_MISMATCH:
             out.append(f"measured {what} {ratio:.2f}x the model")
     return out
-
-
-def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.1f}%"
-
-
-def _counter_root_cause(c: StageCounters, cls: b.StageClass | None, share: float) -> str:
-    where = (
-        f"Stage {c.stage} takes {share:.0f}% of the profiled time with the tensor pipe at {_pct(c.tc_pct)}, "
-        f"SM throughput at {_pct(c.sm_pct)} and DRAM at {_pct(c.dram_pct)} of peak"
-    )
-    if cls == "Memory":
-        return f"{where}, so DRAM bandwidth sets its time."
-    if cls == "Compute":
-        return f"{where}, so the compute units set its time."
-    return f"{where}, so no unit is saturated. Latency (occupancy, dependencies, launch size) sets its time."

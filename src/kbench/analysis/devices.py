@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 from kbench.analysis.roofline import Ceilings
-from kbench.errors import ConfigError, NoGpuError
+from kbench.errors import ConfigError
 from kbench.plan.base import Precision
 
 
@@ -118,29 +118,6 @@ def resolve(table: DeviceTable, name: str, driver: str | None = None, sm_count: 
     if sm_count is not None and sm_count != hit[1].sm_count:
         return ActiveDevice(f"{name} ({sm_count} SMs, not {hit[1].sm_count})", None, None, driver)
     return ActiveDevice(name, hit[0], hit[1], driver)
-
-
-def active_device(table: DeviceTable | None = None) -> ActiveDevice:
-    """The current CUDA device as NVML names it (NVML's GPU 0 when torch sees no CUDA device)."""
-    from kbench import nvml
-
-    table = table or load_devices()
-    sms: int | None = None
-    torch_name: str | None = None
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(torch.cuda.current_device())
-            sms, torch_name = int(props.multi_processor_count), props.name
-    except ImportError:
-        pass
-    found = nvml.name_and_driver()
-    if found:
-        return resolve(table, *found, sm_count=sms)
-    if torch_name:
-        return resolve(table, torch_name, sm_count=sms)
-    raise NoGpuError("no NVIDIA GPU found (NVML unavailable and torch sees no CUDA device); name one with --device")
 
 
 def named_device(table: DeviceTable, key: str) -> ActiveDevice:

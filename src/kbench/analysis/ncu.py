@@ -7,12 +7,12 @@ Reading needs neither a GPU nor Nsight Compute.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from kbench import nvtx
 from kbench.errors import ConfigError, first_line
 
 if TYPE_CHECKING:
@@ -254,15 +254,9 @@ def all_metrics(action: Any) -> list[tuple[str, str]]:
     return rows
 
 
-STAGE_RANGE = re.compile(r"^kbench\.(?P<stage>[A-Za-z0-9_.:-]+)$")
-
-
 def stage_of(k: Kernel) -> str | None:
     """The plan stage whose NVTX range (``kbench.<stage>``) encloses the kernel, if any."""
-    for r in k.nvtx:
-        if m := STAGE_RANGE.match(r):
-            return m.group("stage")
-    return None
+    return next((s for r in k.nvtx if (s := nvtx.stage_of(r)) is not None), None)
 
 
 STALL = "smsp__pcsamp_warps_issue_stalled_"

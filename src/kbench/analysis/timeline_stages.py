@@ -17,19 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from kbench.analysis import timeline as tl
-from kbench.analysis.bottleneck import TIMELINE_IDLE_PCT
-from kbench.analysis.roofline import Ceilings
-from kbench.analysis.summary import Opportunity, PlanFigures, StageFigures, summarize
 from kbench.analysis.timing_stats import TimingStats
 from kbench.errors import KbenchError
-from kbench.plan.base import Stage
+from kbench.nvtx import ITERATION, STAGE, alone_range, stage_range
 
-ITERATION = "kbench:iteration"
-ALONE = "kbench:alone:"
-STAGE = "kbench."
 TOP_GAPS = 5
 
 
@@ -121,7 +115,7 @@ class TimelineAnalysis(BaseModel):
     gaps: list[Gap]
     order: LaunchOrder | None
     overlap: OverlapVsIdeal | None
-    occurrences: list[Occurrence] = []  # every run of every stage (occurrences.csv; not kept in result.json)
+    occurrences: list[Occurrence] = Field(default=[], exclude=True)  # every run of every stage (occurrences.csv)
 
     @property
     def window_us(self) -> float:
@@ -210,8 +204,8 @@ def occurrences(table: pd.DataFrame, stages: Sequence[str] | None = None) -> tup
     if names:
         for name in names:
             for phase, ranges in (
-                ("together", tl.ranges(table, STAGE + name)),
-                ("alone", tl.ranges(table, ALONE + name)),
+                ("together", tl.ranges(table, stage_range(name))),
+                ("alone", tl.ranges(table, alone_range(name))),
             ):
                 for k, (a, b) in enumerate(ranges):
                     it = _inside(a, iterations) if phase == "together" and iterations else k
@@ -224,8 +218,8 @@ def occurrences(table: pd.DataFrame, stages: Sequence[str] | None = None) -> tup
         missing = [n for n in names if not any(o.stage == n and o.phase == "together" for o in out)]
         if missing:
             raise KbenchError(
-                f"no GPU work was launched inside NVTX range(s) {', '.join(STAGE + n for n in missing)}: the capture "
-                "is of another program, or its launches were not traced (nsys -t cuda,nvtx)"
+                f"no GPU work was launched inside NVTX range(s) {', '.join(stage_range(n) for n in missing)}: the "
+                "capture is of another program, or its launches were not traced (nsys -t cuda,nvtx)"
             )
         how = "NVTX ranges kbench.<stage>" + (f" inside {ITERATION}" if iterations else "")
         return out, how
@@ -417,105 +411,3 @@ def frames(a: TimelineAnalysis) -> dict[str, pd.DataFrame]:
         "windows": pd.DataFrame([w.model_dump() for w in a.windows]),
         "gaps": pd.DataFrame([g.model_dump() for g in a.gaps], columns=list(Gap.model_fields)),
     }
-
-
-def _stage_facts(s: StageTimeline) -> str:
-    facts = [f"{s.overlapped_pct:.0f}% overlapped by other kernels"]
-    if s.alone is not None:
-        facts.append(f"{s.gpu.median_us / s.alone.median_us:.2f}x its alone time ({s.alone.median_us:.1f} us)")
-    if s.launch_latency_us is not None:
-        facts.append(f"launch latency {s.launch_latency_us:.1f} us")
-    return ", ".join(facts)
-
-
-def figures(
-    a: TimelineAnalysis,
-    stages: Sequence[Stage] | None,
-    ceilings: dict[str, Ceilings],
-    *,
-    roofline_known: bool,
-    device_name: str,
-) -> PlanFigures:
-    """The contract's figures from a timeline: each stage's median GPU span on the roofline (with the plan's
-    FLOP/byte model), its timeline facts as the key issue, and Top 3 from the roofline distance, the GPU's idle
-    time and the overlap left unused. Latency-bound when the GPU idles TIMELINE_IDLE_PCT of each iteration."""
-    timings = {s.stage: s.gpu for s in a.stages}
-    idle = a.idle_pct
-    latency_cause = (
-        f"The GPU was idle {idle:.1f}% of the median {a.window_us:.1f} us analysed window (launch latency and "
-        "gaps between launches), so no unit can average even half its peak over it. Host-side launch work and "
-        "synchronization, not a GPU unit, set the time."
-    )
-    if stages is not None:
-        base = summarize(stages, timings, ceilings, roofline_known=roofline_known, device_name=device_name)
-        opps = list(base.opportunities)
-    else:
-        if idle < TIMELINE_IDLE_PCT:
-            raise KbenchError(
-                f"the GPU was busy {100 - idle:.1f}% of the analysed window, and a timeline alone cannot tell "
-                "memory- from compute-bound: pass --plan <kernel_package> [<version>] --<param>=<value> for its "
-                "FLOP/byte model, or profile with --prof_type=annotation for counters"
-            )
-        figs = [
-            StageFigures(
-                name=s.stage,
-                precision="n/a",
-                flops=None,
-                dram_bytes=None,
-                timing=s.gpu,
-                duration_us=s.gpu.median_us,
-                tflops=None,
-                gbps=None,
-                intensity=None,
-                key_issue="no FLOP/byte model: not classified",
-            )
-            for s in a.stages
-        ]
-        base = PlanFigures(
-            stages=figs,
-            total_us=sum(f.duration_us for f in figs),
-            bottleneck="Latency",
-            root_cause=latency_cause,
-            opportunities=[],
-            opportunities_note=None,
-            ceilings_source="n/a (no FLOP/byte model)",
-            roofline_known=False,
-        )
-        opps = []
-    for f in base.stages:
-        f.key_issue = f"{f.key_issue}; {_stage_facts(a.stage(f.name))}"
-    if idle >= TIMELINE_IDLE_PCT:
-        base.bottleneck, base.root_cause = "Latency", latency_cause
-    if idle > 0:
-        opps.append(
-            Opportunity(
-                name="Close the GPU's idle time in each iteration (fewer launches or syncs, CUDA graphs)",
-                gain_pct=idle,
-                metric="plan.gpu_idle_pct",
-                value=f"{idle:.1f}%",
-            )
-        )
-    o = a.overlap
-    if o is not None and o.together_us > o.ideal_us:
-        opps.append(
-            Opportunity(
-                name=f"Overlap the concurrent stages up to the critical path ({o.ideal_us:.1f} us)",
-                gain_pct=100.0 * (o.together_us - o.ideal_us) / o.together_us,
-                metric="plan.overlap_achieved",
-                value="n/a" if o.achieved_pct is None else f"{o.achieved_pct:.1f}%",
-            )
-        )
-    opps.sort(key=lambda x: x.gain_pct, reverse=True)
-    base.opportunities = opps[:3]
-    base.opportunities_note = None
-    if not opps:
-        base.opportunities = [
-            Opportunity(name="No estimate available", gain_pct=0.0, metric="plan.gpu_idle_pct", value="0.0%")
-        ]
-        base.opportunities_note = "No gain can be estimated: the GPU never idled and no stage has a roofline model."
-    elif len(opps) < 3:
-        base.opportunities_note = (
-            f"Only {len(opps)} listed: nsys mode estimates gains from each stage's distance to its roofline, the "
-            "GPU's idle time and the overlap a concurrent plan leaves unused, and this capture offers no more."
-        )
-    return base

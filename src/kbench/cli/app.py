@@ -35,7 +35,7 @@ def check_cmd(
     small check sizes (a bf16 plan then runs in float16, and says so). Every tuning configuration is checked.
     """
     setup_logging(verbose)
-    from kbench.runtime import check, gpu
+    from kbench.capture import check, gpu
 
     args = parse_plan_args(list(ctx.args))
     on_gpu = gpu.cuda_available()
@@ -90,27 +90,15 @@ def analyze_cmd(
     (kbench.<stage>), and compared with its analytic model.
     """
     setup_logging(verbose)
+    from kbench import pipeline
     from kbench.errors import UsageError
+    from kbench.modes import registry
 
-    timeline = capture.suffix in (".sqlite", ".json")
-    if capture.suffix != ".ncu-rep" and not timeline:
-        raise UsageError(
-            f"{capture}: kbench analyze reads Nsight Compute reports (.ncu-rep), nsys SQLite exports (.sqlite) "
-            "and PyTorch-profiler traces (.json)"
-        )
-    if timeline and mode not in (None, "nsys"):
-        raise UsageError(f"--mode={mode} applies to .ncu-rep reports; a timeline is analysed as nsys mode")
+    registry.for_capture(capture, mode)  # a capture or --mode kbench cannot read: refused before the plan is loaded
     if ctx.args and plan is None:
         raise UsageError(f"unexpected argument(s) {' '.join(ctx.args)}; plan parameters need --plan <pkg>")
     the_plan = load_plan(parse_plan_args([plan, *ctx.args]), kernel_path) if plan else None
-    if timeline:
-        from kbench.runtime.profiling import timeline_run
-
-        result = timeline_run.analyze(capture, out, the_plan)
-    else:
-        from kbench.runtime.profiling import counters_run
-
-        result = counters_run.analyze(capture, mode or "annotation", out, the_plan)
+    result = pipeline.analyze(capture, mode, out, the_plan)
     typer.echo(result.report_md)
     typer.echo(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", err=True)
 

@@ -10,7 +10,6 @@ import typer
 
 from kbench.cli.common import load_plan, parse_plan_args, progress, run_command, setup_logging
 from kbench.errors import UsageError
-from kbench.runtime.profiling import ALL_MODES
 
 EPILOG = (
     "Plan parameters come from the plan and are written --name=value (e.g. --n=1048576, --b=32 --s=16); "
@@ -75,20 +74,12 @@ def profile(
 
         print_prediction(plan, device)
         return
-    if prof_type not in (*ALL_MODES, "disabled"):
-        raise UsageError(f"unknown --prof_type={prof_type}; choose one of {', '.join(ALL_MODES)}, disabled")
-    if timeline_backend not in ("auto", "nsys", "torch") or (timeline_backend != "auto" and prof_type != "nsys"):
-        raise UsageError(f"--timeline-backend={timeline_backend}: auto, nsys or torch, and only with --prof_type=nsys")
-    if cuda_graph and prof_type != "event":
-        raise UsageError("--cuda-graph times CUDA-graph replays in event mode only (--prof_type=event)")
-    if prof_type == "disabled":
-        from kbench.runtime.profiling.session import run_unprofiled
+    from kbench.modes import registry
+    from kbench.modes.base import RunOptions
 
-        typer.echo(run_unprofiled(plan, check))
-        return
-    from kbench.runtime.profiling import runner_for, session
-
-    opts = session.RunOptions(
+    if prof_type not in (*registry.names(), "disabled"):
+        raise UsageError(f"unknown --prof_type={prof_type}; choose one of {', '.join(registry.names())}, disabled")
+    opts = RunOptions(
         out_root=out,
         bench_runs=bench_runs,
         check=check,
@@ -100,9 +91,15 @@ def profile(
     )
     if lock_clocks is not None:
         opts.lock_clocks = lock_clocks
+    from kbench import pipeline
+
+    if prof_type == "disabled":
+        typer.echo(pipeline.run_unprofiled(plan, check))
+        return
+    registry.check_options(registry.get(prof_type), opts)
     with progress() as status:
         opts.progress = status
-        result = runner_for(prof_type)(plan, opts)
+        result = pipeline.profile(prof_type, plan, opts)
     typer.echo(result.report_md)
     typer.echo(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", err=True)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from kbench.analysis import roofline as rl
-from kbench.analysis.devices import active_device, load_devices, named_device
+from kbench.analysis.devices import load_devices, named_device
+from kbench.capture.gpu import active_device
 from kbench.errors import UsageError
 from kbench.plan.base import KernelPlan
 from kbench.plan.discovery import load_version, packages

@@ -182,12 +182,6 @@ class KernelPlan(BaseModel):
     def rtol(self) -> float:
         return self.tolerance[self.dtype]
 
-    def with_version(self, version: str) -> KernelPlan:
-        """The same parameters in another version of this package."""
-        from kbench.plan.discovery import load_version
-
-        return load_version(self.package, version, like=type(self)).from_values(self.values())
-
     @classmethod
     def from_values(cls, values: dict[str, Any]) -> KernelPlan:
         """Validate ``values`` (strings allowed, as from a command line) into a plan; UsageError if bad."""

@@ -145,3 +145,8 @@ def load_version(
     if plan.__module__ != module.__name__:  # its identity (package, version) comes from where it is defined
         raise UsageError(f"{package} {chosen}: PLAN must be a class defined in {chosen}.py (subclass to reuse one)")
     return plan
+
+
+def with_version(plan: KernelPlan, version: str) -> KernelPlan:
+    """The same parameters in another version of the plan's package."""
+    return load_version(plan.package, version, like=type(plan)).from_values(plan.values())

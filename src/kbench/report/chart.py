@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kbench.analysis.figures import PlanFigures
 from kbench.analysis.roofline import Ceilings
-from kbench.analysis.summary import PlanFigures
+from kbench.analysis.stages import StageFigures
+
+FILE = "roofline.png"
+
+
+def placed(figures: PlanFigures, ceilings: dict[str, Ceilings]) -> list[StageFigures]:
+    """The stages the chart can show: each with an intensity, a rate and a datasheet roof to place it under."""
+    return [
+        s for s in figures.stages if s.intensity and s.tflops and s.precision in ceilings and figures.roofline_known
+    ]
 
 
 def roofline_png(figures: PlanFigures, ceilings: dict[str, Ceilings], path: Path, title: str) -> bool:
     """Draw the chart; False (and no file) when no stage has both an intensity and a roof to place it under."""
-    points = [
-        s for s in figures.stages if s.intensity and s.tflops and s.precision in ceilings and figures.roofline_known
-    ]
+    points = placed(figures, ceilings)
     if not points:
         return False
     import matplotlib

@@ -1,48 +1,106 @@
-"""The profile result: the only object templates see, and what result.json holds."""
+"""The profile result: a core every report has, plus typed optional sections. Built once by the pipeline and
+frozen; it is what templates see and what result.json holds.
+
+A section is present when the mode measured what it shows; report.md includes a section's template partial
+(``templates/sections/<name>.md.j2``) exactly when the section is present.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from kbench.analysis.clocks import ClockSummary
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
-from kbench.analysis.summary import PlanFigures, StageFigures
+from kbench.analysis.figures import PlanFigures
+from kbench.analysis.stages import StageFigures
 from kbench.analysis.timeline_stages import TimelineAnalysis
 from kbench.analysis.timing_stats import TimingStats
 
 
-class ProfileResult(BaseModel):
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Baseline(Frozen):
+    """``## vs Baseline``: this run against an earlier one of the same kernel and parameters."""
+
+    rows: list[BaselineRow]
+    source: str  # which run, as the report names it
+
+
+class Timing(Frozen):
+    """``## Timing``: the repetitions behind each stage's median (event mode)."""
+
+    concurrency: str | None = None  # a plan on several streams: what the timing can and cannot say about it
+
+
+class Timeline(Frozen):
+    """``## Timeline``: the timeline analyses (nsys mode)."""
+
+    analysis: TimelineAnalysis
+    capture: str  # which backend captured the timeline, into which files, and why that one
+
+
+class Counters(Frozen):
+    """``## Counters``: per-stage ncu figures (annotation and ncu modes)."""
+
+    source: str  # the .ncu-rep the figures come from
+    stages: list[StageCounters]
+
+
+class Conformance(Frozen):
+    """``## Conformance``: declared against observed kernels and grids (a live counter run of a plan)."""
+
+    rows: list[dict[str, str]]
+
+
+class Tiling(Frozen):
+    """``## Tiling``: each stage's chosen configuration and compiled kernel facts (a live run)."""
+
+    stages: dict[str, dict[str, Any]]
+
+
+class Sections(Frozen):
+    baseline: Baseline | None = None
+    timing: Timing | None = None
+    timeline: Timeline | None = None
+    counters: Counters | None = None
+    conformance: Conformance | None = None
+    tiling: Tiling | None = None
+
+    # report.md's order of the sections that follow the core's Roofline (vs Baseline follows Top 3)
+    AFTER_ROOFLINE: ClassVar[tuple[str, ...]] = ("timing", "timeline", "counters", "conformance", "tiling")
+
+    def present(self, names: tuple[str, ...]) -> list[str]:
+        return [n for n in names if getattr(self, n) is not None]
+
+
+class ProfileResult(Frozen):
+    # identity
     kernel: str
     version: str
     mode: str
     params: dict[str, Any]
     device: str
     device_key: str | None
+    # the figures and how they were measured
     figures: PlanFigures
-    plan_timing: TimingStats | None = None
+    plan_timing: TimingStats | None = None  # the whole plan measured as one (event: end to end; nsys: its span)
     timing_method: str = ""
+    chart: str | None = None  # file name of the roofline chart in the run folder
+    # the run
     check: str | None = None
     clocks: str = ""  # how the clocks were held and what they did while measuring (one line)
     clock_summary: ClockSummary | None = None  # the sampled SM clock and clock-event reasons behind that line
     tools: dict[str, Any] = {}
-    tiling: dict[str, dict[str, Any]] = {}
-    baseline: list[BaselineRow] = []
-    baseline_from: str | None = None
     notes: list[str] = []
-    counters: list[StageCounters] = []  # counter modes: per-stage ncu figures
-    source: str = ""  # counter modes: the .ncu-rep the figures come from
-    conformance: list[dict[str, str]] = []  # counter modes with a plan: declared vs observed kernels
-    chart: str | None = None  # file name of the roofline chart in the run folder
-    timeline: TimelineAnalysis | None = None  # nsys mode: the timeline analyses
-    capture: str = ""  # nsys mode: which backend captured the timeline, into which files, and why that one
-    concurrency: str | None = None  # a plan on several streams: what this mode can and cannot say about it
     offline: bool = False  # `kbench analyze` of an existing capture: nothing was run or checked here
     out_dir: str = ""
-    report_md: str = ""
+    sections: Sections = Sections()
 
     @property
     def stages(self) -> list[StageFigures]:
@@ -51,6 +109,11 @@ class ProfileResult(BaseModel):
     @property
     def path(self) -> Path:
         return Path(self.out_dir)
+
+    @property
+    def report_md(self) -> str:
+        """The run's report.md as written."""
+        return (self.path / "report.md").read_text()
 
     def stage(self, name: str) -> StageFigures:
         return next(s for s in self.figures.stages if s.name == name)

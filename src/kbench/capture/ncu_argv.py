@@ -6,11 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kbench.analysis.ncu import ANNOTATION_METRICS, SCALAR_FLOPS
-
-
-def stage_range(stage: str) -> str:
-    """The NVTX push/pop range around a stage's launch; names never contain '/', which ncu reads as nesting."""
-    return f"kbench.{stage}"
+from kbench.nvtx import stage_range
 
 
 def ncu_argv(

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kbench.capture.prepare import CheckResult, Prepared, PreparedStage, check, guarded
 from kbench.plan import autotune
 from kbench.plan.base import Config, KernelPlan
-from kbench.runtime.prepare import CheckResult, Prepared, PreparedStage, check, guarded
 
 INTERPRETER = "cpu (Triton interpreter, TRITON_INTERPRET=1)"
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kbench.runtime.prepare import PreparedStage
+from kbench.capture.prepare import PreparedStage
 
 # Triton's CompiledKernel.asm keys and the file suffix each is written with
 ASM_FILES = {"ttir": "ttir", "ttgir": "ttgir", "llir": "llir", "ptx": "ptx", "cubin": "cubin", "source": "source"}

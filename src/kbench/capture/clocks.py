@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kbench.analysis.clocks import ClockSummary, Reading, summarize
+from kbench.capture import gpulock
 from kbench.errors import Terminated
 from kbench.fsutil import state_dir
-from kbench.runtime import gpulock
 
 log = logging.getLogger(__name__)
 SAMPLE_INTERVAL_S = 0.02
@@ -115,7 +115,7 @@ class SmiControl:
         self.smi, self.index = smi, index
 
     def _query(self, fields: str) -> list[str]:
-        from kbench.runtime import tools
+        from kbench.capture import tools
 
         done = tools.output(
             [str(self.smi), "-i", str(self.index), f"--query-gpu={fields}", "--format=csv,noheader,nounits"]
@@ -144,7 +144,7 @@ class SmiControl:
         return self._int(v[0]) if v else None
 
     def _run(self, *args: str) -> bool:
-        from kbench.runtime import tools
+        from kbench.capture import tools
 
         done = tools.output([str(self.smi), "-i", str(self.index), *args])
         if done.returncode != 0 and ("permission" in done.log.lower() or "root" in done.log.lower()):
@@ -165,8 +165,7 @@ class SmiControl:
 @contextlib.contextmanager
 def control() -> Iterator[ClockControl | None]:
     """The clocks of torch's current GPU: through NVML, else nvidia-smi, else None (nothing to read or lock)."""
-    from kbench import nvml
-    from kbench.runtime import tools
+    from kbench.capture import nvml, tools
 
     with nvml.current_gpu() as gpu:
         ctl: ClockControl | None = None

@@ -11,8 +11,12 @@ import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from kbench.analysis.devices import ActiveDevice
+from kbench.analysis.timing_stats import TimingStats
+from kbench.capture.timing import time_cuda
 from kbench.errors import KernelError, first_line
 from kbench.plan import autotune
 from kbench.plan.base import Config, KernelPlan, Launch, Stage
@@ -161,3 +165,40 @@ def prepare(
             PreparedStage(stage, tune.best, launch, tune, compiled if hasattr(compiled, "asm") else None)
         )
     return prep
+
+
+def prepare_on_gpu(plan: KernelPlan, device: ActiveDevice, seed: int) -> Prepared:
+    """Allocate, autotune (through the on-disk cache) and compile every stage on the current GPU."""
+    import torch
+    import triton
+
+    toolchain = f"triton {triton.__version__}, torch {torch.__version__}"
+    cache = autotune.cache_root()
+
+    def cache_entry(stage: Stage) -> Path:
+        return autotune.entry_path(
+            cache, device.key or device.name, plan.package, plan.version, stage.name, plan.slug()
+        )
+
+    return prepare(
+        plan,
+        "cuda",
+        seed=seed,
+        cache_dir=cache_entry,
+        toolchain=toolchain,
+        time_us=lambda fn: TimingStats.of(time_cuda(fn, TUNE_REPS).us).median_us,
+    )
+
+
+def checked(prep: Prepared) -> CheckResult:
+    """The correctness check on the GPU; a failure is a KernelError, and a fast but wrong autotuned config is
+    dropped from the cache so it does not stay "the best"."""
+    prep.check = check(prep, "cuda")
+    if not prep.check.passed:
+        dropped = [ps.stage.name for ps in prep.stages if ps.tune.source != "fixed" and autotune.forget(ps.tune.path)]
+        hint = f" (dropped the autotune cache entry of {', '.join(dropped)})" if dropped else ""
+        raise KernelError(
+            f"correctness check failed: {prep.check.line()}{hint}; `kbench check {prep.plan.package} "
+            f"{prep.plan.version}` checks every tuning config, or rerun with --no-check"
+        )
+    return prep.check

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.timing_stats import TimingStats
-from kbench.runtime.timing import time_cuda
+from kbench.capture.timing import time_cuda
 
 COPY_BYTES = 1 << 30
 MM_SIZE = 8192

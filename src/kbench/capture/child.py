@@ -1,4 +1,4 @@
-"""The program a profiler runs: `python -m kbench.runtime.profiling.child SPEC.json`.
+"""The program a profiler runs: `python -m kbench.capture.child SPEC.json`.
 
 It prepares the plan (allocation, autotuning through the cache, compilation, the correctness check) with no
 NVTX range open and writes the stage artifacts into the run folder. Then, for ncu, it launches every stage
@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbench.errors import KbenchError
+from kbench.nvtx import ITERATION, alone_range, stage_range
 
 if TYPE_CHECKING:
+    from kbench.capture.prepare import Prepared
     from kbench.plan.base import KernelPlan
-    from kbench.runtime.prepare import Prepared
 
 SPEC = "child-spec.json"
 OUTCOME = "child.json"
@@ -49,7 +50,7 @@ def command(plan: KernelPlan, run_dir: Path, seed: int, check: bool, **program: 
         **program,
     }
     write_json_atomic(run_dir / SPEC, spec)
-    return [sys.executable, "-m", "kbench.runtime.profiling.child", str(run_dir / SPEC)]
+    return [sys.executable, "-m", "kbench.capture.child", str(run_dir / SPEC)]
 
 
 def failure(log: str) -> str | None:
@@ -72,8 +73,7 @@ def marked(name: str) -> Iterator[None]:
 
 
 def once_per_stage(prep: Prepared) -> None:
-    from kbench.runtime.prepare import guarded
-    from kbench.runtime.profiling.ncu_argv import stage_range
+    from kbench.capture.prepare import guarded
 
     for ps in prep.stages:
         with marked(stage_range(ps.stage.name)):
@@ -83,10 +83,8 @@ def once_per_stage(prep: Prepared) -> None:
 def timeline(prep: Prepared, iterations: int, backend: str, run_dir: Path) -> None:
     import torch
 
-    from kbench.analysis.timeline_stages import ALONE, ITERATION
-    from kbench.runtime.prepare import guarded
-    from kbench.runtime.profiling.ncu_argv import stage_range
-    from kbench.runtime.timing import l2_flush_bytes
+    from kbench.capture.prepare import guarded
+    from kbench.capture.timing import l2_flush_bytes
 
     flush = torch.empty(l2_flush_bytes() // 4, dtype=torch.int32, device="cuda")
     for _ in range(WARMUP):
@@ -107,7 +105,7 @@ def timeline(prep: Prepared, iterations: int, backend: str, run_dir: Path) -> No
             for ps in prep.stages:
                 for _ in range(iterations):
                     fresh()
-                    with marked(ALONE + ps.stage.name):
+                    with marked(alone_range(ps.stage.name)):
                         guarded(ps.stage.name, ps.launch.fn)
         for _ in range(iterations):
             fresh()
@@ -121,12 +119,11 @@ def timeline(prep: Prepared, iterations: int, backend: str, run_dir: Path) -> No
 def main(spec_path: str) -> int:
     import torch
 
-    from kbench.analysis.devices import active_device
+    from kbench.capture.artifacts import write_stage
+    from kbench.capture.gpu import active_device
+    from kbench.capture.prepare import check, prepare_on_gpu
     from kbench.fsutil import write_json_atomic
     from kbench.plan.discovery import load_version
-    from kbench.runtime.artifacts import write_stage
-    from kbench.runtime.prepare import check
-    from kbench.runtime.profiling.session import prepare_on_gpu
 
     spec: dict[str, Any] = json.loads(Path(spec_path).read_text())
     run_dir = Path(spec["run_dir"])

@@ -1,0 +1,1 @@
+"""Profiling modes, each one backend module behind ``base.Backend``, found through ``registry``."""

@@ -1,0 +1,147 @@
+"""What a profiling mode is: one backend behind the small ``Backend`` protocol, and the values the pipeline hands
+it (``Job`` to capture, ``Context`` to analyse) and gets back (``Capture``, ``Analysis``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kbench.capture.clocks import lock_by_default
+from kbench.report.folder import DEFAULT_ROOT
+
+if TYPE_CHECKING:
+    from kbench.analysis.devices import ActiveDevice, DeviceTable
+    from kbench.analysis.figures import PlanFigures
+    from kbench.analysis.timing_stats import TimingStats
+    from kbench.capture.clocks import Measuring
+    from kbench.plan.base import KernelPlan
+    from kbench.report.models import ProfileResult, Sections
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunOptions:
+    """How to profile: the CLI's options, or the API's keyword arguments (``for_api``)."""
+
+    out_root: Path = DEFAULT_ROOT
+    bench_runs: int = 100
+    check: bool = True
+    cuda_graph: bool = False  # event mode: time CUDA-graph replays
+    baseline: Path | None = None  # an earlier run folder to compare with; default: the previous one
+    seed: int | None = None  # inputs' random seed; default: fresh each run
+    timeout_s: float = 1800.0  # modes that run a profiler: the whole profiler run
+    timeline_backend: str = "auto"  # nsys mode: "auto" (nsys, else the PyTorch profiler), "nsys" or "torch"
+    lock_clocks: bool = field(default_factory=lock_by_default)  # lock SM (and memory) clocks when permitted
+    wait: bool = True  # queue behind another kbench on the same GPU (False: stop at once)
+    progress: Callable[[str], None] = log.info
+
+    @classmethod
+    def for_api(
+        cls,
+        out_dir: Path | str | None,
+        bench_runs: int,
+        check: bool,
+        baseline: Path | str | None,
+        seed: int | None,
+        *,
+        lock_clocks: bool | None = None,
+        wait: bool = True,
+        **more: Any,
+    ) -> RunOptions:
+        """Options from the ``<mode>_profile_plan`` keyword arguments (``lock_clocks`` None: KBENCH_LOCK_CLOCKS,
+        default on); ``more``: mode options such as ``cuda_graph`` or ``timeline_backend``."""
+        return cls(
+            out_root=Path(out_dir) if out_dir is not None else DEFAULT_ROOT,
+            bench_runs=bench_runs,
+            check=check,
+            baseline=Path(baseline) if baseline is not None else None,
+            seed=seed,
+            lock_clocks=lock_by_default() if lock_clocks is None else lock_clocks,
+            wait=wait,
+            **more,
+        )
+
+
+# Options that only some modes take, with their defaults: a mode lists the ones it takes in ``Backend.options``.
+MODE_OPTIONS = {"cuda_graph": False, "timeline_backend": "auto"}
+FLAGS = {"cuda_graph": "--cuda-graph", "timeline_backend": "--timeline-backend"}
+
+
+@dataclass
+class Job:
+    """One live capture: the plan, the options, the run folder (``params`` is params.json's record, to which a
+    backend adds what it ran), the inputs' seed, the device, and the clocks held around the capture."""
+
+    plan: KernelPlan
+    opts: RunOptions
+    run_dir: Path
+    seed: int
+    device: ActiveDevice
+    params: dict[str, Any]
+    env: Measuring
+    tools: dict[str, Any]  # what ``Backend.tools`` found
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What a capture left: its files (by role) and what the run knew. An offline capture (``kbench analyze``)
+    has only its files."""
+
+    files: dict[str, Path]
+    live: bool = True
+    check: str | None = None  # the correctness check's line (None: skipped, or an offline capture)
+    tiling: dict[str, dict[str, Any]] = field(default_factory=dict)
+    clock_note: str = ""  # appended to the clocks' line (e.g. ncu's --clock-control)
+    facts: dict[str, Any] = field(default_factory=dict)  # what the backend's analysis needs from its capture
+
+
+@dataclass(frozen=True)
+class Context:
+    """What analysis knows besides the capture: the plan (None: the capture alone), the device table, and the
+    device a live run ran on (None: the one the capture names)."""
+
+    plan: KernelPlan | None
+    table: DeviceTable
+    device: ActiveDevice | None = None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A backend's analysis: the core's figures and the sections only it can show."""
+
+    device: ActiveDevice
+    figures: PlanFigures
+    timing_method: str
+    sections: Sections
+    plan_timing: TimingStats | None = None
+    chart: str | None = None
+    notes: list[str] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)  # added to params.json
+    data: Any = None  # what ``write`` needs beyond the result (tables, the report's kernels)
+
+
+class Backend(Protocol):
+    """A profiling mode. The pipeline calls ``tools`` before the run folder exists (a missing tool stops the run
+    before anything is written), ``capture`` inside the clock lock, then ``analyse`` (pure: from files on disk,
+    also for `kbench analyze`) and ``write`` (the mode's own files; report.md and result.json are the
+    pipeline's)."""
+
+    name: str
+    options: frozenset[str]  # mode options it takes (MODE_OPTIONS)
+    suffixes: tuple[str, ...]  # capture files `kbench analyze` hands it (empty: none)
+    offline_key: str  # the Configuration column naming an offline capture
+    default_bench_runs: int
+
+    def tools(self, opts: RunOptions) -> dict[str, Any]: ...
+
+    def capture(self, job: Job) -> Capture: ...
+
+    def open(self, path: Path) -> Capture: ...
+
+    def analyse(self, capture: Capture, ctx: Context) -> Analysis: ...
+
+    def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None: ...

@@ -1,0 +1,216 @@
+"""annotation and ncu modes: the plan runs in a child process (kbench.capture.child) under Nsight Compute, each
+stage launched once inside its NVTX range; the capture is ``profile.ncu-rep``.
+
+annotation (the default first pass) reads a short metric list and ranks Top 3 by each stage's distance to its
+roofline; ncu (the deep dive) reads the full set with source, ranks Top 3 by ncu's own rules' estimated speedups,
+and also writes report-verbose.md (every rule and metric) and the annotated source and SASS of each stage.
+
+ncu gets --clock-control none whenever the clocks are already held (by kbench or the lock script) or the user
+turned locking off; only when kbench wanted to lock but was not permitted does ncu lock the base clock itself.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from kbench.analysis import ncu
+from kbench.analysis.counters import StageModel, combine
+from kbench.analysis.devices import resolve
+from kbench.analysis.figures import from_counters
+from kbench.capture import child, tools
+from kbench.capture.ncu_argv import ncu_argv
+from kbench.errors import KbenchError, KernelError
+from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
+from kbench.nvtx import stage_range
+from kbench.plan.base import KernelPlan
+from kbench.report import chart, ncu_files
+from kbench.report.models import Conformance, Counters, ProfileResult, Sections
+
+REPORT = "profile.ncu-rep"
+PERMISSION = (
+    "ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root, or let all users profile "
+    "(nvidia driver option NVreg_RestrictProfilingToAdminUsers=0; https://developer.nvidia.com/ERR_NVGPUCTRPERM)"
+)
+Grouped = list[tuple[str, list[ncu.Kernel]]]
+
+
+def group(kernels: list[ncu.Kernel], plan: KernelPlan | None) -> Grouped:
+    """With a plan: its stages in order, each with the kernels of its NVTX range. Without: one stage per kernel."""
+    if plan is None:
+        names = [k.name for k in kernels]
+        return [(k.name if names.count(k.name) == 1 else f"{k.name}#{k.index}", [k]) for k in kernels]
+    stages = [s.name for s in plan.checked_stages()]
+    grouped = [(s, [k for k in kernels if ncu.stage_of(k) == s]) for s in stages]
+    missing = [s for s, ks in grouped if not ks]
+    if missing:
+        expected = ", ".join(stage_range(s) for s in missing)
+        raise KbenchError(
+            f"no profiled kernel lies in NVTX range(s) {expected} (stage(s) {', '.join(missing)}): the ncu "
+            "filter matched nothing there, or the report is of another plan"
+        )
+    return grouped
+
+
+def conformance(plan: KernelPlan, grouped: Grouped, tiling: dict[str, Any]) -> list[dict[str, str]]:
+    """Each stage's kernels and grid as ncu saw them against what the plan declares and launched."""
+    rows = []
+    declared = {s.name: list(s.kernels) for s in plan.checked_stages()}
+    for stage, ks in grouped:
+        names = sorted({k.name for k in ks})
+        want = declared.get(stage, [])
+        grid = tiling.get(stage, {}).get("grid")
+        seen = sorted({str(k.grid[0] * k.grid[1] * k.grid[2]) for k in ks if k.grid})
+        plan_grid = "n/a" if not grid else str(_product(grid))
+        if not want:
+            verdict = "library stage: kernels not declared"
+        elif set(names) <= set(want) and (plan_grid == "n/a" or seen == [plan_grid]):
+            verdict = "as declared"
+        else:
+            verdict = "differs from the plan"
+        rows.append(
+            {
+                "stage": stage,
+                "declared": ", ".join(want) or "(library)",
+                "observed": ", ".join(names),
+                "launches": str(len(ks)),
+                "plan_grid": plan_grid,
+                "observed_grid": ", ".join(seen) or "n/a",
+                "verdict": verdict,
+            }
+        )
+    return rows
+
+
+def _product(dims: list[int]) -> int:
+    out = 1
+    for d in dims:
+        out *= int(d)
+    return out
+
+
+def _failure(log: str, log_path: Path, code: int) -> KbenchError:
+    if line := child.failure(log):
+        return KernelError(f"the plan failed under ncu: {line} (see {log_path})")
+    errors = [line for line in log.splitlines() if "==ERROR==" in line]
+    last = errors[-1].strip() if errors else f"exit code {code}"
+    return KbenchError(f"ncu failed: {last} (see {log_path})")
+
+
+class CounterMode:
+    """annotation (``deep`` False) or ncu (``deep`` True)."""
+
+    options: frozenset[str] = frozenset()
+    suffixes = (".ncu-rep",)
+    offline_key = "report"
+    default_bench_runs = 1  # ncu profiles one launch per stage
+
+    def __init__(self, name: str, deep: bool) -> None:
+        self.name = name
+        self.deep = deep
+
+    def tools(self, opts: RunOptions) -> dict[str, Any]:
+        found = tools.find_ncu()
+        return {"ncu": found, "versions": {"ncu": tools.version(found)}}
+
+    def capture(self, job: Job) -> Capture:
+        plan, opts, run_dir, env = job.plan, job.opts, job.run_dir, job.env
+        stages = [s.name for s in plan.checked_stages()]
+        argv_child = child.command(plan, run_dir, job.seed, opts.check)
+        control = "none" if env.clocks.locked or not opts.lock_clocks else "base"
+        argv = ncu_argv(job.tools["ncu"], self.name, stages, run_dir / "profile", argv_child, clock_control=control)
+        job.params["ncu_command"] = shlex.join(argv)
+        opts.progress(f"{plan.package} {plan.version}: ncu ({self.name} mode) is profiling {len(stages)} stage(s)")
+        started = time.monotonic()
+        log_path = run_dir / "ncu.log"
+        with env.sampled():
+            done = tools.run(argv, timeout_s=opts.timeout_s, log_path=log_path)
+        wall = time.monotonic() - started
+        if "ERR_NVGPUCTRPERM" in done.log:
+            raise KbenchError(PERMISSION)
+        if done.returncode != 0:
+            raise _failure(done.log, log_path, done.returncode)
+        rep = run_dir / REPORT
+        if "No kernels were profiled" in done.log or not rep.exists():
+            ranges = ", ".join(stage_range(s) for s in stages)
+            raise KbenchError(
+                f"ncu profiled no kernel: nothing launched inside the NVTX range(s) {ranges} (see {log_path})"
+            )
+        job.params["ncu_wall_s"] = round(wall, 2)
+        outcome = json.loads((run_dir / child.OUTCOME).read_text())
+        return Capture(
+            files={"report": rep},
+            check=outcome["check"]["line"] if outcome["check"] else None,
+            tiling=outcome["tiling"],
+            clock_note=f"; ncu ran with --clock-control {control}",
+            facts={"wall_s": wall, "ncu_version": job.tools["versions"]["ncu"]},
+        )
+
+    def open(self, path: Path) -> Capture:
+        return Capture(files={"report": path}, live=False)
+
+    def analyse(self, capture: Capture, ctx: Context) -> Analysis:
+        rep, plan = capture.files["report"], ctx.plan
+        kernels = ncu.kernels(rep)
+        if not kernels:
+            raise KbenchError(f"{rep} holds no profiled kernel")
+        device = resolve(ctx.table, kernels[0].device or "unknown device")  # the GPU the report names
+        grouped = group(kernels, plan)
+        counters = [combine(name, ks) for name, ks in grouped]
+        models = (
+            {
+                s.name: StageModel(flops=s.flops, dram_bytes=s.dram_bytes, precision=s.precision)
+                for s in plan.checked_stages()
+            }
+            if plan
+            else {}
+        )
+        ceilings = device.spec.ceilings() if device.spec else {}
+        figures = from_counters(
+            counters,
+            models,
+            ceilings,
+            roofline_known=device.known,
+            rules={name: [r for k in ks for r in k.rules] for name, ks in grouped} if self.deep else None,
+        )
+        passes = max((c.replay_passes or 0) for c in counters)
+        notes, record = [], {}
+        if capture.live:
+            notes.append(
+                f"ncu {capture.facts['ncu_version']}: {passes:.0f} replay passes per kernel; the ncu run took "
+                f"{capture.facts['wall_s']:.1f} s of wall time (python start-up, autotuning and compilation included)"
+            )
+            record["replay_passes"] = passes
+        rows = conformance(plan, grouped, capture.tiling) if capture.live and plan else None
+        return Analysis(
+            device=device,
+            figures=figures,
+            timing_method=f"ncu gpu__time_duration of one profiled launch per kernel ({self.name} mode)",
+            sections=Sections(
+                counters=Counters(source=rep.name, stages=counters),
+                conformance=Conformance(rows=rows) if rows else None,
+            ),
+            chart=chart.FILE if device.spec and chart.placed(figures, ceilings) else None,
+            notes=notes,
+            record=record,
+            data=grouped,
+        )
+
+    def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None:
+        """kernels.csv and rules.csv (the tidy tables), the roofline chart, and in ncu mode report-verbose.md,
+        source/<stage>.md and sass/<stage>-<kernel>.csv."""
+        grouped: Grouped = analysis.data
+        ncu_files.tables(grouped, run_dir)
+        if self.deep:
+            ncu_files.deep_dive(result, grouped, run_dir)
+        spec = analysis.device.spec
+        if analysis.chart and spec is not None:
+            title = f"{result.kernel} {result.version} on {spec.display_name}"
+            chart.roofline_png(result.figures, spec.ceilings(), run_dir / analysis.chart, title)
+
+
+ANNOTATION = CounterMode("annotation", deep=False)
+NCU = CounterMode("ncu", deep=True)

@@ -1,0 +1,228 @@
+"""The one profiling pipeline: prepare -> capture -> analyse -> write, the same for every mode.
+
+``profile`` runs a plan in a mode (a backend of ``kbench.modes``) into a new run folder; ``analyze`` is the
+same pipeline started at "analyse" from a capture on disk (`kbench analyze`). Either way the run folder gets
+params.json first (status running), then the mode's files, result.json and report.md, and params.json's status
+ok at the end; whatever escapes on the way marks the folder failed or interrupted, and earlier runs are never
+touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import shutil
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from kbench.analysis.compare import compare
+from kbench.analysis.devices import load_devices
+from kbench.capture import gpu
+from kbench.capture.clocks import Measuring, measuring
+from kbench.errors import KbenchError, KernelError, UsageError
+from kbench.fsutil import safe, write_json_atomic
+from kbench.modes import registry
+from kbench.modes.base import Analysis, Backend, Capture, Context, Job, RunOptions
+from kbench.plan.base import KernelPlan
+from kbench.report import folder
+from kbench.report.models import Baseline, ProfileResult, Tiling
+from kbench.report.render import render_report
+
+log = logging.getLogger(__name__)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def read_result(run_dir: Path) -> ProfileResult | None:
+    """The result.json of a finished run, or None when it is missing or unreadable."""
+    try:
+        return ProfileResult.model_validate_json((run_dir / folder.RESULT).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def named_baseline(path: Path, plan: KernelPlan) -> ProfileResult:
+    """A baseline the user named: a finished run of the same kernel and parameters (checked before running)."""
+    previous = read_result(path)
+    if previous is None:
+        raise KbenchError(f"--baseline {path} has no readable {folder.RESULT}; name the folder of a finished run")
+    if previous.kernel != plan.package or previous.params != plan.values():
+        raise KbenchError(
+            f"--baseline {path} profiled {previous.kernel} {previous.params}, not {plan.package} {plan.values()}; "
+            "a baseline must have the same kernel and parameters"
+        )
+    return previous
+
+
+def baseline(analysis: Analysis, run_dir: Path, named: tuple[Path, ProfileResult] | None) -> Baseline | None:
+    """``## vs Baseline``: against the run the user named, else the previous run of the same kernel and
+    parameters (whole-plan medians first when both runs measured one)."""
+    prev_dir, previous = named if named else (folder.previous_run(run_dir), None)
+    if prev_dir is None:
+        return None
+    previous = previous or read_result(prev_dir)
+    if previous is None:
+        log.warning("previous run %s has no readable %s; no baseline comparison", prev_dir, folder.RESULT)
+        return None
+    prev_plan = previous.plan_timing.median_us if previous.plan_timing else None
+    cur_plan = analysis.plan_timing.median_us if analysis.plan_timing else None
+    return Baseline(
+        rows=compare(previous.figures, analysis.figures, prev_plan, cur_plan),
+        source=f"`{prev_dir}` ({previous.kernel} {previous.version})",
+    )
+
+
+def record_clocks(env: Measuring, params: dict[str, Any], note: str = "") -> str:
+    """The clocks' one-line account (report) and every figure behind it (params.json)."""
+    line = env.line() + note
+    params["clocks"] = line
+    params["clock_samples"] = env.summary.model_dump() if env.summary else None
+    params["clock_notes"] = env.clocks.notes
+    return line
+
+
+def _write(
+    backend: Backend, analysis: Analysis, result: ProfileResult, run_dir: Path, params: dict[str, Any]
+) -> ProfileResult:
+    """The write step: the mode's files, result.json, report.md, then params.json's status ok."""
+    backend.write(analysis, result, run_dir)
+    write_json_atomic(run_dir / folder.RESULT, result.model_dump(mode="json"))
+    (run_dir / "report.md").write_text(render_report(result))
+    params.update(analysis.record)
+    params.update(status="ok", finished_at=_now())
+    write_json_atomic(run_dir / folder.PARAMS, params)
+    return result
+
+
+def _result(
+    mode: str,
+    identity: tuple[str, str, dict[str, Any]],
+    analysis: Analysis,
+    capture: Capture,
+    run_dir: Path,
+    **core: Any,
+) -> ProfileResult:
+    kernel, version, values = identity
+    return ProfileResult(
+        kernel=kernel,
+        version=version,
+        mode=mode,
+        params=values,
+        device=analysis.device.name,
+        device_key=analysis.device.key,
+        figures=analysis.figures,
+        plan_timing=analysis.plan_timing,
+        timing_method=analysis.timing_method,
+        chart=analysis.chart,
+        check=capture.check,
+        notes=analysis.notes,
+        out_dir=str(run_dir),
+        **{"sections": analysis.sections, **core},
+    )
+
+
+def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
+    """Profile ``plan`` in ``mode`` into a new run folder under ``opts.out_root``."""
+    backend = registry.get(mode)
+    registry.check_options(backend, opts)
+    if opts.bench_runs < 1:
+        raise UsageError("--bench-runs must be at least 1")
+    gpu.require_cuda(f"--prof_type={mode}")
+    found = backend.tools(opts)  # a missing profiler stops the run before any folder is made
+    named = (opts.baseline, named_baseline(opts.baseline, plan)) if opts.baseline is not None else None
+    device = gpu.active_device(load_devices())
+    run_dir = folder.new_run_dir(opts.out_root, mode, plan.package, plan.slug())
+    seed = opts.seed if opts.seed is not None else time.time_ns() % (2**31)
+    params: dict[str, Any] = {
+        "kernel": plan.package,
+        "version": plan.version,
+        "mode": mode,
+        "params": plan.values(),
+        "device": {"name": device.name, "key": device.key, "known": device.known, "driver": device.driver},
+        "tools": {**gpu.tool_versions(), **found.get("versions", {})},
+        "command": shlex.join(sys.orig_argv),
+        "seed": seed,
+        "check": opts.check,
+        "started_at": _now(),
+        "status": "running",
+    }
+    write_json_atomic(run_dir / folder.PARAMS, params)
+    with folder.marked_on_failure(run_dir, params):
+        with measuring(opts.lock_clocks, opts.wait, opts.progress) as env:
+            capture = backend.capture(Job(plan, opts, run_dir, seed, device, params, env, found))
+        clocks = record_clocks(env, params, capture.clock_note)
+        write_json_atomic(run_dir / folder.PARAMS, params)
+        analysis = backend.analyse(capture, Context(plan, load_devices(), device))
+        sections = analysis.sections.model_copy(
+            update={
+                "baseline": baseline(analysis, run_dir, named),
+                "tiling": Tiling(stages=capture.tiling) if capture.tiling else None,
+            }
+        )
+        result = _result(
+            mode,
+            (plan.package, plan.version, plan.values()),
+            analysis,
+            capture,
+            run_dir,
+            clocks=clocks,
+            clock_summary=env.summary,
+            tools=params["tools"],
+            sections=sections,
+        )
+        return _write(backend, analysis, result, run_dir, params)
+
+
+def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | None) -> ProfileResult:
+    """`kbench analyze`: the reports of an existing capture, in a new run folder (the capture copied in beside
+    them); no GPU or profiler needed."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such capture file")
+    backend = registry.for_capture(path, mode)
+    capture = backend.open(path)
+    analysis = backend.analyse(capture, Context(plan, load_devices()))
+    if plan is not None:
+        identity = (plan.package, plan.version, plan.values())
+    else:
+        identity = (safe(path.stem), "offline", {backend.offline_key: safe(path.name), "dtype": "n/a"})
+    run_dir = folder.new_run_dir(out_root, backend.name, identity[0], plan.slug() if plan else safe(path.stem))
+    params = {
+        "kernel": identity[0],
+        "version": identity[1],
+        "mode": backend.name,
+        "params": identity[2],
+        "device": {"name": analysis.device.name, "key": analysis.device.key},
+        "source": str(path),
+        "command": shlex.join(sys.orig_argv),
+        "analyzed_at": _now(),
+        "status": "running",
+    }
+    write_json_atomic(run_dir / folder.PARAMS, params)
+    with folder.marked_on_failure(run_dir, params):
+        shutil.copy2(path, run_dir / path.name)
+        result = _result(backend.name, identity, analysis, capture, run_dir, offline=True)
+        return _write(backend, analysis, result, run_dir, params)
+
+
+def run_unprofiled(plan: KernelPlan, do_check: bool) -> str:
+    """--prof_type=disabled: prepare, check, run every stage once with no profiler; a one-line summary."""
+    import torch
+
+    from kbench.capture.prepare import check, prepare_on_gpu
+
+    gpu.require_cuda("--prof_type=disabled")
+    prep = prepare_on_gpu(plan, gpu.active_device(), time.time_ns() % (2**31))
+    verdict = "check skipped (--no-check)"
+    if do_check:
+        result = check(prep, "cuda")
+        if not result.passed:
+            raise KernelError(f"correctness check failed: {result.line()}")
+        verdict = result.line()
+    prep.run_all()
+    torch.cuda.synchronize()
+    return f"{plan.package} {plan.version}: ran {len(prep.stages)} stage(s) once without a profiler; {verdict}"

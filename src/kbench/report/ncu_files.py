@@ -1,0 +1,70 @@
+"""The files an Nsight Compute capture adds to a run folder: the tidy tables (kernels.csv, rules.csv) and, for the
+deep dive, report-verbose.md (every rule and metric) with the annotated source and SASS of each stage."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from kbench.analysis import ncu
+from kbench.fsutil import safe
+from kbench.report.models import ProfileResult
+from kbench.report.render import render_verbose
+
+Grouped = list[tuple[str, list[ncu.Kernel]]]
+
+
+def tables(grouped: Grouped, run_dir: Path) -> None:
+    stage_of = {k.index: name for name, ks in grouped for k in ks}
+    kernels = [k for _, ks in grouped for k in ks]
+    ncu.kernels_frame(kernels, stage_of).to_csv(run_dir / "kernels.csv", index=False)
+    ncu.rules_frame(kernels, stage_of).to_csv(run_dir / "rules.csv", index=False)
+
+
+def deep_dive(result: ProfileResult, grouped: Grouped, run_dir: Path) -> None:
+    assert result.sections.counters is not None
+    actions = ncu.load_actions(run_dir / result.sections.counters.source)
+    stages: list[dict[str, object]] = []
+    for name, ks in grouped:
+        stages.append(
+            {"name": name, "kernels": ks, "metrics": {k.index: ncu.all_metrics(actions[k.index]) for k in ks}}
+        )
+        _source(run_dir, name, [(k, actions[k.index]) for k in ks])
+    (run_dir / "report-verbose.md").write_text(render_verbose(result, stages))
+
+
+def _source(run_dir: Path, stage: str, kernels: list[tuple[ncu.Kernel, Any]]) -> None:
+    (run_dir / "source").mkdir(exist_ok=True)
+    (run_dir / "sass").mkdir(exist_ok=True)
+    lines = [
+        f"# Annotated source: stage {stage}",
+        "",
+        "Each source line with the instructions it executed and the warp-stall samples of its SASS "
+        "(ncu source counters), hottest first.",
+        "",
+    ]
+    for k, action in kernels:
+        rows = ncu.sass_rows(action)
+        with (run_dir / "sass" / f"{safe(stage)}-{k.index}.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(
+                f, fieldnames=["pc", "file", "line", "sass", "inst_executed", "stall_samples", "top_stall"]
+            )
+            writer.writeheader()
+            writer.writerows(rows)
+        src = ncu.annotated_source(action)
+        lines += [
+            f"## Kernel {k.index}: {k.name}",
+            "",
+            "| File:line | Instructions executed | Stall samples | Top stall | Source |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {Path(e['file']).name}:{e['line']} | {e['inst_executed']:.0f} | {e['stall_samples']:.0f} | "
+            f"{e['top_stall'] or 'n/a'} | `{e['source'].strip().replace('|', '/')}` |"
+            for e in src
+        ]
+        lines.append("")
+        if not src:
+            lines += ["(no source counters in this report: profile with --prof_type=ncu, which imports the source)", ""]
+    (run_dir / "source" / f"{safe(stage)}.md").write_text("\n".join(lines) + "\n")
