@@ -20,7 +20,7 @@ profile() {  # NAME ARGS...: one profile, its wall time and last lines
 
 step "device (read-only query)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw --format=csv
-$py -c "from kbench.runtime import tools; n = tools.find_nsys(); print('nsys', n, tools.version(n))"
+$py -c "from kbench.capture import tools; n = tools.find_nsys(); print('nsys', n, tools.version(n))"
 
 step "nsys mode with Nsight Systems"
 profile nsys_fork_join $py -m kbench.kernel fork_join --prof_type=nsys
@@ -29,7 +29,7 @@ profile nsys_vector_add $py -m kbench.kernel vector_add --prof_type=nsys
 step "nsys mode with nsys hidden (PATH and CUDA_HOME without it; HIDE_NSYS=1 also renames the nsys kbench found)"
 hidden=""
 if [ -n "${HIDE_NSYS:-}" ]; then  # for a throw-away machine: the binary is put back on exit
-  hidden=$($py -c "from kbench.runtime import tools; print(tools.find_nsys())" 2>/dev/null)
+  hidden=$($py -c "from kbench.capture import tools; print(tools.find_nsys())" 2>/dev/null)
   [ -n "$hidden" ] && mv "$hidden" "$hidden.hidden-by-kbench" && trap 'mv "$hidden.hidden-by-kbench" "$hidden"' EXIT
 fi
 for plan in fork_join vector_add; do

@@ -53,7 +53,7 @@ $py -m tests.benchmark.bench_all 2>&1 | tee "$res/bench_all.txt" | grep -v '^kbe
 
 step "measured ceilings (device copy, torch.mm)"
 $py - <<'PY' 2>&1 | tee "$res/ceilings.txt"
-from kbench.runtime import ceilings
+from kbench.capture import ceilings
 for p, c in ceilings.measure(["bf16", "fp16", "fp32", "tf32"]).items():
     print(f"{p}: {c.tflops:.1f} TFLOP/s; copy {c.gbps:.0f} GB/s")
 PY

@@ -14,8 +14,8 @@ import pytest
 
 from kbench.analysis.compare import compare
 from kbench.analysis.devices import load_devices
+from kbench.analysis.figures import PlanFigures, from_timings
 from kbench.analysis.roofline import Ceilings
-from kbench.analysis.summary import PlanFigures, summarize
 from kbench.analysis.timing_stats import TimingStats
 from kbench.plan.discovery import load_version
 from kbench.report.models import ProfileResult
@@ -35,7 +35,7 @@ def reanalyse(name: str, ceilings: dict[str, Ceilings] | None = None) -> tuple[P
     known = ceilings is None
     if ceilings is None:
         ceilings = load_devices().devices[params["device"]["key"]].ceilings()
-    figures = summarize(
+    figures = from_timings(
         plan.checked_stages(), timings, ceilings, roofline_known=known, device_name=params["device"]["name"]
     )
     return figures, recorded
@@ -118,7 +118,7 @@ def test_unknown_device_report_has_na_roofline_and_says_why(tmp_path: Path) -> N
         100 * (add.duration_us - bound) / add.duration_us
     )
     assert "measured DRAM ceiling" in figures.root_cause and figures.opportunities_note
-    result = recorded.model_copy(update={"figures": figures, "device_key": None, "baseline": []})
+    result = recorded.model_copy(update={"figures": figures, "device_key": None})
     out = tmp_path / "report.md"
     out.write_text(render_report(result))
     text = out.read_text()

@@ -73,9 +73,9 @@ def test_help_explains_usage_modes_and_parameters() -> None:
         (["vector_add", "--n", "5"], 2, "plan parameters are written --name=value"),
         (["vector_add", "--bench-runs=x"], 2, "Invalid value for '--bench-runs'"),
         (["vector_add", "--prof_type=perf"], 2, "unknown --prof_type=perf; choose one of annotation, event"),
-        (["matmul", "--timeline-backend=torch"], 2, "--timeline-backend=torch: auto, nsys or torch, and only with"),
-        (["matmul", "--prof_type=nsys", "--timeline-backend=perfetto"], 2, "--timeline-backend=perfetto: auto, nsys"),
-        (["matmul", "--prof_type=nsys", "--cuda-graph"], 2, "--cuda-graph times CUDA-graph replays in event mode"),
+        (["matmul", "--timeline-backend=torch"], 2, "--timeline-backend applies to --prof_type=nsys only"),
+        (["matmul", "--prof_type=nsys", "--timeline-backend=perfetto"], 2, "--timeline-backend=perfetto: choose auto"),
+        (["matmul", "--prof_type=nsys", "--cuda-graph"], 2, "--cuda-graph applies to --prof_type=event only"),
         ([], 2, "name a kernel package, e.g. `vector_add`"),
     ],
 )

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from kbench import pipeline
 from kbench.analysis.devices import load_devices, resolve
 from kbench.capture import clocks, gpu, tools
 from kbench.errors import KbenchError, KernelError
+from kbench.modes.base import RunOptions
 from kbench.plan.discovery import load_version
-from kbench.runtime.profiling import counters_session, session
-from kbench.runtime.profiling.session import RunOptions
 from tests.clock_fakes import FakeClocks
 
 VERSION = "print('NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 36398880)')"
@@ -25,7 +25,7 @@ VERSION = "print('NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025
 @pytest.fixture
 def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path):
     monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
-    monkeypatch.setattr(session, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3"))
+    monkeypatch.setattr(gpu, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3"))
 
     def install(body: str) -> None:
         script = tmp_path / "ncu"
@@ -41,7 +41,7 @@ def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path):
 
 def profile(**kw):
     plan = load_version("vector_add").from_values({"n": 1024})
-    return counters_session.run("annotation", plan, RunOptions(out_root=Path("prof"), progress=lambda m: None, **kw))
+    return pipeline.profile("annotation", plan, RunOptions(out_root=Path("prof"), progress=lambda m: None, **kw))
 
 
 def failed_run() -> dict[str, Any]:

@@ -11,25 +11,17 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from kbench import pipeline
-from kbench.analysis.devices import load_devices, resolve
-from kbench.capture import clocks, gpu
-from kbench.capture.prepare import Prepared, PreparedStage
-from kbench.capture.timing import Samples
 from kbench.cli.app import app
-from kbench.modes import event
 from kbench.modes.base import RunOptions
-from kbench.plan import autotune
-from kbench.plan.base import Launch
 from kbench.plan.discovery import load_version, with_version
-from tests.clock_fakes import FakeClocks
 from tests.conftest import DATA, contract_problems
+from tests.pipeline_fakes import offline_gpu, replay
 
 ROOT = Path(__file__).parents[1]
 GOLDEN = DATA / "golden"
@@ -120,57 +112,22 @@ def test_analyze_reports_are_unchanged(name: str, tmp_path: Path, monkeypatch: p
     check_golden(name, run_dir, tmp_path)
 
 
-@dataclass(frozen=True)
-class Recorded(Samples):
-    recorded_method: str = ""
-
-    @property
-    def method(self) -> str:
-        return self.recorded_method
-
-
 @pytest.fixture
-def offline_gpu(monkeypatch: pytest.MonkeyPatch, isolated: Path) -> Path:
-    """The event pipeline with its GPU-facing calls replaced: the H100, fixed tool versions, steady clocks, stages
-    prepared with their first config (nothing runs)."""
-    monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
-    monkeypatch.setattr(gpu, "tool_versions", lambda: {"torch": "2.11.0+cu130", "triton": "3.6.0"})
-    monkeypatch.setattr(gpu, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3"))
-    monkeypatch.setattr(clocks, "control", FakeClocks().as_control)
-
-    def prepare(plan, device, seed):
-        prep = Prepared(plan=plan, device="cuda", ws=None)
-        for s in plan.checked_stages():
-            cfg = dict(s.tuning[0])
-            fixed = autotune.TuneResult(best=cfg, history=[], source="fixed", path=None)
-            prep.stages.append(PreparedStage(s, cfg, Launch(fn=lambda: None), fixed))  # nothing runs
-        return prep
-
-    monkeypatch.setattr(event, "prepare_on_gpu", prepare)
+def offline(monkeypatch: pytest.MonkeyPatch, isolated: Path) -> Path:
+    offline_gpu(monkeypatch)
     return isolated
 
 
-def replay(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
-    """CUDA-event timing replaced by the samples of a real run, stage by stage, then the whole plan."""
-    timings = json.loads((folder / "timings.json").read_text())
-    entries = [*timings["stages"].values(), timings["plan"]]
-    recorded = iter(
-        Recorded(e["samples_us"], int(e.get("warmup_reps") or 0), False, 100 << 20, recorded_method=timings["method"])
-        for e in entries
-    )
-    monkeypatch.setattr(event, "time_cuda", lambda fn, reps, cuda_graph=False: next(recorded))
-
-
 @pytest.mark.parametrize("name", sorted(EVENT))
-def test_event_reports_are_unchanged(name: str, offline_gpu: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_event_reports_are_unchanged(name: str, offline: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = EVENT[name]
     params = json.loads((folder / "params.json").read_text())
     plan = load_version(params["kernel"], params["version"]).from_values(params["params"])
     opts = RunOptions(out_root=Path("out"), check=False, progress=lambda msg: None, bench_runs=100)
-    replay(monkeypatch, folder)
+    replay(monkeypatch, folder / "timings.json")
     first = pipeline.profile("event", plan, opts)
-    check_golden(name, Path(first.out_dir), offline_gpu)
+    check_golden(name, Path(first.out_dir), offline)
     if name == "event_vector_add_base":  # a second run of the same parameters: the vs Baseline section
-        replay(monkeypatch, EXAMPLES / "event-vector_add-v2")
+        replay(monkeypatch, EXAMPLES / "event-vector_add-v2" / "timings.json")
         second = pipeline.profile("event", with_version(plan, "v2"), opts)
-        check_golden(f"{name}_then_v2", Path(second.out_dir), offline_gpu)
+        check_golden(f"{name}_then_v2", Path(second.out_dir), offline)

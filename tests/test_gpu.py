@@ -8,10 +8,17 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import contract_problems
+
+
+def tiling(r: Any) -> dict[str, Any]:
+    assert r.sections.tiling is not None
+    stages: dict[str, Any] = r.sections.tiling.stages
+    return stages
 
 pytestmark = pytest.mark.gpu
 
@@ -23,7 +30,7 @@ def _vector_add(n: int = 1 << 22):
 
 
 def test_event_mode_writes_a_contract_report(isolated: Path) -> None:
-    from kbench.runtime.profiling.event import event_profile_plan
+    from kbench.api import event_profile_plan
 
     r = event_profile_plan(_vector_add(), out_dir="prof", bench_runs=20)
     run = Path(r.out_dir)
@@ -46,31 +53,32 @@ def test_event_mode_writes_a_contract_report(isolated: Path) -> None:
 
 
 def test_second_run_gets_a_baseline_and_a_new_folder(isolated: Path) -> None:
-    from kbench.runtime.profiling.event import event_profile_plan
+    from kbench.api import event_profile_plan
 
     first = event_profile_plan(_vector_add(), out_dir="prof", bench_runs=10)
     second = event_profile_plan(_vector_add(), out_dir="prof", version="v2", bench_runs=10)
     assert first.out_dir != second.out_dir and Path(first.out_dir, "report.md").exists()
-    assert second.version == "v2" and second.baseline_from and first.out_dir in second.baseline_from
+    assert second.version == "v2" and second.sections.baseline and first.out_dir in second.sections.baseline.source
     assert "## vs Baseline" in second.report_md
     assert contract_problems(Path(second.out_dir) / "report.md") == []
 
 
 def test_autotune_cache_is_reused_and_a_corrupt_entry_is_retuned(isolated: Path, caplog) -> None:
-    from kbench.runtime.profiling.event import event_profile_plan
+    from kbench.api import event_profile_plan
+    from kbench.plan.discovery import with_version
 
-    plan = _vector_add().with_version("v2")
+    plan = with_version(_vector_add(), "v2")
     event_profile_plan(plan, out_dir="prof", bench_runs=5)
     entries = list(Path(".cache/kernel-autotune").rglob("*.json"))
     assert len(entries) == 1
     again = event_profile_plan(plan, out_dir="prof", bench_runs=5)
-    assert again.tiling["add"]["tuning_source"] == "cache"
+    assert tiling(again)["add"]["tuning_source"] == "cache"
     entries[0].write_text("{not json")
     with caplog.at_level(logging.WARNING):
         third = event_profile_plan(plan, out_dir="prof", bench_runs=5)
-    assert third.tiling["add"]["tuning_source"] == "tuned"
+    assert tiling(third)["add"]["tuning_source"] == "tuned"
     assert any("corrupt" in m for m in caplog.messages)
-    assert json.loads(entries[0].read_text())["best"] == third.tiling["add"]["config"]
+    assert json.loads(entries[0].read_text())["best"] == tiling(third)["add"]["config"]
 
 
 def test_every_tuning_config_passes_on_the_gpu() -> None:
@@ -89,8 +97,8 @@ def test_every_tuning_config_passes_on_the_gpu() -> None:
 
 
 def test_library_stage_has_no_triton_artifacts(isolated: Path) -> None:
+    from kbench.api import event_profile_plan
     from kbench.plan.discovery import load_version
-    from kbench.runtime.profiling.event import event_profile_plan
 
     plan = load_version("matmul", "torch_mm").from_values({"m": 2048, "n": 2048, "k": 2048})
     r = event_profile_plan(plan, out_dir="prof", bench_runs=10, cuda_graph=True)
@@ -109,7 +117,7 @@ def test_active_device_is_known_or_explicitly_unknown() -> None:
 
 
 def test_unknown_device_gets_na_roofline_and_measured_classification(isolated: Path, monkeypatch) -> None:
-    from kbench.runtime.profiling.event import event_profile_plan
+    from kbench.api import event_profile_plan
 
     table = json.loads((Path(__file__).parents[1] / "conf" / "devices.json").read_text())
     table["devices"] = {"Other": table["devices"]["L40S"] | {"nvml_names": ["No Such GPU"]}}
@@ -173,23 +181,23 @@ def test_cli_event_run_prints_the_report(isolated: Path) -> None:
 
 
 def test_annotation_mode_reads_counters_for_each_stage(isolated: Path) -> None:
-    from kbench.runtime.profiling.annotation import annotation_profile_plan
+    from kbench.api import annotation_profile_plan
 
     r = annotation_profile_plan(_vector_add(1 << 24), out_dir="prof")
     run = Path(r.out_dir)
     assert contract_problems(run / "report.md") == []
-    (c,) = r.counters
+    (c,) = r.sections.counters.stages  # type: ignore[union-attr]
     assert c.kernels == ["add_kernel"] and c.dram_pct is not None and c.dram_pct > 50
     assert c.replay_passes is not None and c.replay_passes <= 15
-    assert r.stage("add").bottleneck == "Memory" and r.conformance[0]["verdict"] == "as declared"
+    assert r.stage("add").bottleneck == "Memory" and r.sections.conformance.rows[0]["verdict"] == "as declared"  # type: ignore[union-attr]
     assert (run / "profile.ncu-rep").exists() and (run / "compiled" / "add").is_dir()
     params = json.loads((run / "params.json").read_text())
     assert params["status"] == "ok" and "--clock-control none" in params["ncu_command"]
 
 
 def test_ncu_mode_writes_the_deep_dive(isolated: Path) -> None:
+    from kbench.api import ncu_profile_plan
     from kbench.plan.discovery import load_version
-    from kbench.runtime.profiling.ncu import ncu_profile_plan
 
     plan = load_version("matmul", "v2").from_values({"m": 2048, "n": 2048, "k": 2048})
     r = ncu_profile_plan(plan, out_dir="prof")
@@ -198,7 +206,7 @@ def test_ncu_mode_writes_the_deep_dive(isolated: Path) -> None:
     assert (run / "report-verbose.md").stat().st_size > 10_000
     assert "tl.dot" in (run / "source" / "mm.md").read_text()
     assert list((run / "sass").glob("mm-*.csv")) and list((run / "compiled" / "mm").glob("*.ptx"))
-    (c,) = r.counters
+    (c,) = r.sections.counters.stages  # type: ignore[union-attr]
     assert c.tensor_flops == 2 * 2048**3 and r.stage("mm").bottleneck in {"Compute", "Latency"}
 
 
@@ -234,12 +242,12 @@ def _fork_join():
 
 @pytest.mark.parametrize("backend", ["auto", "torch"])
 def test_nsys_mode_times_a_concurrent_plan(isolated: Path, backend: str) -> None:
-    from kbench.runtime.profiling.nsys import nsys_profile_plan
+    from kbench.api import nsys_profile_plan
 
     r = nsys_profile_plan(_fork_join(), out_dir="prof", bench_runs=10, backend=backend)
     run = Path(r.out_dir)
     assert contract_problems(run / "report.md") == [] and "## Timeline" in r.report_md
-    t = r.timeline
+    t = r.sections.timeline.analysis  # type: ignore[union-attr]
     assert t is not None and [s.stage for s in t.stages] == ["mm", "rowsum", "combine"]
     assert all(s.occurrences == 10 and s.alone is not None and s.alone.n == 10 for s in t.stages)
     assert t.order is not None and t.order.dependency_checks == 20 and t.order.dependency_violations == 0
@@ -251,11 +259,11 @@ def test_nsys_mode_times_a_concurrent_plan(isolated: Path, backend: str) -> None
     assert params["status"] == "ok"
     if backend == "torch":
         assert params["capture_backend"] == "torch" and (run / "pytorch_trace.json").exists()
-        assert "PyTorch profiler" in r.capture and "asked for" in r.capture
+        assert "PyTorch profiler" in r.sections.timeline.capture and "asked for" in r.sections.timeline.capture  # type: ignore[union-attr]
 
 
 def test_nsys_mode_falls_back_when_nsys_fails(isolated: Path, monkeypatch) -> None:
-    from kbench.runtime.profiling.nsys import nsys_profile_plan
+    from kbench.api import nsys_profile_plan
 
     fake = isolated / "nsys"
     fake.write_text(
@@ -265,13 +273,13 @@ def test_nsys_mode_falls_back_when_nsys_fails(isolated: Path, monkeypatch) -> No
     fake.chmod(0o755)
     monkeypatch.setenv("KBENCH_NSYS", str(fake))
     r = nsys_profile_plan(_vector_add(), out_dir="prof", bench_runs=5)
-    assert "nsys was not used: nsys wrote no report" in r.capture
+    assert "nsys was not used: nsys wrote no report" in r.sections.timeline.capture  # type: ignore[union-attr]
     assert contract_problems(Path(r.out_dir) / "report.md") == []
     assert json.loads((Path(r.out_dir) / "params.json").read_text())["capture_backend"] == "torch"
 
 
 def test_event_mode_on_a_concurrent_plan_points_to_nsys(isolated: Path) -> None:
-    from kbench.runtime.profiling.event import event_profile_plan
+    from kbench.api import event_profile_plan
 
     r = event_profile_plan(_fork_join(), out_dir="prof", bench_runs=10)
     assert "--prof_type=nsys" in r.report_md and r.plan_timing is not None
@@ -298,7 +306,7 @@ def test_clocks_are_read_and_sampled_but_never_changed() -> None:
 
 
 def test_an_unlocked_profile_reports_the_sampled_clocks(isolated: Path) -> None:
-    from kbench.runtime.profiling.event import event_profile_plan
+    from kbench.api import event_profile_plan
 
     r = event_profile_plan(_vector_add(), out_dir="prof", bench_runs=50, lock_clocks=False)
     s = r.clock_summary

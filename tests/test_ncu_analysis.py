@@ -12,14 +12,24 @@ from pathlib import Path
 
 import pytest
 
+from kbench import pipeline
 from kbench.analysis import ncu
+from kbench.analysis.devices import load_devices
 from kbench.errors import KbenchError
+from kbench.modes import registry
+from kbench.modes.base import Analysis, Context
+from kbench.modes.counters import group
 from kbench.plan.discovery import load_version
-from kbench.runtime.profiling import counters_run
 from tests.conftest import DATA, contract_problems
 
 REPS = DATA / "ncu_h100"
 FIXTURES = ["full_add", "full_mm", "ann_mm", "sol_streams"]
+
+
+def analysed(rep: Path, mode: str, plan=None) -> Analysis:
+    """A counter mode's analysis of a capture on disk, as `kbench analyze` runs it."""
+    backend = registry.get(mode)
+    return backend.analyse(backend.open(rep), Context(plan, load_devices()))
 
 
 def test_full_add_record() -> None:
@@ -50,20 +60,20 @@ def test_sol_streams_is_one_row_per_kernel() -> None:
     ks = ncu.kernels(REPS / "sol_streams.ncu-rep")
     assert [k.name[:10] for k in ks] == ["add_kernel", "nvjet_sm90"] * 3
     assert [k.m("stream") for k in ks] == [13, 17] * 3
-    result, grouped = counters_run.build_result(REPS / "sol_streams.ncu-rep", "ncu", None, kernels=ks)
-    assert [len(g) for _, g in grouped] == [1] * 6 and len(result.stages) == 6
-    assert [s.bottleneck for s in result.stages] == ["Memory", "Compute"] * 3
+    assert [len(g) for _, g in group(ks, None)] == [1] * 6
+    result = analysed(REPS / "sol_streams.ncu-rep", "ncu")
+    assert [s.bottleneck for s in result.figures.stages] == ["Memory", "Compute"] * 3
 
 
 @pytest.mark.parametrize(("fixture", "plan_class"), [("full_add", "Memory"), ("full_mm", "Compute")])
 @pytest.mark.parametrize("mode", ["annotation", "ncu"])
 def test_classification(fixture: str, plan_class: str, mode: str) -> None:
-    result, _ = counters_run.build_result(REPS / f"{fixture}.ncu-rep", mode, None)
+    result = analysed(REPS / f"{fixture}.ncu-rep", mode, None)
     assert result.figures.bottleneck == plan_class
 
 
 def test_ncu_mode_ranks_ncu_rules_by_their_speedup() -> None:
-    result, _ = counters_run.build_result(REPS / "full_mm.ncu-rep", "ncu", None)
+    result = analysed(REPS / "full_mm.ncu-rep", "ncu", None)
     top = result.figures.opportunities
     assert [o.gain_pct for o in top] == sorted((o.gain_pct for o in top), reverse=True)
     assert top[0].metric == "launch__waves_per_multiprocessor" and top[0].gain_pct == pytest.approx(25.0)
@@ -72,8 +82,8 @@ def test_ncu_mode_ranks_ncu_rules_by_their_speedup() -> None:
 
 def test_annotation_mode_with_a_plan_uses_the_roofline() -> None:
     plan = load_version("matmul").from_values({})
-    result, _ = counters_run.build_result(REPS / "ann_mm.ncu-rep", "annotation", plan)
-    (mm,) = result.stages  # three launches in kbench.mm, aggregated into the plan's one stage
+    result = analysed(REPS / "ann_mm.ncu-rep", "annotation", plan)
+    (mm,) = result.figures.stages  # three launches in kbench.mm, aggregated into the plan's one stage
     assert mm.duration_us == pytest.approx((221568 + 230208 + 226112) / 1000, rel=1e-3)
     assert mm.bound_us == pytest.approx(2 * 4096**3 / 989.4e12 * 1e6)
     assert mm.efficiency_pct == pytest.approx(100 * mm.bound_us / mm.duration_us)  # type: ignore[operator]
@@ -83,13 +93,13 @@ def test_annotation_mode_with_a_plan_uses_the_roofline() -> None:
 
 def test_a_plan_that_does_not_match_the_report_is_one_line() -> None:
     with pytest.raises(KbenchError, match=r"no profiled kernel lies in NVTX range\(s\) kbench.add"):
-        counters_run.build_result(REPS / "full_mm.ncu-rep", "annotation", load_version("vector_add").from_values({}))
+        analysed(REPS / "full_mm.ncu-rep", "annotation", load_version("vector_add").from_values({}))
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)
 @pytest.mark.parametrize("mode", ["annotation", "ncu"])
 def test_every_fixture_renders_a_contract_report(tmp_path: Path, fixture: str, mode: str) -> None:
-    result = counters_run.analyze(REPS / f"{fixture}.ncu-rep", mode, tmp_path, None)
+    result = pipeline.analyze(REPS / f"{fixture}.ncu-rep", mode, tmp_path, None)
     run = Path(result.out_dir)
     assert contract_problems(run / "report.md") == []
     assert (run / f"{fixture}.ncu-rep").exists() and (run / "result.json").exists()
@@ -97,7 +107,7 @@ def test_every_fixture_renders_a_contract_report(tmp_path: Path, fixture: str, m
 
 
 def test_ncu_mode_writes_verbose_report_source_and_sass(tmp_path: Path) -> None:
-    result = counters_run.analyze(REPS / "full_mm.ncu-rep", "ncu", tmp_path, load_version("matmul").from_values({}))
+    result = pipeline.analyze(REPS / "full_mm.ncu-rep", "ncu", tmp_path, load_version("matmul").from_values({}))
     run = Path(result.out_dir)
     verbose = (run / "report-verbose.md").read_text()
     (k,) = ncu.kernels(REPS / "full_mm.ncu-rep")
@@ -137,15 +147,16 @@ def test_kbench_analyze_needs_no_ncu(tmp_path: Path, fixture: str) -> None:
 def test_measured_bytes_far_from_the_model_is_a_finding() -> None:
     # full_mm's Triton matmul (128x128 tiles, no grouping) reads A and B about twice from DRAM
     plan = load_version("matmul").from_values({})
-    result, _ = counters_run.build_result(REPS / "full_mm.ncu-rep", "annotation", plan)
-    (mm,) = result.stages
+    result = analysed(REPS / "full_mm.ncu-rep", "annotation", plan)
+    (mm,) = result.figures.stages
     assert "measured DRAM bytes 1.99x the model" in mm.key_issue
     own = DATA / "kbench_h100" / "annotation_matmul_base.ncu-rep"  # kbench's list: complete measured FLOPs
-    result, _ = counters_run.build_result(own, "annotation", plan)
-    assert result.counters[0].measured_flops == 2 * 4096**3 and "FLOPs" not in result.stages[0].key_issue
+    result = analysed(own, "annotation", plan)
+    assert result.sections.counters.stages[0].measured_flops == 2 * 4096**3  # type: ignore[union-attr]
+    assert "FLOPs" not in result.figures.stages[0].key_issue
     small = load_version("matmul").from_values({"k": 2048})  # a model at half the real FLOPs is flagged
-    result, _ = counters_run.build_result(own, "annotation", small)
-    assert result.stages[0].key_issue.startswith("measured FLOPs 2.00x the model")
+    result = analysed(own, "annotation", small)
+    assert result.figures.stages[0].key_issue.startswith("measured FLOPs 2.00x the model")
 
 
 def test_kbench_annotation_capture_counts_scalar_flops_and_passes() -> None:
@@ -155,7 +166,7 @@ def test_kbench_annotation_capture_counts_scalar_flops_and_passes() -> None:
 
 
 def test_roofline_chart_only_with_a_model(tmp_path: Path) -> None:
-    with_plan = counters_run.analyze(
+    with_plan = pipeline.analyze(
         DATA / "kbench_h100" / "annotation_matmul_base.ncu-rep",
         "annotation",
         tmp_path,
@@ -164,14 +175,14 @@ def test_roofline_chart_only_with_a_model(tmp_path: Path) -> None:
     png = Path(with_plan.out_dir) / "roofline.png"
     assert with_plan.chart == "roofline.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Chart: `roofline.png`" in with_plan.report_md
-    offline = counters_run.analyze(REPS / "ann_mm.ncu-rep", "annotation", tmp_path, None)
+    offline = pipeline.analyze(REPS / "ann_mm.ncu-rep", "annotation", tmp_path, None)
     assert offline.chart is None and not (Path(offline.out_dir) / "roofline.png").exists()
 
 
 def test_tidy_tables_are_written(tmp_path: Path) -> None:
     import pandas as pd
 
-    result = counters_run.analyze(REPS / "sol_streams.ncu-rep", "ncu", tmp_path, None)
+    result = pipeline.analyze(REPS / "sol_streams.ncu-rep", "ncu", tmp_path, None)
     run = Path(result.out_dir)
     kernels_csv = pd.read_csv(run / "kernels.csv")
     assert len(kernels_csv) == 6 and list(kernels_csv["stream"]) == [13, 17] * 3

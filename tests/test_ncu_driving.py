@@ -12,9 +12,8 @@ import pytest
 from kbench.analysis.ncu import ANNOTATION_METRICS, kernels
 from kbench.capture import tools
 from kbench.capture.ncu_argv import ncu_argv
-from kbench.plan.discovery import load_version
-from kbench.runtime.profiling.counters_run import group
-from kbench.runtime.profiling.counters_session import conformance
+from kbench.modes.counters import conformance, group
+from kbench.plan.discovery import load_version, with_version
 from tests.conftest import DATA
 
 CHILD = ["/usr/bin/python3", "-m", "kbench.capture.child", "/r/child-spec.json"]
@@ -117,6 +116,6 @@ def test_conformance_compares_declared_and_observed_kernels() -> None:
     assert row["observed"] == "mm_kernel" and row["launches"] == "3" and row["verdict"] == "as declared"
     (row,) = conformance(plan, grouped, {"mm": {"grid": [512]}})
     assert row["verdict"] == "differs from the plan" and row["observed_grid"] == "1024"
-    torch_plan = plan.with_version("torch_mm")
+    torch_plan = with_version(plan, "torch_mm")
     (row,) = conformance(torch_plan, group(kernels(DATA / "ncu_h100" / "ann_mm.ncu-rep"), torch_plan), {})
     assert row["verdict"] == "library stage: kernels not declared"

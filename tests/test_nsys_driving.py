@@ -14,13 +14,15 @@ from typing import Any
 
 import pytest
 
+from kbench import pipeline
 from kbench.analysis.devices import load_devices, resolve
 from kbench.capture import gpu, tools
 from kbench.capture.nsys_argv import export_argv, profile_argv
 from kbench.errors import KernelError
+from kbench.modes import nsys
+from kbench.modes.base import RunOptions
 from kbench.plan.discovery import load_version
-from kbench.runtime.profiling import nsys, session
-from kbench.runtime.profiling.session import RunOptions
+from kbench.report.models import ProfileResult, Timeline
 from tests.conftest import DATA, contract_problems
 
 KBENCH = DATA / "kbench_h100"
@@ -113,7 +115,7 @@ print("Unable to retrieve the importer version: skipping importation of the QDST
 @pytest.fixture
 def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path):
     monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
-    monkeypatch.setattr(session, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3"))
+    monkeypatch.setattr(gpu, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3"))
 
     def install(body: str) -> None:
         script = tmp_path / "bin" / "nsys"
@@ -128,7 +130,17 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path):
 def profile(backend: str = "auto", **kw: Any):
     plan = load_version("fork_join").from_values({})
     opts = RunOptions(out_root=Path("prof"), progress=lambda m: None, timeline_backend=backend, **kw)
-    return nsys.run(plan, opts)
+    return pipeline.profile("nsys", plan, opts)
+
+
+def timeline_of(r: ProfileResult) -> Timeline:
+    assert r.sections.timeline is not None
+    return r.sections.timeline
+
+
+def tiling_of(r: ProfileResult) -> dict[str, Any]:
+    assert r.sections.tiling is not None
+    return r.sections.tiling.stages
 
 
 def the_run() -> tuple[Path, dict[str, Any]]:
@@ -148,7 +160,8 @@ def test_a_capture_by_nsys_becomes_the_report(stand_in) -> None:
     r = profile()
     run, params = the_run()
     assert contract_problems(run / "report.md") == [] and (run / "report.md").read_text() == r.report_md
-    assert r.capture.startswith("Nsight Systems 2025.3.1.90 (`timeline.nsys-rep`, exported to `timeline.sqlite`)")
+    captured = timeline_of(r).capture
+    assert captured.startswith("Nsight Systems 2025.3.1.90 (`timeline.nsys-rep`, exported to `timeline.sqlite`)")
     assert params["status"] == "ok" and params["capture_backend"] == "nsys" and params["nsys_not_used"] is None
     assert params["nsys_command"].split()[1:7] == [
         "profile",
@@ -164,8 +177,9 @@ def test_a_capture_by_nsys_becomes_the_report(stand_in) -> None:
     )
     spec = json.loads((run / "child-spec.json").read_text())
     assert spec["program"] == "timeline" and spec["backend"] == "nsys" and spec["iterations"] == 100
-    assert r.check and r.check.startswith("PASS") and r.tiling["mm"]["grid"] == [1024]
-    assert r.timeline is not None and r.timeline.overlap is not None and len(r.timeline.windows) == 100
+    assert r.check and r.check.startswith("PASS") and tiling_of(r)["mm"]["grid"] == [1024]
+    t = timeline_of(r).analysis
+    assert t.overlap is not None and len(t.windows) == 100
 
 
 def test_nsys_without_its_importer_falls_back_to_the_pytorch_profiler(stand_in, monkeypatch) -> None:
@@ -174,10 +188,11 @@ def test_nsys_without_its_importer_falls_back_to_the_pytorch_profiler(stand_in, 
     r = profile()
     run, params = the_run()
     assert contract_problems(run / "report.md") == []
-    assert "PyTorch profiler (CUPTI)" in r.capture and "nsys was not used: nsys wrote no report" in r.capture
+    captured = timeline_of(r).capture
+    assert "PyTorch profiler (CUPTI)" in captured and "nsys was not used: nsys wrote no report" in captured
     assert "LD_LIBRARY_PATH" in params["nsys_not_used"] and params["capture_backend"] == "torch"
     assert (run / "nsys.log").read_text().count("skipping importation") == 1
-    assert len(r.timeline.windows) == 20 if r.timeline else False
+    assert len(timeline_of(r).analysis.windows) == 20
 
 
 def test_asking_for_nsys_turns_its_failure_into_one_line(stand_in) -> None:
@@ -236,4 +251,4 @@ def test_missing_nsys_falls_back_and_asking_for_it_fails(stand_in, monkeypatch, 
     assert not Path("prof").exists()  # refused before any folder was made
     monkeypatch.setattr(nsys, "capture_torch", torch_capture)
     r = profile()
-    assert "nsys was not used: KBENCH_NSYS=" in r.capture and the_run()[1]["capture_backend"] == "torch"
+    assert "nsys was not used: KBENCH_NSYS=" in timeline_of(r).capture and the_run()[1]["capture_backend"] == "torch"

@@ -8,7 +8,7 @@ import pytest
 
 from kbench.errors import UsageError
 from kbench.plan.base import Launch, Stage
-from kbench.plan.discovery import find_package, load_version, packages
+from kbench.plan.discovery import find_package, load_version, packages, with_version
 
 USER = Path(__file__).parent / "data" / "user_kernels"
 
@@ -25,8 +25,8 @@ def test_shipped_packages_and_versions() -> None:
 def test_default_version_is_base_and_identity_comes_from_the_module() -> None:
     plan = load_version("matmul").from_values({})
     assert (plan.package, plan.version) == ("matmul", "base")
-    assert plan.with_version("v2").version == "v2"
-    assert plan.with_version("torch_mm").values() == plan.values()
+    assert with_version(plan, "v2").version == "v2"
+    assert with_version(plan, "torch_mm").values() == plan.values()
 
 
 def test_values_keep_declared_order_with_dtype_last_and_slug_is_stable() -> None:
@@ -182,7 +182,7 @@ def test_the_same_folder_twice_is_not_a_clash(monkeypatch: pytest.MonkeyPatch) -
 
 def test_concurrent_plans_declare_streams_and_dependencies() -> None:
     base = load_version("fork_join").from_values({})
-    assert base.concurrent() and not base.with_version("serial").concurrent()
+    assert base.concurrent() and not with_version(base, "serial").concurrent()
     assert not load_version("matmul").from_values({}).concurrent()
     streams = {s.name: (s.stream, tuple(s.after)) for s in base.checked_stages()}
     assert streams == {"mm": (1, ()), "rowsum": (2, ()), "combine": (0, ("mm", "rowsum"))}

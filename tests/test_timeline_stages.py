@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from kbench import pipeline
 from kbench.analysis import timeline as tl
 from kbench.analysis import timeline_stages as ts
+from kbench.analysis.figures import from_timeline
 from kbench.errors import KbenchError
 from kbench.plan.discovery import load_version
 from kbench.report.trace import chrome_trace
-from kbench.runtime.profiling import timeline_run
 from tests.conftest import DATA, contract_problems
 
 KBENCH = DATA / "kbench_h100"
@@ -97,13 +98,13 @@ def test_no_model_and_a_busy_gpu_is_not_guessed() -> None:
     a = ts.analyze(tl.load(DATA / "timeline_h100" / "kineto_trace.json"), "PyTorch profiler (CUPTI)", "k.json")
     assert a.grouping.startswith("kernel names") and a.idle_pct < 50
     with pytest.raises(KbenchError, match="a timeline alone cannot tell memory- from compute-bound"):
-        ts.figures(a, None, {}, roofline_known=False, device_name="NVIDIA H100 80GB HBM3")
+        from_timeline(a, None, {}, roofline_known=False, device_name="NVIDIA H100 80GB HBM3")
 
 
 @pytest.mark.parametrize("capture", [NSYS, TORCH])
 def test_reports_of_kbench_captures_pass_the_contract(capture: Path, isolated: Path) -> None:
     plan = load_version("fork_join").from_values({})
-    r = timeline_run.analyze(capture, Path("prof"), plan)
+    r = pipeline.analyze(capture, None, Path("prof"), plan)
     run = Path(r.out_dir)
     assert contract_problems(run / "report.md") == []
     assert [s.name for s in r.stages] == ["mm", "rowsum", "combine"]
@@ -113,7 +114,8 @@ def test_reports_of_kbench_captures_pass_the_contract(capture: Path, isolated: P
     for name in ("timeline.csv", "occurrences.csv", "stages.csv", "windows.csv", "gaps.csv", capture.name):
         assert (run / name).stat().st_size > 0
     saved = json.loads((run / "result.json").read_text())
-    assert "occurrences" not in saved["timeline"] and len(saved["timeline"]["windows"]) in (20, 100)
+    timeline = saved["sections"]["timeline"]["analysis"]
+    assert "occurrences" not in timeline and len(timeline["windows"]) in (20, 100)
     assert json.loads((run / "params.json").read_text())["status"] == "ok"
 
 
@@ -154,7 +156,7 @@ def test_analyze_command_on_timelines(tmp_path: Path) -> None:
     assert "Captured by PyTorch profiler (CUPTI) (`torch_fork_join.json`)" in p.stdout
     bad = [
         ([str(DATA / "timeline_h100" / "kineto_trace.json")], 1, "pass --plan <kernel_package>"),
-        ([str(NSYS), "--mode", "ncu"], 2, "--mode=ncu applies to .ncu-rep reports"),
+        ([str(NSYS), "--mode", "ncu"], 2, "--mode=ncu reads Nsight Compute reports (.ncu-rep); a .sqlite capture"),
         ([str(NSYS), "--plan", "vector_add"], 1, "no GPU work was launched inside NVTX range(s) kbench.add"),
         ([str(DATA / "timeline_h100" / "README.md")], 2, "kbench analyze reads Nsight Compute reports"),
     ]

@@ -154,8 +154,11 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     write_json_atomic(run_dir / folder.PARAMS, params)
     with folder.marked_on_failure(run_dir, params):
         with measuring(opts.lock_clocks, opts.wait, opts.progress) as env:
-            capture = backend.capture(Job(plan, opts, run_dir, seed, device, params, env, found))
-        clocks = record_clocks(env, params, capture.clock_note)
+            job = Job(plan, opts, run_dir, seed, device, params, env, found)
+            try:
+                capture = backend.capture(job)
+            finally:  # a failed capture's folder says what the clocks did too
+                clocks = record_clocks(env, params, job.clock_note)
         write_json_atomic(run_dir / folder.PARAMS, params)
         analysis = backend.analyse(capture, Context(plan, load_devices(), device))
         sections = analysis.sections.model_copy(

@@ -7,9 +7,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from kbench.api import event_profile_plan
 from kbench.errors import KbenchError
 from kbench.plan.discovery import find_package, load_version
-from kbench.runtime.profiling.event import event_profile_plan
 
 # A few meaningful points per plan: cache-resident, mid-size, and large enough to be DRAM/compute bound.
 POINTS: dict[str, list[dict[str, Any]]] = {

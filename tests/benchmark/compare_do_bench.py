@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 
+from kbench.api import event_profile_plan
 from kbench.capture.gpu import active_device
-from kbench.plan.discovery import load_version
-from kbench.runtime.profiling.event import event_profile_plan
 from kbench.capture.prepare import prepare_on_gpu
+from kbench.plan.discovery import load_version
 
 
 def main() -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from kbench.analysis.timing_stats import TimingStats
 from kbench.capture.gpu import active_device
+from kbench.capture.prepare import prepare_on_gpu
 from kbench.capture.timing import time_cuda
 from kbench.plan.discovery import load_version
-from kbench.capture.prepare import prepare_on_gpu
 
 METHODS = {
     "flush 2xL2": {"hold_cycles": 0},

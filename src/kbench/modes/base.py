@@ -69,6 +69,7 @@ class RunOptions:
 # Options that only some modes take, with their defaults: a mode lists the ones it takes in ``Backend.options``.
 MODE_OPTIONS = {"cuda_graph": False, "timeline_backend": "auto"}
 FLAGS = {"cuda_graph": "--cuda-graph", "timeline_backend": "--timeline-backend"}
+CHOICES = {"timeline_backend": ("auto", "nsys", "torch")}
 
 
 @dataclass
@@ -84,6 +85,7 @@ class Job:
     params: dict[str, Any]
     env: Measuring
     tools: dict[str, Any]  # what ``Backend.tools`` found
+    clock_note: str = ""  # appended to the clocks' line (e.g. how ncu was told to treat the clocks)
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,6 @@ class Capture:
     live: bool = True
     check: str | None = None  # the correctness check's line (None: skipped, or an offline capture)
     tiling: dict[str, dict[str, Any]] = field(default_factory=dict)
-    clock_note: str = ""  # appended to the clocks' line (e.g. ncu's --clock-control)
     facts: dict[str, Any] = field(default_factory=dict)  # what the backend's analysis needs from its capture
 
 
@@ -133,6 +134,7 @@ class Backend(Protocol):
     name: str
     options: frozenset[str]  # mode options it takes (MODE_OPTIONS)
     suffixes: tuple[str, ...]  # capture files `kbench analyze` hands it (empty: none)
+    describes: str  # those files, in words: "Nsight Compute reports (.ncu-rep)"
     offline_key: str  # the Configuration column naming an offline capture
     default_bench_runs: int
 

@@ -105,6 +105,7 @@ class CounterMode:
 
     options: frozenset[str] = frozenset()
     suffixes = (".ncu-rep",)
+    describes = "Nsight Compute reports (.ncu-rep)"
     offline_key = "report"
     default_bench_runs = 1  # ncu profiles one launch per stage
 
@@ -123,6 +124,7 @@ class CounterMode:
         control = "none" if env.clocks.locked or not opts.lock_clocks else "base"
         argv = ncu_argv(job.tools["ncu"], self.name, stages, run_dir / "profile", argv_child, clock_control=control)
         job.params["ncu_command"] = shlex.join(argv)
+        job.clock_note = f"; ncu ran with --clock-control {control}"
         opts.progress(f"{plan.package} {plan.version}: ncu ({self.name} mode) is profiling {len(stages)} stage(s)")
         started = time.monotonic()
         log_path = run_dir / "ncu.log"
@@ -145,7 +147,6 @@ class CounterMode:
             files={"report": rep},
             check=outcome["check"]["line"] if outcome["check"] else None,
             tiling=outcome["tiling"],
-            clock_note=f"; ncu ran with --clock-control {control}",
             facts={"wall_s": wall, "ncu_version": job.tools["versions"]["ncu"]},
         )
 

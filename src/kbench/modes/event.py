@@ -40,6 +40,7 @@ class Event:
     name = "event"
     options = frozenset({"cuda_graph"})
     suffixes: tuple[str, ...] = ()
+    describes = ""
     offline_key = "timings"
     default_bench_runs = 100
 

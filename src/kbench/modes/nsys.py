@@ -100,6 +100,7 @@ class Nsys:
     name = "nsys"
     options = frozenset({"timeline_backend"})
     suffixes = (".sqlite", ".json")
+    describes = "nsys SQLite exports (.sqlite) and PyTorch-profiler traces (.json)"
     offline_key = "capture"
     default_bench_runs = 100
 

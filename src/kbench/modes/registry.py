@@ -7,7 +7,7 @@ import importlib
 from pathlib import Path
 
 from kbench.errors import UsageError
-from kbench.modes.base import FLAGS, MODE_OPTIONS, Backend, RunOptions
+from kbench.modes.base import CHOICES, FLAGS, MODE_OPTIONS, Backend, RunOptions
 
 # name -> "module:attribute" of its backend, in the order --help lists them
 BUILT_IN = {
@@ -44,25 +44,30 @@ def get(name: str) -> Backend:
 
 def for_capture(path: Path, mode: str | None) -> Backend:
     """The backend that analyses a capture file: by its suffix, and ``mode`` where several read it."""
-    readers = [b for b in map(get, names()) if path.suffix in b.suffixes]
+    backends = [get(n) for n in names()]
+    readers = [b for b in backends if path.suffix in b.suffixes]
     if not readers:
-        known = sorted({s for n in names() for s in get(n).suffixes})
-        raise UsageError(f"{path}: kbench analyze reads {', '.join(known)} captures, not '{path.suffix}'")
+        known = list(dict.fromkeys(b.describes for b in backends if b.suffixes))
+        raise UsageError(f"{path}: kbench analyze reads {', '.join(known[:-1])} and {known[-1]}")
     if mode is None:
         return readers[0]
-    chosen = [b for b in readers if b.name == mode]
-    if not chosen:
+    chosen = get(mode)
+    if chosen not in readers:
+        reads = f"reads {chosen.describes}" if chosen.suffixes else "reads no capture file"
         raise UsageError(
-            f"--mode={mode} does not read {path.suffix} captures; "
-            f"{'choose ' + ' or '.join(b.name for b in readers) if len(readers) > 1 else readers[0].name + ' does'}"
+            f"--mode={mode} {reads}; a {path.suffix} capture is analysed as {' or '.join(b.name for b in readers)} "
+            "mode"
         )
-    return chosen[0]
+    return chosen
 
 
 def check_options(backend: Backend, opts: RunOptions) -> None:
     """A mode option set for a mode that does not take it is a usage error, not silently ignored."""
     for name, default in MODE_OPTIONS.items():
-        if getattr(opts, name) != default and name not in backend.options:
+        value = getattr(opts, name)
+        if name in CHOICES and value not in CHOICES[name]:
+            raise UsageError(f"{FLAGS[name]}={value}: choose {', '.join(CHOICES[name][:-1])} or {CHOICES[name][-1]}")
+        if value != default and name not in backend.options:
             takers = [f"--prof_type={n}" for n in names() if name in get(n).options]
             raise UsageError(
                 f"{FLAGS[name]} applies to {', '.join(takers) or 'no mode'} only, not --prof_type={backend.name}"

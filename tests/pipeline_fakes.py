@@ -1,0 +1,75 @@
+"""The event pipeline on a CPU: its GPU-facing calls replaced at their boundary (the GPU check, device detection,
+the clock control, preparation, CUDA-event timing), with real H100 samples replayed as the measurement."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbench.analysis.devices import load_devices, resolve
+from kbench.capture import clocks, gpu
+from kbench.capture.prepare import Prepared, PreparedStage
+from kbench.capture.timing import Samples
+from kbench.modes import event
+from kbench.plan import autotune
+from kbench.plan.base import Launch
+from tests.clock_fakes import FakeClocks
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@dataclass(frozen=True)
+class Recorded(Samples):
+    """Samples of a real run, reporting the method that run reported."""
+
+    recorded_method: str = ""
+
+    @property
+    def method(self) -> str:
+        return self.recorded_method
+
+
+def prepared_without_gpu(plan: Any, device: Any, seed: int) -> Prepared:
+    """Every stage at its first config with a launch that does nothing."""
+    prep = Prepared(plan=plan, device="cuda", ws=None)
+    for s in plan.checked_stages():
+        cfg = dict(s.tuning[0])
+        fixed = autotune.TuneResult(best=cfg, history=[], source="fixed", path=None)
+        prep.stages.append(PreparedStage(s, cfg, Launch(fn=lambda: None), fixed))
+    return prep
+
+
+def offline_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeClocks:
+    """An H100 as far as the pipeline can tell, with steady stand-in clocks (returned, to inspect)."""
+    fake = FakeClocks()
+    monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
+    monkeypatch.setattr(gpu, "tool_versions", lambda: {"torch": "2.11.0+cu130", "triton": "3.6.0"})
+    monkeypatch.setattr(gpu, "active_device", lambda table=None: resolve(load_devices(), H100))
+    monkeypatch.setattr(clocks, "control", fake.as_control)
+    monkeypatch.setattr(event, "prepare_on_gpu", prepared_without_gpu)
+    return fake
+
+
+def replay(monkeypatch: pytest.MonkeyPatch, timings_json: Path) -> None:
+    """CUDA-event timing replaced by a real run's samples: each stage's, then the whole plan's."""
+    timings = json.loads(timings_json.read_text())
+    entries = [*timings["stages"].values(), timings["plan"]]
+    recorded: Iterator[Samples] = iter(
+        Recorded(e["samples_us"], int(e.get("warmup_reps") or 0), False, 100 << 20, recorded_method=timings["method"])
+        for e in entries
+    )
+    monkeypatch.setattr(event, "time_cuda", lambda fn, reps, cuda_graph=False: next(recorded))
+
+
+def failing(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
+    """CUDA-event timing that raises ``error`` (a crash in the kernel, Ctrl-C, SIGTERM)."""
+
+    def timed(fn: Callable[[], object], reps: int, cuda_graph: bool = False) -> Samples:
+        raise error
+
+    monkeypatch.setattr(event, "time_cuda", timed)
