@@ -20,6 +20,7 @@ def tiling(r: Any) -> dict[str, Any]:
     stages: dict[str, Any] = r.sections.tiling.stages
     return stages
 
+
 pytestmark = pytest.mark.gpu
 
 

@@ -171,10 +171,7 @@ def test_a_capture_by_nsys_becomes_the_report(stand_in) -> None:
         "--cpuctxsw=none",
         "--cuda-graph-trace=node",
     ]
-    assert (
-        "kbench.capture.child" in params["nsys_command"]
-        and "export -t sqlite" in params["nsys_export_command"]
-    )
+    assert "kbench.capture.child" in params["nsys_command"] and "export -t sqlite" in params["nsys_export_command"]
     spec = json.loads((run / "child-spec.json").read_text())
     assert spec["program"] == "timeline" and spec["backend"] == "nsys" and spec["iterations"] == 100
     assert r.check and r.check.startswith("PASS") and tiling_of(r)["mm"]["grid"] == [1024]

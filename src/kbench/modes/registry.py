@@ -55,8 +55,7 @@ def for_capture(path: Path, mode: str | None) -> Backend:
     if chosen not in readers:
         reads = f"reads {chosen.describes}" if chosen.suffixes else "reads no capture file"
         raise UsageError(
-            f"--mode={mode} {reads}; a {path.suffix} capture is analysed as {' or '.join(b.name for b in readers)} "
-            "mode"
+            f"--mode={mode} {reads}; a {path.suffix} capture is analysed as {' or '.join(b.name for b in readers)} mode"
         )
     return chosen
 
