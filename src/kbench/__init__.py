@@ -10,8 +10,7 @@ from typing import Any
 from kbench.errors import KbenchError
 from kbench.plan.base import Config, KernelPlan, Launch, Stage, param
 from kbench.plan.discovery import load_version, with_version
-
-__version__ = "0.1.0"
+from kbench.version import __version__
 
 _API = ("annotation_profile_plan", "event_profile_plan", "ncu_profile_plan", "nsys_profile_plan", "profile_plan")
 

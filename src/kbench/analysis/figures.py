@@ -32,6 +32,25 @@ class PlanFigures(BaseModel):
     roofline_known: bool
 
 
+def _plan(
+    figs: list[StageFigures],
+    verdict: tuple[StageClass, str],
+    ranked: tuple[list[Opportunity], str | None],
+    ceilings_source: str,
+    roofline_known: bool,
+) -> PlanFigures:
+    return PlanFigures(
+        stages=figs,
+        total_us=sum(f.duration_us for f in figs),
+        bottleneck=verdict[0],
+        root_cause=verdict[1],
+        opportunities=ranked[0],
+        opportunities_note=ranked[1],
+        ceilings_source=ceilings_source,
+        roofline_known=roofline_known,
+    )
+
+
 def _deciding(figs: Sequence[StageFigures]) -> tuple[StageClass, StageFigures]:
     """The plan's class (the class holding most of its time) and its longest stage of that class."""
     classified = [f for f in figs if f.bottleneck is not None]
@@ -47,7 +66,7 @@ def from_timings(
     roofline_known: bool,
     device_name: str,
 ) -> PlanFigures:
-    """Timed stages (event mode, a timeline with a plan). ``ceilings`` maps precision -> roofs (datasheet when
+    """Timed stages (event mode, and a timeline with a plan). ``ceilings`` maps precision -> roofs (datasheet when
     ``roofline_known``, else measured at run time and used only to classify)."""
     figs = [st.timed(s, timings[s.name], ceilings.get(s.precision), roofline_known) for s in stages]
     classified = [f for f in figs if f.bottleneck is not None]
@@ -60,24 +79,21 @@ def from_timings(
     total = sum(f.duration_us for f in figs)
     plan, top = _deciding(figs)
     root = st.roofline_root_cause(top, 100.0 * top.duration_us / total, ceilings[top.precision], not roofline_known)
-    opps, note = op.rank(
-        [op.roof_gap(f, ceilings[f.precision], total, not roofline_known) for f in classified],
+    ranked = op.rank(
+        roof_gaps(figs, ceilings, roofline_known),
         fewer=lambda n: (
             f"Only {n} listed: event mode estimates gains from each stage's distance to its "
             f"{'roofline' if roofline_known else 'measured ceilings'}, and this plan has {len(classified)} "
             "classified stage(s); the counter-based modes rank more."
         ),
     )
-    return PlanFigures(
-        stages=figs,
-        total_us=total,
-        bottleneck=plan,
-        root_cause=root,
-        opportunities=opps,
-        opportunities_note=note,
-        ceilings_source=next(iter(ceilings.values())).source,
-        roofline_known=roofline_known,
-    )
+    return _plan(figs, (plan, root), ranked, next(iter(ceilings.values())).source, roofline_known)
+
+
+def roof_gaps(figs: Sequence[StageFigures], ceilings: dict[str, Ceilings], roofline_known: bool) -> list[Opportunity]:
+    """Each classified timed stage's distance to its roof, as a share of the plan's time."""
+    total = sum(f.duration_us for f in figs)
+    return [op.roof_gap(f, ceilings[f.precision], total, not roofline_known) for f in figs if f.bottleneck is not None]
 
 
 def from_counters(
@@ -111,7 +127,7 @@ def from_counters(
     top_counters = next(c for c in counters if c.stage == top.name)
     root = st.counter_root_cause(top_counters, top.bottleneck, 100.0 * top.duration_us / total if total else 100.0)
     source = "ncu rules with a speedup estimate" if rules is not None else "stages to estimate from"
-    opps, note = op.rank(
+    ranked = op.rank(
         candidates,
         fewer=lambda n: f"Only {n} listed: there are no more {source} in this profile.",
         none=(
@@ -119,15 +135,9 @@ def from_counters(
             "No gain can be estimated: ncu attached no speedup estimate to any rule of these kernels.",
         ),
     )
-    return PlanFigures(
-        stages=figs,
-        total_us=total,
-        bottleneck=plan,
-        root_cause=root,
-        opportunities=opps,
-        opportunities_note=note,
-        ceilings_source="datasheet peaks" if roofline_known and models else "n/a (no FLOP/byte model or device peaks)",
-        roofline_known=roofline_known and bool(models),
+    known = roofline_known and bool(models)
+    return _plan(
+        figs, (plan, root), ranked, "datasheet peaks" if known else "n/a (no FLOP/byte model or device peaks)", known
     )
 
 
@@ -144,38 +154,25 @@ def from_timeline(
     left unused. Latency-bound when the GPU idles TIMELINE_IDLE_PCT of each iteration."""
     idle = a.idle_pct
     if stages is not None:
-        base = from_timings(
+        timed = from_timings(
             stages, {s.stage: s.gpu for s in a.stages}, ceilings, roofline_known=roofline_known, device_name=device_name
         )
-        gaps = [
-            op.roof_gap(f, ceilings[f.precision], base.total_us, not roofline_known)
-            for f in base.stages
-            if f.bottleneck is not None
-        ]
-    else:
-        if idle < TIMELINE_IDLE_PCT:
-            raise KbenchError(
-                f"the GPU was busy {100 - idle:.1f}% of the analysed window, and a timeline alone cannot tell "
-                "memory- from compute-bound: pass --plan <kernel_package> [<version>] --<param>=<value> for its "
-                "FLOP/byte model, or profile with --prof_type=annotation for counters"
-            )
-        figs = [st.untimed_model(s) for s in a.stages]
-        base = PlanFigures(
-            stages=figs,
-            total_us=sum(f.duration_us for f in figs),
-            bottleneck="Latency",
-            root_cause=st.idle_root_cause(a),
-            opportunities=[],
-            opportunities_note=None,
-            ceilings_source="n/a (no FLOP/byte model)",
-            roofline_known=False,
+        figs, gaps = timed.stages, roof_gaps(timed.stages, ceilings, roofline_known)
+        verdict, source, known = (timed.bottleneck, timed.root_cause), timed.ceilings_source, roofline_known
+    elif idle < TIMELINE_IDLE_PCT:
+        raise KbenchError(
+            f"the GPU was busy {100 - idle:.1f}% of the analysed window, and a timeline alone cannot tell "
+            "memory- from compute-bound: pass --plan <kernel_package> [<version>] --<param>=<value> for its "
+            "FLOP/byte model, or profile with --prof_type=annotation for counters"
         )
-        gaps = []
-    for f in base.stages:
+    else:
+        figs, gaps = [st.untimed_model(s) for s in a.stages], []
+        verdict, source, known = ("Latency", st.idle_root_cause(a)), "n/a (no FLOP/byte model)", False
+    for f in figs:
         st.with_timeline_facts(f, a.stage(f.name))
     if idle >= TIMELINE_IDLE_PCT:
-        base.bottleneck, base.root_cause = "Latency", st.idle_root_cause(a)
-    base.opportunities, base.opportunities_note = op.rank(
+        verdict = ("Latency", st.idle_root_cause(a))
+    ranked = op.rank(
         [*gaps, op.gpu_idle(a), op.unused_overlap(a)],
         fewer=lambda n: (
             f"Only {n} listed: nsys mode estimates gains from each stage's distance to its roofline, the "
@@ -186,4 +183,4 @@ def from_timeline(
             "No gain can be estimated: the GPU never idled and no stage has a roofline model.",
         ),
     )
-    return base
+    return _plan(figs, verdict, ranked, source, known)

@@ -8,6 +8,7 @@ from typing import Any
 from kbench.analysis.devices import ActiveDevice, DeviceTable, load_devices, resolve
 from kbench.capture import nvml
 from kbench.errors import NoGpuError
+from kbench.version import __version__
 
 
 def cuda_available() -> bool:
@@ -28,10 +29,8 @@ def tool_versions() -> dict[str, Any]:
     import torch
     import triton
 
-    import kbench
-
     return {
-        "kbench": kbench.__version__,
+        "kbench": __version__,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "triton": triton.__version__,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kbench.capture.clocks import lock_by_default
+from kbench.errors import UsageError
 from kbench.report.folder import DEFAULT_ROOT
 
 if TYPE_CHECKING:
@@ -40,30 +41,17 @@ class RunOptions:
     progress: Callable[[str], None] = log.info
 
     @classmethod
-    def for_api(
-        cls,
-        out_dir: Path | str | None,
-        bench_runs: int,
-        check: bool,
-        baseline: Path | str | None,
-        seed: int | None,
-        *,
-        lock_clocks: bool | None = None,
-        wait: bool = True,
-        **more: Any,
-    ) -> RunOptions:
-        """Options from the ``<mode>_profile_plan`` keyword arguments (``lock_clocks`` None: KBENCH_LOCK_CLOCKS,
-        default on); ``more``: mode options such as ``cuda_graph`` or ``timeline_backend``."""
-        return cls(
-            out_root=Path(out_dir) if out_dir is not None else DEFAULT_ROOT,
-            bench_runs=bench_runs,
-            check=check,
-            baseline=Path(baseline) if baseline is not None else None,
-            seed=seed,
-            lock_clocks=lock_by_default() if lock_clocks is None else lock_clocks,
-            wait=wait,
-            **more,
-        )
+    def for_api(cls, out_dir: Path | str | None, bench_runs: int, **options: Any) -> RunOptions:
+        """Options from the API's keyword arguments (``lock_clocks`` None: KBENCH_LOCK_CLOCKS, default on); an
+        unknown one is a UsageError naming the known ones."""
+        known = {f.name for f in fields(cls)} - {"out_root", "bench_runs", "progress"}
+        if unknown := sorted(set(options) - known):
+            raise UsageError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        if options.get("lock_clocks") is None:
+            options.pop("lock_clocks", None)
+        if options.get("baseline") is not None:
+            options["baseline"] = Path(options["baseline"])
+        return cls(out_root=Path(out_dir) if out_dir is not None else DEFAULT_ROOT, bench_runs=bench_runs, **options)
 
 
 # Options that only some modes take, with their defaults: a mode lists the ones it takes in ``Backend.options``.
