@@ -7,6 +7,8 @@ Without CUDA, Triton's interpreter is switched on here, before any kernel module
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -51,3 +53,33 @@ def contract_problems(report: Path) -> list[str]:
 
     problems: list[str] = check_report.check(report.read_text())
     return problems
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A CLI command run in this process: its exit code and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]:
+    """Run `kbench ...` (module "kbench") or `python -m kbench.kernel ...` (module "kbench.kernel") in this
+    process, as its console entry point would: the exit code, stdout and stderr."""
+
+    def run(*args: str, module: str = "kbench") -> Ran:
+        from kbench.cli import app, kernel
+
+        entry = app.main if module == "kbench" else kernel.main
+        capsys.readouterr()
+        try:
+            entry(list(args))
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run

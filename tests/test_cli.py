@@ -2,33 +2,39 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import HAS_CUDA
+from tests.conftest import HAS_CUDA, Ran
 
 USER = Path(__file__).parent / "data" / "user_kernels"
 
 
-def run(*args: str, module: str = "kbench.kernel", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "KBENCH_KERNEL_PATH")}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=300, env=env, cwd=cwd
-    )
+@pytest.fixture
+def run(cli: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Ran]:
+    """`python -m kbench.kernel ...` (or module="kbench") in this process, in ``cwd`` when given."""
+    monkeypatch.delenv("KBENCH_KERNEL_PATH", raising=False)
+
+    def go(*args: str, module: str = "kbench.kernel", cwd: Path | None = None) -> Ran:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        return cli(*args, module=module)
+
+    return go
 
 
-def one_error_line(p: subprocess.CompletedProcess[str]) -> str:
+def one_error_line(p: Ran | subprocess.CompletedProcess[str]) -> str:
     errors = [line for line in p.stderr.splitlines() if line.startswith("kbench: error: ")]
     assert len(errors) == 1, p.stderr
     assert "Traceback" not in p.stderr
     return errors[0]
 
 
-def test_list_shows_both_plans_versions_and_parameters() -> None:
+def test_list_shows_both_plans_versions_and_parameters(run) -> None:
     p = run("--list")
     assert p.returncode == 0, p.stderr
     for text in [
@@ -44,7 +50,7 @@ def test_list_shows_both_plans_versions_and_parameters() -> None:
     assert run("list", module="kbench").stdout == p.stdout
 
 
-def test_help_explains_usage_modes_and_parameters() -> None:
+def test_help_explains_usage_modes_and_parameters(run) -> None:
     p = run("--help")
     assert p.returncode == 0
     for text in [
@@ -79,14 +85,14 @@ def test_help_explains_usage_modes_and_parameters() -> None:
         ([], 2, "name a kernel package, e.g. `vector_add`"),
     ],
 )
-def test_bad_input_is_one_line_and_nonzero(args: list[str], code: int, fragment: str) -> None:
+def test_bad_input_is_one_line_and_nonzero(run, args: list[str], code: int, fragment: str) -> None:
     p = run(*args)
     assert p.returncode == code and fragment in one_error_line(p)
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message shown without a GPU")
 @pytest.mark.parametrize("mode", ["event", "annotation", "ncu", "nsys", None])
-def test_profiling_without_a_gpu_says_so(tmp_path: Path, mode: str | None) -> None:
+def test_profiling_without_a_gpu_says_so(run, tmp_path: Path, mode: str | None) -> None:
     p = run("vector_add", *([f"--prof_type={mode}"] if mode else []), cwd=tmp_path)
     assert p.returncode == 3
     assert f"--prof_type={mode or 'annotation'} needs a CUDA GPU" in one_error_line(p)
@@ -95,7 +101,7 @@ def test_profiling_without_a_gpu_says_so(tmp_path: Path, mode: str | None) -> No
 
 @pytest.mark.skipif(HAS_CUDA, reason="CPU interpreter path")
 @pytest.mark.parametrize("package", ["vector_add", "matmul", "fork_join"])
-def test_kbench_check_passes_under_the_interpreter(package: str) -> None:
+def test_kbench_check_passes_under_the_interpreter(run, package: str) -> None:
     p = run("check", package, module="kbench")
     assert p.returncode == 0, p.stderr
     assert "on cpu (Triton interpreter, TRITON_INTERPRET=1)" in p.stdout and p.stdout.rstrip().endswith("pass")
@@ -103,13 +109,13 @@ def test_kbench_check_passes_under_the_interpreter(package: str) -> None:
         assert "bf16 plan checked in float16" in p.stdout
 
 
-def test_kbench_check_reports_a_wrong_kernel() -> None:
+def test_kbench_check_reports_a_wrong_kernel(run) -> None:
     p = run("check", "wrong", "--kernel-path", str(Path(__file__).parent / "data" / "bad_kernels"), module="kbench")
     assert p.returncode == 5 and "1 of 1 configuration(s) failed the check" in one_error_line(p)
     assert "FAIL: relative L2 error" in p.stdout
 
 
-def test_predict_on_a_named_device_runs_nothing() -> None:
+def test_predict_on_a_named_device_runs_nothing(run) -> None:
     p = run("matmul", "--predict", "--device", "H100_SXM")
     assert p.returncode == 0, p.stderr
     mm = next(line for line in p.stdout.splitlines() if line.startswith("mm "))
@@ -121,24 +127,30 @@ def test_predict_on_a_named_device_runs_nothing() -> None:
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="no-GPU path")
-def test_predict_without_a_gpu_asks_for_a_device() -> None:
+def test_predict_without_a_gpu_asks_for_a_device(run) -> None:
     p = run("matmul", "--predict")
     assert p.returncode == 3 and "name one with --device" in one_error_line(p)
 
 
-def test_user_kernel_path_from_environment_is_listed() -> None:
-    env = {**os.environ, "KBENCH_KERNEL_PATH": str(USER)}
-    env.pop("TRITON_INTERPRET", None)
-    p = subprocess.run([sys.executable, "-m", "kbench", "list"], capture_output=True, text=True, env=env, timeout=120)
+def test_user_kernel_path_from_environment_is_listed(run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KBENCH_KERNEL_PATH", str(USER))
+    p = run("list", module="kbench")
     assert p.returncode == 0 and "broken: A user kernel package whose kernel raises" in p.stdout
 
 
-def test_device_without_predict_is_refused() -> None:
+@pytest.mark.parametrize("module", ["kbench", "kbench.kernel"])
+def test_the_module_entry_points_run(module: str) -> None:
+    # the one place a real interpreter start is the point: `python -m kbench` and `python -m kbench.kernel`
+    p = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "kbench" in p.stdout and not p.stderr
+
+
+def test_device_without_predict_is_refused(run) -> None:
     p = run("vector_add", "--device", "H100_SXM", "--prof_type=event")
     assert p.returncode == 2 and "--device names the device for --predict" in one_error_line(p)
 
 
-def test_a_plan_parameter_named_like_an_option_is_refused(tmp_path: Path) -> None:
+def test_a_plan_parameter_named_like_an_option_is_refused(run, tmp_path: Path) -> None:
     pkg = tmp_path / "clash"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")

@@ -9,20 +9,13 @@ from pathlib import Path
 import pytest
 
 from kbench.capture.check import check_plan, cpu_values
-from kbench.plan.discovery import load_version
+from kbench.plan.discovery import load_version, packages
 from tests.conftest import HAS_CUDA
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 BAD = Path(__file__).parent / "data" / "bad_kernels"
-SHIPPED = [
-    ("vector_add", "base"),
-    ("vector_add", "v2"),
-    ("matmul", "base"),
-    ("matmul", "v2"),
-    ("matmul", "torch_mm"),
-    ("fork_join", "base"),
-    ("fork_join", "serial"),
-]
+# every version of every shipped package, as discovery finds them (a new version is checked without editing this)
+SHIPPED = [(name, v) for name, ref in packages().items() if ref.origin == "kbench" for v in ref.versions()]
 
 
 def _plan(package: str, version: str, extra: list[str] | None = None, **values):
@@ -33,6 +26,10 @@ def _plan(package: str, version: str, extra: list[str] | None = None, **values):
     else:
         values = {**cls.check_params, **values}
     return cls.from_values(values), note
+
+
+def test_discovery_finds_the_shipped_versions() -> None:
+    assert {("vector_add", "v2"), ("matmul", "torch_mm"), ("fork_join", "serial")} <= set(SHIPPED)
 
 
 @pytest.mark.parametrize(("package", "version"), SHIPPED)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -121,25 +119,10 @@ def test_ncu_mode_writes_verbose_report_source_and_sass(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)
-def test_kbench_analyze_needs_no_ncu(tmp_path: Path, fixture: str) -> None:
-    env = {**os.environ, "PATH": str(Path(sys.executable).parent), "KBENCH_NCU": str(tmp_path / "no-ncu")}
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kbench",
-            "analyze",
-            str(REPS / f"{fixture}.ncu-rep"),
-            "--mode",
-            "ncu",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+def test_kbench_analyze_needs_no_ncu(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixture: str) -> None:
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+    monkeypatch.setenv("KBENCH_NCU", str(tmp_path / "no-ncu"))
+    p = cli("analyze", str(REPS / f"{fixture}.ncu-rep"), "--mode", "ncu", "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith(f"# Profile: {fixture} offline")
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from kbench.analysis import timeline as tl
+from kbench.analysis import timeline_stages as ts
 from kbench.errors import ConfigError
 from tests.conftest import DATA
 
@@ -47,12 +48,23 @@ def test_nvtx_ranges_and_the_kernels_they_launched(nsys: pd.DataFrame) -> None:
         assert list(kernels["stream"]) == [13, 17]
 
 
+def overlapped(df: pd.DataFrame, selected: pd.DataFrame) -> list[tuple[str, float]]:
+    """Each selected kernel with the share of it that any other kernel overlapped (tl.overlapped_fraction)."""
+    kernels = df[df["kind"] == "kernel"]
+    out = []
+    for idx, k in selected[selected["kind"] == "kernel"].iterrows():
+        others = [
+            (int(a), int(b))
+            for i, a, b in zip(kernels.index, kernels["start_ns"], kernels["end_ns"], strict=True)
+            if i != idx
+        ]
+        out.append((str(k["name"]), 100.0 * tl.overlapped_fraction(int(k["start_ns"]), int(k["end_ns"]), others)))
+    return out
+
+
 def _side_stream_overlap(df: pd.DataFrame, streams: tuple[int, int]) -> dict[str, list[float]]:
-    rows = tl.overlap(df, df[(df["kind"] == "kernel") & df["stream"].isin(streams)])
-    return {
-        name[:10]: list(rows.loc[rows["kernel"].str[:10] == name[:10], "overlapped_pct"])
-        for name in ("add_kernel", "nvjet_sm90")
-    }
+    rows = overlapped(df, df[(df["kind"] == "kernel") & df["stream"].isin(streams)])
+    return {name[:10]: [pct for k, pct in rows if k[:10] == name[:10]] for name in ("add_kernel", "nvjet_sm90")}
 
 
 def test_stream_overlap_of_kbench_streams_agrees_across_backends(nsys: pd.DataFrame, kineto: pd.DataFrame) -> None:
@@ -60,9 +72,8 @@ def test_stream_overlap_of_kbench_streams_agrees_across_backends(nsys: pd.DataFr
     # so the same kernels are those of its two side streams
     nsys_pct: dict[str, list[float]] = {"add_kernel": [], "nvjet_sm90": []}
     for start, end in tl.ranges(nsys, "kbench.streams")[1:]:
-        rows = tl.overlap(nsys, tl.launched_in(nsys, start, end))
-        for _, r in rows.iterrows():
-            nsys_pct[r["kernel"][:10]].append(r["overlapped_pct"])
+        for kernel, pct in overlapped(nsys, tl.launched_in(nsys, start, end)):
+            nsys_pct[kernel[:10]].append(pct)
     kin = _side_stream_overlap(kineto, (21, 25))
     assert [round(v, 1) for v in nsys_pct["add_kernel"]] == [12.2, 12.6]
     assert [round(v, 1) for v in nsys_pct["nvjet_sm90"]] == [43.6, 37.9]
@@ -87,12 +98,12 @@ def test_busy_idle_and_gaps_inside_a_range(nsys: pd.DataFrame) -> None:
 
 
 def test_launch_latency_from_correlation_ids(nsys: pd.DataFrame, kineto: pd.DataFrame) -> None:
-    for df in (nsys, kineto):
-        lat = tl.launch_latency(df)
-        assert len(lat) == (df["kind"] == "kernel").sum() and (lat["latency_us"] > 0).all()
-    lat = tl.launch_latency(nsys)
-    add = lat[lat["kernel"] == "add_kernel"]["latency_us"]
-    assert add.min() > 1 and add.median() < 1000
+    occs, _ = ts.occurrences(kineto)  # no kbench ranges: every kernel launch is an occurrence
+    assert len(occs) == (kineto["kind"] == "kernel").sum()
+    assert all(o.launch_latency_us is not None and o.launch_latency_us > 0 for o in occs)
+    occs, _ = ts.occurrences(nsys)  # kbench.add and kbench.streams ranges: from the launch call to the first kernel
+    add = [o.launch_latency_us for o in occs if o.stage == "add"]
+    assert len(add) == 3 and all(x is not None and 1 < x < 1000 for x in add)
 
 
 def test_bad_captures_are_one_line(tmp_path: Path) -> None:

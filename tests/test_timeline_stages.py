@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ from kbench.analysis.figures import from_timeline
 from kbench.errors import KbenchError
 from kbench.plan.discovery import load_version
 from kbench.report.trace import chrome_trace
-from tests.conftest import DATA, contract_problems
+from tests.conftest import DATA, Ran, contract_problems
 
 KBENCH = DATA / "kbench_h100"
 NSYS, TORCH = KBENCH / "nsys_fork_join.sqlite", KBENCH / "torch_fork_join.json"
@@ -135,23 +133,17 @@ def test_chrome_trace_has_every_row_and_a_flow_per_launch(tmp_path: Path) -> Non
         tl.load(own)
 
 
-def run_analyze(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kbench", "analyze", *args, "--out", "prof"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
+def test_analyze_command_on_timelines(cli, isolated: Path) -> None:
+    def run_analyze(*args: str, cwd: Path) -> Ran:
+        ran: Ran = cli("analyze", *args, "--out", "prof")
+        return ran
 
-
-def test_analyze_command_on_timelines(tmp_path: Path) -> None:
-    p = run_analyze(str(DATA / "timeline_h100" / "timeline.sqlite"), cwd=tmp_path)
+    p = run_analyze(str(DATA / "timeline_h100" / "timeline.sqlite"), cwd=isolated)
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("# Profile: timeline offline") and "Bottleneck: Latency-bound" in p.stdout
-    (report,) = tmp_path.glob("prof/nsys/timeline/timeline/*/report.md")
+    (report,) = isolated.glob("prof/nsys/timeline/timeline/*/report.md")
     assert contract_problems(report) == []
-    p = run_analyze(str(TORCH), "--plan", "fork_join", cwd=tmp_path)
+    p = run_analyze(str(TORCH), "--plan", "fork_join", cwd=isolated)
     assert p.returncode == 0, p.stderr
     assert "Captured by PyTorch profiler (CUPTI) (`torch_fork_join.json`)" in p.stdout
     bad = [
@@ -161,6 +153,6 @@ def test_analyze_command_on_timelines(tmp_path: Path) -> None:
         ([str(DATA / "timeline_h100" / "README.md")], 2, "kbench analyze reads Nsight Compute reports"),
     ]
     for args, code, fragment in bad:
-        p = run_analyze(*args, cwd=tmp_path)
+        p = run_analyze(*args, cwd=isolated)
         errors = [line for line in p.stderr.splitlines() if line.startswith("kbench: error:")]
         assert p.returncode == code and len(errors) == 1 and fragment in errors[0], (args, p.stderr)

@@ -221,28 +221,6 @@ def overlapped_fraction(start: int, end: int, others: Iterable[tuple[int, int]])
     return sum(b - a for a, b in union(clipped)) / (end - start) if end > start else 0.0
 
 
-def overlap(tl: pd.DataFrame, selected: pd.DataFrame) -> pd.DataFrame:
-    """For each selected kernel: its stream, duration and the share of it overlapped by any other kernel."""
-    kernels = tl[tl["kind"] == "kernel"]
-    rows = []
-    for idx, k in selected[selected["kind"] == "kernel"].iterrows():
-        others = [
-            (int(a), int(b))
-            for i, a, b in zip(kernels.index, kernels["start_ns"], kernels["end_ns"], strict=True)
-            if i != idx
-        ]
-        rows.append(
-            {
-                "kernel": k["name"],
-                "stream": k["stream"],
-                "start_ns": int(k["start_ns"]),
-                "duration_us": (k["end_ns"] - k["start_ns"]) / 1e3,
-                "overlapped_pct": 100.0 * overlapped_fraction(int(k["start_ns"]), int(k["end_ns"]), others),
-            }
-        )
-    return pd.DataFrame(rows, columns=["kernel", "stream", "start_ns", "duration_us", "overlapped_pct"])
-
-
 def busy(tl: pd.DataFrame, start: int, end: int) -> dict[str, float]:
     """Inside [start, end): time with any GPU work, with two or more kernels at once, and idle."""
     gpu = tl[tl["kind"].isin(GPU_KINDS)]
@@ -292,24 +270,6 @@ def idle_gaps(tl: pd.DataFrame, start: int, end: int, top: int = 5) -> pd.DataFr
         prev_end = max(prev_end, b)
     df = pd.DataFrame(rows, columns=["start_ns", "gap_us", "after"])
     return df.sort_values("gap_us", ascending=False).head(top).reset_index(drop=True)
-
-
-def launch_latency(tl: pd.DataFrame) -> pd.DataFrame:
-    """Per kernel: from the start of its launch call to the start of the kernel, in microseconds."""
-    api = tl[tl["kind"].isin(["runtime", "driver"])].dropna(subset=["correlation"])
-    first_call = api.groupby("correlation")["start_ns"].min()
-    kernels = tl[tl["kind"] == "kernel"]
-    rows = [
-        {
-            "kernel": k["name"],
-            "stream": k["stream"],
-            "correlation": k["correlation"],
-            "latency_us": (k["start_ns"] - first_call[k["correlation"]]) / 1e3,
-        }
-        for _, k in kernels.iterrows()
-        if k["correlation"] in first_call.index
-    ]
-    return pd.DataFrame(rows, columns=["kernel", "stream", "correlation", "latency_us"])
 
 
 def device_name(path: Path) -> str | None:

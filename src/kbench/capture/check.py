@@ -7,13 +7,12 @@ bf16 plan is checked there in float16 and the result says so: that is never a bf
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from kbench.capture.prepare import CheckResult, Prepared, PreparedStage, check, guarded
+from kbench.capture.prepare import CheckResult, Prepared, PreparedStage, built, check, guarded
 from kbench.plan import autotune
 from kbench.plan.base import Config, KernelPlan
 
@@ -56,7 +55,7 @@ def check_plan(plan: KernelPlan, device: str, note: str = "") -> list[ConfigChec
             chosen = [*defaults[:i], dict(cfg), *defaults[i + 1 :]]
             prep = Prepared(plan=plan, device=device, ws=ws)
             for s, c in zip(stages, chosen, strict=True):
-                launch = guarded(s.name, functools.partial(s.build, ws, c))
+                launch = built(plan, s, ws, c)
                 fixed = autotune.TuneResult(best=c, history=[], source="fixed", path=None)
                 prep.stages.append(PreparedStage(s, c, launch, fixed))
             out.append(ConfigCheck(stage.name, dict(cfg), check(prep, where, note)))

@@ -25,15 +25,15 @@ from typing import Any, Protocol
 
 from kbench.analysis.clocks import ClockSummary, Reading, summarize
 from kbench.capture import gpulock
-from kbench.errors import Terminated
+from kbench.errors import KbenchError, Terminated
 from kbench.fsutil import state_dir
 
 log = logging.getLogger(__name__)
 SAMPLE_INTERVAL_S = 0.02
 
 
-class ClockError(Exception):
-    """The driver did not change the clocks as asked."""
+class ClockError(KbenchError):
+    """The driver did not change the clocks as asked (kbench then runs unlocked and says so)."""
 
 
 class ClockPermission(ClockError):

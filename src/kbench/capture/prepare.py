@@ -5,7 +5,6 @@ All allocation, compilation and tuning happen here, outside any timed region.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from typing import Any
 from kbench.analysis.devices import ActiveDevice
 from kbench.analysis.timing_stats import TimingStats
 from kbench.capture.timing import time_cuda
-from kbench.errors import KernelError, first_line
+from kbench.errors import KernelError, UsageError, first_line
 from kbench.plan import autotune
 from kbench.plan.base import Config, KernelPlan, Launch, Stage
 
@@ -91,6 +90,21 @@ class Prepared:
             caller.wait_stream(side)
 
 
+def built(plan: KernelPlan, stage: Stage, ws: Any, cfg: Config) -> Launch:
+    """The stage's launch for ``cfg``; a build() that raises or returns no Launch is the plan's fault."""
+    try:
+        launch = stage.build(ws, cfg)
+    except Exception as e:
+        raise UsageError(
+            f"{plan.package} {plan.version}: stage {stage.name}: build() raised {type(e).__name__}: {first_line(e)}"
+        ) from e
+    if not isinstance(launch, Launch):
+        raise UsageError(
+            f"{plan.package} {plan.version}: stage {stage.name}: build() returned {type(launch).__name__}, not a Launch"
+        )
+    return launch
+
+
 def guarded(stage: str, fn: Callable[[], Any]) -> Any:
     """Run a kernel call; a crash becomes one KernelError line naming the stage."""
     try:
@@ -113,17 +127,26 @@ def relative_l2(out: Any, ref: Any) -> float:
     return float(torch.linalg.vector_norm(o - r)) / (denom if denom > 0 else 1.0)
 
 
+def _tensor(plan: KernelPlan, method: str, value: Any) -> Any:
+    """``value`` when it is a tensor; else the plan is at fault (one UsageError line)."""
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        raise UsageError(f"{plan.package} {plan.version}: {method}() returned {type(value).__name__}, not a tensor")
+    return value
+
+
 def check(prep: Prepared, where: str, note: str = "") -> CheckResult:
     """Poison the output, run every stage once, compare with the plan's reference."""
     import torch
 
-    out = guarded("output", lambda: prep.plan.output(prep.ws))
+    out = _tensor(prep.plan, "output", guarded("output", lambda: prep.plan.output(prep.ws)))
     if out.is_floating_point():
         out.fill_(math.nan)
     prep.run_all()  # on the plan's streams, so a missing dependency shows up as a wrong result
     if prep.device == "cuda":
         guarded("(synchronize)", torch.cuda.synchronize)
-    err = relative_l2(out, guarded("reference", lambda: prep.plan.reference(prep.ws)))
+    err = relative_l2(out, _tensor(prep.plan, "reference", guarded("reference", lambda: prep.plan.reference(prep.ws))))
     tol = prep.plan.rtol()
     return CheckResult(passed=err <= tol, rel_err=err, tolerance=tol, where=where, dtype=prep.plan.dtype, note=note)
 
@@ -143,7 +166,7 @@ def prepare(
     for stage in plan.checked_stages():
 
         def time_config(cfg: Config, stage: Stage = stage) -> float | None:
-            launch = guarded(stage.name, lambda: stage.build(ws, cfg))
+            launch = built(plan, stage, ws, cfg)  # a build that raises is the plan's fault, not the config's
             try:
                 assert time_us is not None
                 return time_us(launch.fn)
@@ -159,7 +182,7 @@ def prepare(
                 tune = autotune.tune(stage.tuning, time_config, path, toolchain)
             except autotune.TuningFailed as e:
                 raise KernelError(f"stage {stage.name}: {e}") from None
-        launch = guarded(stage.name, functools.partial(stage.build, ws, tune.best))
+        launch = built(plan, stage, ws, tune.best)
         compiled = guarded(stage.name, launch.fn)
         prep.stages.append(
             PreparedStage(stage, tune.best, launch, tune, compiled if hasattr(compiled, "asm") else None)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kbench.errors import KernelError
 from kbench.fsutil import safe, write_json_atomic
 from kbench.plan.base import Config
 
@@ -81,7 +82,7 @@ def write_entry(path: Path, result: TuneResult, space: Sequence[Config], toolcha
     write_json_atomic(path, payload)
 
 
-class TuningFailed(Exception):
+class TuningFailed(KernelError):
     """No configuration of the tuning space ran."""
 
 

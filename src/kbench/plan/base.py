@@ -8,6 +8,8 @@ so allocation and setup stay outside the timed region.
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 import typing
 from abc import abstractmethod
@@ -136,10 +138,27 @@ class KernelPlan(BaseModel):
 
     # -- helpers ----------------------------------------------------------------------------------------
     def checked_stages(self) -> list[Stage]:
-        """``stages()``, refused when empty or when two stages share a name (their figures would collide)."""
-        from kbench.errors import UsageError
+        """``stages()``, refused (one UsageError line: the plan is at fault) when it raises, is empty, repeats a
+        name (their figures would collide), declares a cost that is not a finite number >= 0, or orders a
+        dependency after its user."""
+        from kbench.errors import UsageError, first_line
 
-        stages = self.stages()
+        try:
+            stages = self.stages()
+        except UsageError:
+            raise
+        except Exception as e:
+            raise UsageError(
+                f"{self.package} {self.version}: stages() raised {type(e).__name__}: {first_line(e)}"
+            ) from e
+        for s in stages:
+            for what in ("flops", "dram_bytes"):
+                v = getattr(s, what)
+                if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
+                    raise UsageError(
+                        f"{self.package} {self.version}: stage {s.name} declares {what}={v!r}; "
+                        "it must be a finite number >= 0 (the analytic model of the stage)"
+                    )
         names = [s.name for s in stages]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if not stages or repeated:
