@@ -20,7 +20,7 @@ CHILD = ["/usr/bin/python3", "-m", "kbench.capture.child", "/r/child-spec.json"]
 
 
 def test_annotation_argv_is_exact() -> None:
-    argv = ncu_argv(Path("/opt/ncu"), "annotation", ["partial", "combine"], Path("/r/profile"), CHILD)
+    argv = ncu_argv(Path("/opt/ncu"), False, ["partial", "combine"], Path("/r/profile"), CHILD)
     assert argv == [
         "/opt/ncu",
         "--config-file",
@@ -45,13 +45,11 @@ def test_annotation_argv_is_exact() -> None:
 
 
 def test_ncu_argv_uses_the_full_set_with_source_and_the_flop_counts() -> None:
-    argv = ncu_argv(Path("ncu"), "ncu", ["mm"], Path("p"), CHILD, clock_control="base")
+    argv = ncu_argv(Path("ncu"), True, ["mm"], Path("p"), CHILD, clock_control="base")
     i = argv.index("--set")
     assert argv[i : i + 4] == ["--set", "full", "--import-source", "yes"]
     assert "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum" in argv[argv.index("--metrics") + 1]
     assert argv[argv.index("--clock-control") + 1] == "base" and argv[-len(CHILD) :] == CHILD
-    with pytest.raises(ValueError):
-        ncu_argv(Path("ncu"), "nsys", ["mm"], Path("p"), CHILD)
 
 
 def _script(path: Path, body: str) -> Path:

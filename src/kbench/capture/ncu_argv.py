@@ -11,7 +11,7 @@ from kbench.nvtx import stage_range
 
 def ncu_argv(
     ncu: Path,
-    mode: str,
+    deep: bool,
     stages: Sequence[str],
     report_base: Path,
     child: Sequence[str],
@@ -19,8 +19,8 @@ def ncu_argv(
     clock_control: str = "none",
     cache_control: str = "all",
 ) -> list[str]:
-    """annotation: a short metric list; ncu: the full set with source import (plus the FP instruction counts
-    the full set lacks). Only launches inside the stages' NVTX ranges are profiled."""
+    """``deep`` False (annotation mode): a short metric list; True (ncu mode): the full set with source import (plus
+    the FP instruction counts the full set lacks). Only launches inside the stages' NVTX ranges are profiled."""
     argv = [
         str(ncu),
         "--config-file",
@@ -33,10 +33,8 @@ def ncu_argv(
     ]
     for s in stages:
         argv += ["--nvtx-include", f"{stage_range(s)}/"]
-    if mode == "annotation":
-        argv += ["--metrics", ",".join(ANNOTATION_METRICS)]
-    elif mode == "ncu":
+    if deep:
         argv += ["--set", "full", "--import-source", "yes", "--metrics", ",".join(SCALAR_FLOPS)]
     else:
-        raise ValueError(f"ncu_argv: unknown mode {mode}")
+        argv += ["--metrics", ",".join(ANNOTATION_METRICS)]
     return [*argv, "--export", str(report_base), "--force-overwrite", *child]

@@ -122,7 +122,7 @@ class CounterMode:
         stages = [s.name for s in plan.checked_stages()]
         argv_child = child.command(plan, run_dir, job.seed, opts.check)
         control = "none" if env.clocks.locked or not opts.lock_clocks else "base"
-        argv = ncu_argv(job.tools["ncu"], self.name, stages, run_dir / "profile", argv_child, clock_control=control)
+        argv = ncu_argv(job.tools["ncu"], self.deep, stages, run_dir / "profile", argv_child, clock_control=control)
         job.params["ncu_command"] = shlex.join(argv)
         job.clock_note = f"; ncu ran with --clock-control {control}"
         opts.progress(f"{plan.package} {plan.version}: ncu ({self.name} mode) is profiling {len(stages)} stage(s)")
