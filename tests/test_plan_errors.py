@@ -14,12 +14,12 @@ FAULTY = str(DATA / "bad_kernels")
 @pytest.mark.parametrize(
     ("version", "command", "fragment"),
     [
-        ("no_flops", "check", "faulty no_flops: stage add declares flops=None; it must be a finite number >= 0"),
-        ("no_flops", "profile", "faulty no_flops: stage add declares flops=None"),
+        ("no_flops", "check", "faulty no_flops: stage double declares flops=None; it must be a finite number >= 0"),
+        ("no_flops", "profile", "faulty no_flops: stage double declares flops=None"),
         ("raising_stages", "check", "faulty raising_stages: stages() raised ZeroDivisionError: division by zero"),
         ("bad_reference", "check", "faulty bad_reference: reference() returned float, not a tensor"),
-        ("raising_build", "check", "faulty raising_build: stage add: build() raised RuntimeError: no such kernel"),
-        ("no_launch", "check", "faulty no_launch: stage add: build() returned function, not a Launch"),
+        ("raising_build", "check", "faulty raising_build: stage double: build() raised RuntimeError: no such kernel"),
+        ("no_launch", "check", "faulty no_launch: stage double: build() returned function, not a Launch"),
     ],
 )
 def test_a_broken_plan_is_a_usage_error(cli, version: str, command: str, fragment: str) -> None:

@@ -1,4 +1,4 @@
-"""faulty base: a correct plan (c = a + b with torch), the others break one part of it."""
+"""faulty base: a correct plan (y = 2x with torch); the other versions each break one part of it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from kbench.plan.base import Config, KernelPlan, Launch, Stage, param
 
 
 class Faulty(KernelPlan):
-    """c = a + b, correct."""
+    """y = 2x, correct."""
 
     n: int = param(1024, help="elements", ge=2)
     dtype: Literal["float32"] = param("float32", help="element type")
@@ -17,23 +17,22 @@ class Faulty(KernelPlan):
         return float(self.n)
 
     def stages(self) -> list[Stage]:
-        return [Stage("add", flops=self.flops(), dram_bytes=12.0 * self.n, precision="fp32", build=self.build)]
+        return [Stage("double", flops=self.flops(), dram_bytes=8.0 * self.n, precision="fp32", build=self.build)]
 
     def build(self, ws: Any, cfg: Config) -> Any:
-        return Launch(lambda: ws[2].copy_(ws[0] + ws[1]))
+        return Launch(lambda: ws["y"].copy_(ws["x"] * 2))
 
     def setup(self, device: str, seed: int) -> Any:
         import torch
 
-        g = torch.Generator(device=device).manual_seed(seed)
-        a, b = (torch.randn(self.n, device=device, generator=g) for _ in range(2))
-        return a, b, torch.empty_like(a)
+        x = torch.randn(self.n, device=device, generator=torch.Generator(device=device).manual_seed(seed))
+        return {"x": x, "y": torch.empty_like(x)}
 
     def output(self, ws: Any) -> Any:
-        return ws[2]
+        return ws["y"]
 
     def reference(self, ws: Any) -> Any:
-        return ws[0].double() + ws[1].double()
+        return 2 * ws["x"].double()
 
 
 PLAN = Faulty
