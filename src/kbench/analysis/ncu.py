@@ -73,6 +73,9 @@ ANNOTATION_METRICS: tuple[str, ...] = (
     "lts__t_sector_hit_rate.pct",
     "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
     "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
+    "sm__cycles_elapsed.avg.per_second",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
     *TENSOR_FLOPS,
     *SCALAR_FLOPS,
 )

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Capture the diagnosis validation set (tests/data/validation) and healthy references on a CUDA machine, clocks
+# left alone: event and annotation mode for every version, ncu mode for the defective ones.
+# Usage: scripts/gpu-diagnosis.sh [RESULTS_DIR]   (default out/gpu-diagnosis)
+set -uo pipefail
+res=${1:-out/gpu-diagnosis}
+mkdir -p "$res"
+py=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 KBENCH_LOCK_CLOCKS=0
+val=tests/data/validation
+runs=(
+  "underfilled before:event,annotation,ncu" "underfilled after:event,annotation"
+  "tile_mm cudacore:event,annotation,ncu" "tile_mm spilling:event,annotation,ncu" "tile_mm base:event,annotation,ncu"
+  "vector_add base:event,annotation" "matmul v2:event,annotation"
+)
+for r in "${runs[@]}"; do
+  spec=${r%%:*}; set -- $spec; modes=${r#*:}
+  for mode in ${modes//,/ }; do
+    start=$(date +%s%N)
+    $py -m kbench.kernel "$1" "$2" --kernel-path "$val" --prof_type="$mode" --out "$res/profiles" \
+      > "$res/$mode-$1-$2.md" 2> "$res/$mode-$1-$2.err"
+    echo "$1 $2 $mode rc=$? $(( ($(date +%s%N) - start) / 1000000 )) ms; $(grep -h '^| ' "$res/$mode-$1-$2.md" | sed -n 4p)"
+  done
+done

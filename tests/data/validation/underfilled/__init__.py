@@ -1,0 +1,1 @@
+"""A row sum whose grid leaves most SMs idle, and its split twin."""
