@@ -31,6 +31,16 @@ CLOCK_DRIFT_PCT = 5.0
 UNSTABLE_SPREAD_PCT = 2.0
 
 
+# The diagnosis catalogue (analysis/opportunities.py).
+# A stage at or above this share of its practical roof (measured ceilings) is done: "stop" is the advice.
+AT_ROOF_PCT = 90.0
+# A partial last wave is named when it costs at least this share of the stage's time.
+TAIL_LOSS_PCT = 5.0
+# Measured DRAM bytes over the analytic (compulsory) bytes beyond this, on a memory-limited stage, is excess
+# traffic worth naming (the same factor as the model-mismatch finding).
+EXCESS_TRAFFIC = 1.25
+
+
 def classify(compute_pct: float, memory_pct: float) -> StageClass:
     """Section 4: DRAM high / compute low -> Memory; compute high / DRAM low -> Compute; both low -> Latency;
     both high -> the one closer to its roof."""

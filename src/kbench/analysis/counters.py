@@ -32,6 +32,12 @@ class StageCounters(BaseModel):
     tensor_flops: float | None
     measured_bytes: float | None
     replay_passes: float | None
+    # the stage's longest kernel: its grid and how many of its CTAs an SM holds; the SMs and clock it ran on
+    ctas: int | None = None
+    ctas_per_sm: float | None = None
+    sm_count: float | None = None
+    sm_clock_mhz: float | None = None
+    occupancy_limiter: str | None = None  # what caps the CTAs per SM: registers, shared memory, warps, blocks
 
     @property
     def compute_pct(self) -> float | None:
@@ -44,16 +50,19 @@ class StageCounters(BaseModel):
             return None
         return b.classify(self.compute_pct, self.dram_pct)
 
-    def issues(self) -> list[str]:
-        """Section 3's unhealthy metrics, most severe first, each as 'what (metric=value)'."""
+    def issues(self, reuse_lost: bool | None = None) -> list[str]:
+        """Section 3's unhealthy metrics, most severe first, each as 'what (metric=value)'. Low occupancy only
+        where the kernel's own limits cap it below the healthy level; an idle-SM grid only when CTAs < SMs; a low
+        L2 hit rate only where DRAM traffic shows reuse was lost (``reuse_lost``; None: no model to tell)."""
         out = []
         if self.spill_bytes:
             out.append(f"register spilling ({self.spill_bytes:.0f} local bytes)")
-        if self.occupancy_pct is not None and self.occupancy_pct < b.HEALTHY_OCCUPANCY_PCT:
-            out.append(f"low occupancy ({self.occupancy_pct:.1f}% < {b.HEALTHY_OCCUPANCY_PCT:.0f}%)")
-        if self.waves is not None and self.waves < b.HEALTHY_WAVES:
-            out.append(f"underfilled GPU ({self.waves:.2f} waves)")
-        if b.locality_issue(self.l2_hit_pct):
+        cap = self.theoretical_occupancy_pct
+        if cap is not None and cap < b.HEALTHY_OCCUPANCY_PCT:
+            out.append(f"occupancy capped at {cap:.1f}% by {self.occupancy_limiter or 'its launch limits'}")
+        if self.ctas is not None and self.sm_count and self.ctas < self.sm_count:
+            out.append(f"underfilled GPU ({self.ctas} CTAs on {self.sm_count:.0f} SMs)")
+        if reuse_lost and b.locality_issue(self.l2_hit_pct):
             out.append(f"L2 hit {self.l2_hit_pct:.1f}% < {b.HEALTHY_L2_HIT_PCT:.0f}%")
         return out
 
@@ -78,6 +87,7 @@ def _extreme(values: Sequence[float | None], largest: bool) -> float | None:
 def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
     if not ks:
         raise ValueError(f"stage {stage} has no kernels")
+    main = max(ks, key=lambda k: k.duration_us or 0.0)  # grid and waves of the kernel that takes the time
     return StageCounters(
         stage=stage,
         kernels=[k.name for k in ks],
@@ -90,13 +100,18 @@ def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
         theoretical_occupancy_pct=_extreme([k.m("theoretical_occupancy_pct") for k in ks], largest=False),
         l2_hit_pct=_weighted(ks, "l2_hit_pct"),
         spill_bytes=_sum([k.spill_bytes for k in ks]),
-        waves=_extreme([k.m("waves") for k in ks], largest=False),
+        waves=main.m("waves"),
         registers=_extreme([k.m("registers") for k in ks], largest=True),
         shared_bytes=_extreme([k.m("shared_bytes") for k in ks], largest=True),
         measured_flops=_sum([k.measured_flops for k in ks]),
         tensor_flops=_sum([k.tensor_flops for k in ks]),
         measured_bytes=_sum([k.measured_bytes for k in ks]),
         replay_passes=_extreme([k.m("replay_passes") for k in ks], largest=True),
+        ctas=main.ctas,
+        ctas_per_sm=main.ctas_per_sm,
+        sm_count=main.m("sm_count"),
+        sm_clock_mhz=None if (hz := _weighted(ks, "sm_clock_hz")) is None else hz / 1e6,
+        occupancy_limiter=main.occupancy_limiter,
     )
 
 

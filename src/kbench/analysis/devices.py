@@ -45,6 +45,23 @@ class DeviceSpec(BaseModel):
         source = f"datasheet peaks of {self.display_name} from conf/devices.json"
         return {str(p): Ceilings(tflops=v, gbps=self.dram_gbps, source=source) for p, v in self.peak_tflops.items()}
 
+    def practical(self) -> dict[str, Ceilings]:
+        """The roofs a kernel can reach: per precision the measured matmul rate and the measured copy bandwidth
+        where conf/devices.json has them, else the datasheet value; the source says which is which."""
+        bw = self.measured.get("dram_gbps")
+        gbps = bw.value if bw else self.dram_gbps
+        memory = f"{gbps:g} GB/s {'measured copy' if bw else 'datasheet'}"
+        out = {}
+        for p, peak in self.peak_tflops.items():
+            m = self.measured.get(f"peak_tflops_{p}")
+            tflops = m.value if m else peak
+            out[str(p)] = Ceilings(
+                tflops=tflops,
+                gbps=gbps,
+                source=f"{p} {tflops:g} TFLOP/s {'measured' if m else 'datasheet'}, {memory}",
+            )
+        return out
+
     @model_validator(mode="after")
     def _sourced(self) -> DeviceSpec:
         missing = [k for k in ("dram_gbps", "peak_tflops", "sm_count", "l2_bytes") if not self.sources.get(k)]

@@ -3,7 +3,10 @@ Top 3 (``opportunities``), assembled for what a mode measured: timings, counters
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -11,6 +14,7 @@ from kbench.analysis import opportunities as op
 from kbench.analysis import stages as st
 from kbench.analysis.bottleneck import TIMELINE_IDLE_PCT, StageClass, plan_class
 from kbench.analysis.counters import StageCounters, StageModel
+from kbench.analysis.devices import ActiveDevice
 from kbench.analysis.ncu import Rule
 from kbench.analysis.opportunities import Opportunity
 from kbench.analysis.roofline import Ceilings
@@ -30,6 +34,7 @@ class PlanFigures(BaseModel):
     opportunities_note: str | None
     ceilings_source: str
     roofline_known: bool
+    practical_source: str | None = None  # the roofs Top 3 measures gains against, where they differ
 
 
 def _plan(
@@ -38,8 +43,11 @@ def _plan(
     ranked: tuple[list[Opportunity], str | None],
     ceilings_source: str,
     roofline_known: bool,
+    facts: Facts | None = None,
 ) -> PlanFigures:
+    used = sorted({facts.practical[f.precision].source for f in figs if facts and f.precision in facts.practical})
     return PlanFigures(
+        practical_source="; ".join(used) or None,
         stages=figs,
         total_us=sum(f.duration_us for f in figs),
         bottleneck=verdict[0],
@@ -58,6 +66,49 @@ def _deciding(figs: Sequence[StageFigures]) -> tuple[StageClass, StageFigures]:
     return plan, max((f for f in classified if f.bottleneck == plan), key=lambda f: f.duration_us)
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What the diagnosis knows besides timings or counters: the practical roofs per precision (measured
+    ceilings), the SM count, and each stage's launch record (tiling/<stage>.json: grid, registers, spills)."""
+
+    practical: dict[str, Ceilings] = field(default_factory=dict)
+    sm_count: int | None = None
+    tiling: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, device: ActiveDevice, tiling: dict[str, dict[str, Any]]) -> Facts:
+        spec = device.spec
+        return cls(practical=spec.practical() if spec else {}, sm_count=spec.sm_count if spec else None, tiling=tiling)
+
+    def on(self, ceilings: dict[str, Ceilings], roofline_known: bool) -> Facts:
+        """On a device conf/devices.json does not know, the ceilings measured at run time are the practical roofs;
+        without practical roofs (no measured values given), the datasheet ceilings stand in (their source says so)."""
+        return self if roofline_known and self.practical else replace(self, practical=ceilings)
+
+    def evidence(self, f: StageFigures, total_us: float, **counted: Any) -> op.Evidence:
+        """The stage's evidence: its launch record, overridden by what counters measured (``counted``)."""
+        t = self.tiling.get(f.name, {})
+        grid = t.get("grid")
+        known: dict[str, Any] = {
+            "sm_count": self.sm_count,
+            "ctas": math.prod(int(g) for g in grid) if grid else None,
+            "registers": t.get("registers"),
+            "warps": t.get("num_warps"),
+            "spilled": t.get("spills"),
+        }
+        known.update({k: v for k, v in counted.items() if v is not None})
+        config = ", ".join(f"{k}={v}" for k, v in (t.get("config") or {}).items())
+        return op.Evidence(
+            stage=f, total_us=total_us, practical=self.practical.get(f.precision), config=config, **known
+        )
+
+
+FEWER = (
+    "Only {n} listed: the catalogue found nothing more to name in this run's data (timings, the kernels' launch "
+    "facts{counters}), and each stage at its practical roof gets one line."
+)
+
+
 def from_timings(
     stages: Sequence[Stage],
     timings: dict[str, TimingStats],
@@ -65,9 +116,12 @@ def from_timings(
     *,
     roofline_known: bool,
     device_name: str,
+    facts: Facts | None = None,
 ) -> PlanFigures:
     """Timed stages (event mode, and a timeline with a plan). ``ceilings`` maps precision -> roofs (datasheet when
-    ``roofline_known``, else measured at run time and used only to classify)."""
+    ``roofline_known``, else measured at run time and used only to classify); Top 3 from the catalogue, against
+    the practical roofs (``facts``; on an unknown device the measured ``ceilings`` are the practical roofs)."""
+    facts = (facts or Facts()).on(ceilings, roofline_known)
     figs = [st.timed(s, timings[s.name], ceilings.get(s.precision), roofline_known) for s in stages]
     classified = [f for f in figs if f.bottleneck is not None]
     if not classified:
@@ -79,21 +133,14 @@ def from_timings(
     total = sum(f.duration_us for f in figs)
     plan, top = _deciding(figs)
     root = st.roofline_root_cause(top, 100.0 * top.duration_us / total, ceilings[top.precision], not roofline_known)
-    ranked = op.rank(
-        roof_gaps(figs, ceilings, roofline_known),
-        fewer=lambda n: (
-            f"Only {n} listed: event mode estimates gains from each stage's distance to its "
-            f"{'roofline' if roofline_known else 'measured ceilings'}, and this plan has {len(classified)} "
-            "classified stage(s); the counter-based modes rank more."
-        ),
-    )
-    return _plan(figs, (plan, root), ranked, next(iter(ceilings.values())).source, roofline_known)
+    ranked = op.rank(diagnosed(figs, facts), fewer=lambda n: FEWER.format(n=n, counters=""))
+    return _plan(figs, (plan, root), ranked, next(iter(ceilings.values())).source, roofline_known, facts)
 
 
-def roof_gaps(figs: Sequence[StageFigures], ceilings: dict[str, Ceilings], roofline_known: bool) -> list[Opportunity]:
-    """Each classified timed stage's distance to its roof, as a share of the plan's time."""
+def diagnosed(figs: Sequence[StageFigures], facts: Facts) -> list[Opportunity]:
+    """The catalogue's findings for every classified timed stage."""
     total = sum(f.duration_us for f in figs)
-    return [op.roof_gap(f, ceilings[f.precision], total, not roofline_known) for f in figs if f.bottleneck is not None]
+    return [o for f in figs if f.bottleneck is not None for o in op.diagnose(facts.evidence(f, total))]
 
 
 def from_counters(
@@ -103,10 +150,13 @@ def from_counters(
     *,
     roofline_known: bool,
     rules: dict[str, list[Rule]] | None = None,
+    facts: Facts | None = None,
 ) -> PlanFigures:
-    """Counted stages (annotation and ncu modes). Class from TC%/SM% vs DRAM% (section 4); Top 3 from ncu's rules
-    when given (their estimated speedup times the stage's share of the plan), else from each stage's distance to
-    its roofline (analytic model + datasheet peaks) or, without one, to the speed of light of its busiest unit."""
+    """Counted stages (annotation and ncu modes). Class from TC%/SM% vs DRAM% (section 4); Top 3 from the
+    catalogue over the counters (against the practical roofs in ``facts`` where the plan gives a FLOP/byte
+    model; without one, the headroom of the busiest unit when nothing is named), and in ncu mode also ncu's own
+    rules (``rules``) as evidence: their estimates converted to the whole plan and capped by the practical roof."""
+    facts = facts or Facts()
     total = sum(c.duration_us for c in counters)
     figs: list[StageFigures] = []
     candidates: list[Opportunity | None] = []
@@ -114,31 +164,38 @@ def from_counters(
         model = models.get(c.stage)
         f = st.counted(c, model, ceilings.get(model.precision) if model else None, roofline_known)
         figs.append(f)
-        share = c.duration_us / total if total else 0.0
-        if rules is not None:
-            candidates += [op.ncu_rule(c.stage, r, share) for r in rules.get(c.stage, [])]
-        elif f.bound_us is not None and model is not None:
-            candidates.append(op.roof_gap(f, ceilings[model.precision], total, measured=False))
-        else:
-            candidates.append(op.unit_headroom(c, share))
+        e = facts.evidence(
+            f,
+            total,
+            sm_count=int(c.sm_count) if c.sm_count else None,
+            ctas=c.ctas,
+            ctas_per_sm=c.ctas_per_sm,
+            registers=c.registers,
+            spill_bytes=c.spill_bytes,
+            moved_bytes=c.measured_bytes,
+        )
+        found = op.diagnose(e if model is not None else replace(e, practical=None))
+        candidates += found or [op.unit_headroom(c, c.duration_us / total if total else 0.0)]
+        if not any(o.named for o in found):
+            # ncu's rules lead only where the catalogue named no mechanism (their estimates are whole-kernel
+            # what-ifs; where kbench measured the mechanism, they stay evidence in report-verbose.md)
+            candidates += [op.ncu_rule(e, r) for r in (rules or {}).get(c.stage, [])]
     if not any(f.bottleneck is not None for f in figs):
         raise KbenchError("the ncu report holds no throughput counters to classify any stage with")
     plan, top = _deciding(figs)
     top_counters = next(c for c in counters if c.stage == top.name)
     root = st.counter_root_cause(top_counters, top.bottleneck, 100.0 * top.duration_us / total if total else 100.0)
-    source = "ncu rules with a speedup estimate" if rules is not None else "stages to estimate from"
     ranked = op.rank(
         candidates,
-        fewer=lambda n: f"Only {n} listed: there are no more {source} in this profile.",
+        fewer=lambda n: FEWER.format(n=n, counters=", ncu's counters" + (" and rules" if rules is not None else "")),
         none=(
             Opportunity(name="No estimate available", gain_pct=0.0, metric="rules_with_speedup", value="0"),
-            "No gain can be estimated: ncu attached no speedup estimate to any rule of these kernels.",
+            "No gain can be estimated: no mechanism of the catalogue and no ncu rule with an estimate applies.",
         ),
     )
     known = roofline_known and bool(models)
-    return _plan(
-        figs, (plan, root), ranked, "datasheet peaks" if known else "n/a (no FLOP/byte model or device peaks)", known
-    )
+    source = "datasheet peaks" if known else "n/a (no FLOP/byte model or device peaks)"
+    return _plan(figs, (plan, root), ranked, source, known, facts if models else None)
 
 
 def from_timeline(
@@ -148,16 +205,23 @@ def from_timeline(
     *,
     roofline_known: bool,
     device_name: str,
+    facts: Facts | None = None,
 ) -> PlanFigures:
     """A timeline's stages: each stage's median GPU span on the roofline (with the plan's FLOP/byte model), its
     timeline facts in the key issue, and Top 3 from the roofline distance, the GPU's idle time and the overlap
     left unused. Latency-bound when the GPU idles TIMELINE_IDLE_PCT of each iteration."""
     idle = a.idle_pct
     if stages is not None:
+        facts = (facts or Facts()).on(ceilings, roofline_known)
         timed = from_timings(
-            stages, {s.stage: s.gpu for s in a.stages}, ceilings, roofline_known=roofline_known, device_name=device_name
+            stages,
+            {s.stage: s.gpu for s in a.stages},
+            ceilings,
+            roofline_known=roofline_known,
+            device_name=device_name,
+            facts=facts,
         )
-        figs, gaps = timed.stages, roof_gaps(timed.stages, ceilings, roofline_known)
+        figs, gaps = timed.stages, diagnosed(timed.stages, facts)
         verdict, source, known = (timed.bottleneck, timed.root_cause), timed.ceilings_source, roofline_known
     elif idle < TIMELINE_IDLE_PCT:
         raise KbenchError(
@@ -183,4 +247,4 @@ def from_timeline(
             "No gain can be estimated: the GPU never idled and no stage has a roofline model.",
         ),
     )
-    return _plan(figs, verdict, ranked, source, known)
+    return _plan(figs, verdict, ranked, source, known, facts)

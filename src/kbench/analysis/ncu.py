@@ -36,6 +36,14 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "spill_load_bytes": ("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",),
     "spill_store_bytes": ("l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",),
     "spill_requests": ("derived__local_spilling_requests",),
+    "spill_load_sectors": ("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum",),
+    "spill_store_sectors": ("l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",),
+    "sm_clock_hz": ("sm__cycles_elapsed.avg.per_second",),
+    "sm_count": ("launch__sm_count",),
+    "ctas_per_sm_registers": ("launch__occupancy_limit_registers",),
+    "ctas_per_sm_shared": ("launch__occupancy_limit_shared_mem",),
+    "ctas_per_sm_warps": ("launch__occupancy_limit_warps",),
+    "ctas_per_sm_blocks": ("launch__occupancy_limit_blocks",),
     "waves": ("launch__waves_per_multiprocessor",),
     "registers": ("launch__registers_per_thread",),
     "shared_bytes": ("launch__shared_mem_per_block",),
@@ -129,8 +137,38 @@ class Kernel(BaseModel):
 
     @property
     def spill_bytes(self) -> float | None:
+        """Local-memory traffic (register spills): bytes where counted, else 32-byte sectors (ncu's full set)."""
         ld, st = self.m("spill_load_bytes"), self.m("spill_store_bytes")
-        return None if ld is None or st is None else ld + st
+        if ld is not None and st is not None:
+            return ld + st
+        ld, st = self.m("spill_load_sectors"), self.m("spill_store_sectors")
+        return None if ld is None or st is None else 32.0 * (ld + st)
+
+    @property
+    def ctas_per_sm(self) -> float | None:
+        """How many of its CTAs fit on one SM: the tightest of ncu's occupancy limits."""
+        limits = [self.m(f"ctas_per_sm_{k}") for k in ("registers", "shared", "warps", "blocks")]
+        present = [v for v in limits if v is not None]
+        return min(present) if present else None
+
+    @property
+    def occupancy_limiter(self) -> str | None:
+        """The launch limit that allows the fewest CTAs per SM."""
+        limits = {
+            w: v
+            for w, k in (
+                ("registers", "registers"),
+                ("shared memory", "shared"),
+                ("warps", "warps"),
+                ("blocks", "blocks"),
+            )
+            if (v := self.m(f"ctas_per_sm_{k}")) is not None
+        }
+        return min(limits, key=lambda w: limits[w]) if limits else None
+
+    @property
+    def ctas(self) -> int | None:
+        return None if self.grid is None else self.grid[0] * self.grid[1] * self.grid[2]
 
 
 def _value(action: Any, name: str) -> Any:

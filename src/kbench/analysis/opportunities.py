@@ -1,20 +1,29 @@
-"""Opportunities: the gain models every mode draws on, and the one ranking that turns them into Top 3. Pure.
+"""Opportunities: the diagnosis catalogue and the gain models every mode draws on, and the one ranking that turns
+them into Top 3. Pure.
 
-Each gain model turns measured figures into candidate changes with an estimated gain (percent of the plan's
-time) and the metric that triggered it:
-- ``roof_gap``: a stage's distance to its roofline bound (the share of plan time it would save on the roof);
-- ``unit_headroom``: without a FLOP/byte model, the headroom of a stage's busiest unit to its peak;
-- ``ncu_rule``: an Nsight Compute rule's own estimated speedup, weighted by the stage's share;
-- ``gpu_idle`` and ``unused_overlap``: a timeline's idle GPU time, and the overlap a concurrent plan leaves.
-``rank`` sorts them and keeps three, saying why when fewer are left.
+The catalogue (``diagnose``) names a mechanism from what a mode measured of a stage (``Evidence``), with the
+measured value that triggered it, a gain computed from measurements and capped by the stage's distance to its
+practical roof (the measured ceilings), and the change to make in the kernel's own terms:
+- at the practical roof: stop (the stage is within AT_ROOF_PCT of what the device reaches);
+- register spills (local-memory traffic, or the compiler's spill count);
+- an underfilled grid (fewer CTAs than SMs: SMs idle);
+- a partial last wave (tail effect) from the grid, the CTAs an SM holds and the SM count;
+- DRAM traffic beyond the plan's compulsory bytes on a memory-limited stage;
+- otherwise the stage's distance to its practical roof, saying no mechanism was found in this mode's data.
+Other gain models: ``unit_headroom`` (no FLOP/byte model), ``ncu_rule`` (an Nsight Compute rule's estimate,
+weighted by the stage's share), ``gpu_idle`` and ``unused_overlap`` (a timeline's idle time and the overlap a
+concurrent plan leaves). ``rank`` sorts them and keeps three, saying why when fewer are left.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from kbench.analysis import bottleneck as b
 from kbench.analysis import roofline as rl
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.ncu import Rule
@@ -29,19 +38,180 @@ class Opportunity(BaseModel):
     gain_pct: float
     metric: str
     value: str
+    change: str | None = None  # what to change in the kernel (the report's `   change:` line)
+    named: bool = False  # the catalogue named the mechanism (or that the stage is done) from this run's data
 
 
-def roof_gap(f: StageFigures, c: rl.Ceilings, total_us: float, measured: bool) -> Opportunity:
-    """Bring a stage with an analytic model to its roof (``measured``: ceilings measured on an unknown device)."""
-    assert f.flops is not None and f.dram_bytes is not None  # a stage on the roofline has the analytic model
-    bound = rl.bound_us(c, f.flops, f.dram_bytes)
+@dataclass(frozen=True)
+class Evidence:
+    """What a mode measured of one stage, for the catalogue (None: this mode did not measure it)."""
+
+    stage: StageFigures
+    total_us: float  # the plan's time: every gain is a share of it
+    practical: rl.Ceilings | None  # the practical roof of the stage's precision (measured ceilings)
+    sm_count: int | None = None
+    ctas: int | None = None  # the grid of its (longest) kernel
+    ctas_per_sm: float | None = None  # how many of those CTAs one SM holds at once
+    registers: float | None = None  # per thread
+    warps: int | None = None  # per CTA
+    spilled: float | None = None  # the compiler's spill count (Triton)
+    spill_bytes: float | None = None  # local-memory traffic counted by ncu
+    moved_bytes: float | None = None  # DRAM bytes counted by ncu
+    config: str = ""  # its launch configuration, as the report shows it
+
+    @property
+    def name(self) -> str:
+        return self.stage.name
+
+    @property
+    def us(self) -> float:
+        return self.stage.duration_us
+
+    @property
+    def bound_us(self) -> float | None:
+        """The stage's time on its practical roof, with the plan's FLOP/byte model."""
+        s = self.stage
+        if self.practical is None or s.flops is None or s.dram_bytes is None:
+            return None
+        return rl.bound_us(self.practical, s.flops, s.dram_bytes)
+
+    def gain(self, saved_us: float) -> float:
+        """``saved_us`` of this stage as a share of the plan, never beyond its distance to the practical roof."""
+        bound = self.bound_us
+        cap = self.us - bound if bound is not None else self.us
+        return 100.0 * max(0.0, min(saved_us, cap)) / self.total_us
+
+
+def _roof_words(e: Evidence) -> str:
+    c, s = e.practical, e.stage
+    assert c is not None and s.flops is not None and s.dram_bytes is not None
+    if rl.limiting_roof(c, s.flops, s.dram_bytes) == "memory":
+        return f"{c.gbps:g} GB/s DRAM"
+    return f"{c.tflops:g} TFLOP/s {s.precision}"
+
+
+def at_roof(e: Evidence) -> Opportunity | None:
+    bound = e.bound_us
+    if bound is None or 100.0 * bound / e.us < b.AT_ROOF_PCT:
+        return None
+    pct = 100.0 * bound / e.us
     return Opportunity(
-        name=f"Bring stage {f.name} to its {'measured ' if measured else ''}"
-        f"{rl.limiting_roof(c, f.flops, f.dram_bytes)} roof",
-        gain_pct=max(0.0, 100.0 * (f.duration_us - bound) / total_us),
-        metric=f"{f.name}.{'measured_roof' if measured else 'roofline'}_efficiency",
-        value=f"{100.0 * bound / f.duration_us:.1f}%",
+        name=f"Stage {e.name} is at its practical roof ({pct:.0f}% of {_roof_words(e)} this device reaches): stop",
+        gain_pct=e.gain(e.us - bound),
+        metric=f"{e.name}.practical_roof_pct",
+        value=f"{pct:.1f}%",
+        change=f"none in {e.name}; only moving fewer bytes or doing fewer FLOPs (fusing stages, a cheaper "
+        "algorithm) makes it faster",
+        named=True,
     )
+
+
+def spills(e: Evidence) -> Opportunity | None:
+    if e.spill_bytes:
+        # time that moved the spilled values: the local traffic's share of all bytes the stage moved
+        saved = e.us * e.spill_bytes / (e.spill_bytes + (e.moved_bytes or 0.0))
+        metric, value = f"{e.name}.local_memory_bytes", f"{e.spill_bytes:.3g}"
+    elif e.spilled:
+        saved, metric, value = e.us, f"{e.name}.spilled_registers", f"{e.spilled:.0f}"
+    else:
+        return None
+    regs = f"{e.registers:.0f} registers per thread" if e.registers else "its registers"
+    warps = f" on {e.warps} warps" if e.warps else ""
+    return Opportunity(
+        name=f"Register spills in {e.name}: {regs}{warps} cannot hold the tile, values go through local memory",
+        gain_pct=e.gain(saved),
+        metric=metric,
+        value=value,
+        change=f"hold fewer values per thread in {e.name}: smaller BLOCK tiles, or more num_warps for the same "
+        f"tile{f' (now {e.config})' if e.config else ''}, until the compiler reports no spills",
+        named=True,
+    )
+
+
+def underfilled(e: Evidence) -> Opportunity | None:
+    if not e.ctas or not e.sm_count or e.ctas >= e.sm_count:
+        return None
+    bound = e.bound_us or 0.0
+    saved = e.us - max(bound, e.us * e.ctas / e.sm_count)  # the same work spread over every SM
+    return Opportunity(
+        name=f"Underfilled grid in {e.name}: {e.ctas} CTAs on {e.sm_count} SMs leave {e.sm_count - e.ctas} SMs idle",
+        gain_pct=e.gain(saved),
+        metric=f"{e.name}.grid_ctas",
+        value=str(e.ctas),
+        change=f"launch at least {e.sm_count} CTAs in {e.name}: split each CTA's loop over more CTAs (split-K / "
+        "split-KV, partial results combined by atomics or a second stage), or use smaller blocks",
+        named=True,
+    )
+
+
+def tail(e: Evidence) -> Opportunity | None:
+    if not e.ctas or not e.sm_count or not e.ctas_per_sm or e.ctas < e.sm_count:
+        return None
+    slots = e.sm_count * e.ctas_per_sm
+    waves = e.ctas / slots
+    full = math.ceil(waves)
+    loss = (full - waves) / full if waves > 1 else 0.0
+    if 100.0 * loss < b.TAIL_LOSS_PCT:
+        return None
+    return Opportunity(
+        name=f"Partial last wave in {e.name}: {e.ctas} CTAs fill {waves:.2f} waves of {slots:.0f} "
+        f"({e.ctas_per_sm:.0f} per SM on {e.sm_count} SMs)",
+        gain_pct=e.gain(e.us * loss),
+        metric=f"{e.name}.waves",
+        value=f"{waves:.2f}",
+        change=f"make {e.name}'s grid a multiple of {slots:.0f} CTAs (a persistent grid of {slots:.0f}, or a BLOCK "
+        "size that divides the work into whole waves)",
+        named=True,
+    )
+
+
+def excess_traffic(e: Evidence) -> Opportunity | None:
+    s = e.stage
+    if not e.moved_bytes or not s.dram_bytes or e.moved_bytes < b.EXCESS_TRAFFIC * s.dram_bytes:
+        return None
+    if s.bottleneck != "Memory":
+        return None  # the extra bytes cost time only where DRAM sets it
+    return Opportunity(
+        name=f"DRAM traffic in {e.name} is {e.moved_bytes / s.dram_bytes:.2f}x the compulsory bytes: data is "
+        "fetched more than once",
+        gain_pct=e.gain(e.us * (1.0 - s.dram_bytes / e.moved_bytes)),
+        metric=f"{e.name}.dram_bytes_over_model",
+        value=f"{e.moved_bytes / s.dram_bytes:.2f}x",
+        change=f"make {e.name} read each input once: larger tiles or a GROUP_M-style swizzle so neighbouring CTAs "
+        "share tiles in L2, or fuse the passes that re-read the same data",
+        named=True,
+    )
+
+
+def unexplained(e: Evidence) -> Opportunity | None:
+    bound = e.bound_us
+    if bound is None:
+        return None
+    pct = 100.0 * bound / e.us
+    return Opportunity(
+        name=f"Stage {e.name} runs at {pct:.0f}% of its practical roof ({_roof_words(e)}); no mechanism found in "
+        "this mode's data",
+        gain_pct=e.gain(e.us - bound),
+        metric=f"{e.name}.practical_roof_pct",
+        value=f"{pct:.1f}%",
+        change=f"find where {e.name}'s time goes: its warp-stall reasons and hottest source lines (--prof_type=ncu "
+        f"writes them to source/{e.name}.md)",
+    )
+
+
+CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (spills, underfilled, tail, excess_traffic)
+
+
+def diagnose(e: Evidence) -> list[Opportunity]:
+    """The catalogue's findings for one stage: "stop" when it is at its practical roof, else every mechanism
+    its evidence triggers, else its distance to the roof with no mechanism named."""
+    if (done := at_roof(e)) is not None:
+        return [done]
+    found = [o for check in CATALOGUE if (o := check(e)) is not None]
+    if found:
+        return found
+    rest = unexplained(e)
+    return [rest] if rest is not None else []
 
 
 def unit_headroom(c: StageCounters, share: float) -> Opportunity | None:
@@ -58,17 +228,24 @@ def unit_headroom(c: StageCounters, share: float) -> Opportunity | None:
     )
 
 
-def ncu_rule(stage: str, r: Rule, share: float) -> Opportunity | None:
-    """An ncu rule with a speedup estimate; None for rules without one."""
-    if r.speedup_pct is None:
+# ncu rules that are no change to the kernel, or that the catalogue computes itself from the grid
+NOT_ADVICE = {"MemoryL2Compression", "LaunchConfiguration"}
+
+
+def ncu_rule(e: Evidence, r: Rule) -> Opportunity | None:
+    """An ncu rule as evidence: its whole-kernel ("global") estimate converted to the plan's time and capped by
+    the stage's practical roof; rules without an estimate, local estimates and rules that are no kernel change
+    are left to report-verbose.md."""
+    if r.speedup_pct is None or r.speedup_type != "global" or r.rule_id in NOT_ADVICE:
         return None
     metric, value = r.focus[0] if r.focus else ("gpu__time_duration.sum", "n/a")
     shown = f"{value:.4g}" if isinstance(value, float) else str(value).replace(" ", "_") or "n/a"
     return Opportunity(
-        name=f"{r.title or r.rule_id} in {stage} (ncu {r.rule_id}, {r.speedup_type} speedup)",
-        gain_pct=r.speedup_pct * share,
+        name=f"ncu says: {r.title or r.rule_id} in {e.name} (rule {r.rule_id})",
+        gain_pct=e.gain(e.us * r.speedup_pct / 100.0),
         metric=metric,
         value=shown,
+        change=f"see rule {r.rule_id} for {e.name} in report-verbose.md",
     )
 
 

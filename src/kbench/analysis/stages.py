@@ -146,7 +146,14 @@ def counted(
         f"TC {c.tc_pct:.1f}%" if c.tc_pct is not None else None,
         f"DRAM {c.dram_pct:.1f}%" if c.dram_pct is not None else None,
     ]
-    issue = "; ".join([*model_mismatch(model, c), *c.issues(), ", ".join(x for x in facts if x)]) or "no counter read"
+    lost = (
+        None
+        if model is None or not nbytes or c.measured_bytes is None
+        else c.measured_bytes > b.EXCESS_TRAFFIC * nbytes
+    )
+    issue = (
+        "; ".join([*model_mismatch(model, c), *c.issues(lost), ", ".join(x for x in facts if x)]) or "no counter read"
+    )
     if f.efficiency_pct is not None and f.efficiency_pct > 100.0:
         issue = f"beats its roofline bound ({f.efficiency_pct:.1f}%): FLOP/byte model or timing is wrong; " + issue
     f.key_issue = issue

@@ -20,7 +20,7 @@ from typing import Any
 from kbench.analysis import ncu
 from kbench.analysis.counters import StageModel, combine
 from kbench.analysis.devices import resolve
-from kbench.analysis.figures import from_counters
+from kbench.analysis.figures import Facts, from_counters
 from kbench.capture import child, tools
 from kbench.capture.ncu_argv import ncu_argv
 from kbench.errors import KbenchError, KernelError
@@ -176,6 +176,7 @@ class CounterMode:
             ceilings,
             roofline_known=device.known,
             rules={name: [r for k in ks for r in k.rules] for name, ks in grouped} if self.deep else None,
+            facts=Facts.of(device, capture.tiling),
         )
         passes = max((c.replay_passes or 0) for c in counters)
         notes, record = [], {}

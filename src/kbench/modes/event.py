@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis.devices import resolve
-from kbench.analysis.figures import from_timings
+from kbench.analysis.figures import Facts, from_timings
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.timing_stats import TimingStats
 from kbench.capture.artifacts import write_stage
@@ -101,7 +101,12 @@ class Event:
             ceilings = device.spec.ceilings() if device.spec else {}
         stats = {name: TimingStats.of(s["samples_us"]) for name, s in timings["stages"].items()}
         figures = from_timings(
-            ctx.plan.checked_stages(), stats, ceilings, roofline_known=device.known, device_name=device.name
+            ctx.plan.checked_stages(),
+            stats,
+            ceilings,
+            roofline_known=device.known,
+            device_name=device.name,
+            facts=Facts.of(device, capture.tiling),
         )
         whole = timings.get("plan")
         return Analysis(

@@ -17,7 +17,7 @@ from typing import Any
 from kbench.analysis import timeline as tl
 from kbench.analysis import timeline_stages as ts
 from kbench.analysis.devices import resolve
-from kbench.analysis.figures import from_timeline
+from kbench.analysis.figures import Facts, from_timeline
 from kbench.capture import child, tools
 from kbench.capture.nsys_argv import export_argv, profile_argv
 from kbench.errors import KbenchError, KernelError, UsageError
@@ -184,6 +184,7 @@ class Nsys:
             device.spec.ceilings() if device.spec else {},
             roofline_known=device.known,
             device_name=device.name,
+            facts=Facts.of(device, capture.tiling),
         )
         notes = []
         if capture.live:
