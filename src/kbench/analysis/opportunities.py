@@ -204,14 +204,27 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (spills, under
 
 def diagnose(e: Evidence) -> list[Opportunity]:
     """The catalogue's findings for one stage: "stop" when it is at its practical roof, else every mechanism
-    its evidence triggers, else its distance to the roof with no mechanism named."""
+    its evidence triggers, plus the rest of its distance to the practical roof when no mechanism was named or
+    the named ones explain the smaller part of it."""
     if (done := at_roof(e)) is not None:
         return [done]
     found = [o for check in CATALOGUE if (o := check(e)) is not None]
-    if found:
-        return found
     rest = unexplained(e)
-    return [rest] if rest is not None else []
+    if rest is None:
+        return found
+    # what the named mechanisms leave of the distance to the roof, when that is the larger part: say so
+    left = rest.gain_pct - sum(o.gain_pct for o in found)
+    if found and left <= max(o.gain_pct for o in found):
+        return found
+    if found:
+        rest = rest.model_copy(
+            update={
+                "gain_pct": left,
+                "name": f"{rest.name.split(';')[0]}; the mechanisms named explain only "
+                f"{sum(o.gain_pct for o in found):.1f} of its {rest.gain_pct:.1f} points",
+            }
+        )
+    return [*found, rest]
 
 
 def unit_headroom(c: StageCounters, share: float) -> Opportunity | None:
