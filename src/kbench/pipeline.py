@@ -69,10 +69,8 @@ def baseline(analysis: Analysis, run_dir: Path, named: tuple[Path, ProfileResult
     if previous is None:
         log.warning("previous run %s has no readable %s; no baseline comparison", prev_dir, folder.RESULT)
         return None
-    prev_plan = previous.plan_timing.median_us if previous.plan_timing else None
-    cur_plan = analysis.plan_timing.median_us if analysis.plan_timing else None
     return Baseline(
-        rows=compare(previous.figures, analysis.figures, prev_plan, cur_plan),
+        rows=compare(previous.figures, analysis.figures, previous.plan_timing, analysis.plan_timing),
         source=f"`{prev_dir}` ({previous.kernel} {previous.version})",
     )
 

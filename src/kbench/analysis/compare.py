@@ -1,10 +1,15 @@
-"""vs Baseline: this run against an earlier one of the same kernel and parameters. Pure."""
+"""vs Baseline: this run against an earlier one of the same kernel and parameters. Pure.
+
+Durations change in percent, with "(within noise)" when the two runs' interquartile ranges overlap (the change
+is then not beyond the spread of the repetitions); values that are already percentages change in percentage
+points (pp)."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
 from kbench.analysis.figures import PlanFigures
+from kbench.analysis.timing_stats import TimingStats
 
 
 class BaselineRow(BaseModel):
@@ -14,30 +19,53 @@ class BaselineRow(BaseModel):
     change: str
 
 
-def _row(metric: str, prev: float | None, cur: float | None, digits: int = 2) -> BaselineRow:
+def within_noise(prev: TimingStats | None, cur: TimingStats | None) -> bool:
+    """Whether two timings' interquartile ranges overlap; False when either has too few samples to say."""
+    if prev is None or cur is None or prev.n < 5 or cur.n < 5:
+        return False
+    return prev.p25_us <= cur.p75_us and cur.p25_us <= prev.p75_us
+
+
+def _row(
+    metric: str,
+    prev: float | None,
+    cur: float | None,
+    digits: int = 2,
+    *,
+    points: bool = False,
+    noise: bool = False,
+) -> BaselineRow:
+    shown = ("n/a" if prev is None else f"{prev:.{digits}f}", "n/a" if cur is None else f"{cur:.{digits}f}")
     if prev is None or cur is None:
-        return BaselineRow(
-            metric=metric,
-            previous="n/a" if prev is None else f"{prev:.{digits}f}",
-            current="n/a" if cur is None else f"{cur:.{digits}f}",
-            change="n/a",
-        )
-    change = f"{100.0 * (cur - prev) / prev:+.1f}%" if prev else "n/a"
-    return BaselineRow(metric=metric, previous=f"{prev:.{digits}f}", current=f"{cur:.{digits}f}", change=change)
+        change = "n/a"
+    elif points:
+        change = f"{cur - prev:+.1f} pp"
+    else:
+        change = f"{100.0 * (cur - prev) / prev:+.1f}%" if prev else "n/a"
+        if noise and change != "n/a":
+            change += " (within noise)"
+    return BaselineRow(metric=metric, previous=shown[0], current=shown[1], change=change)
 
 
 def compare(
-    prev: PlanFigures, cur: PlanFigures, prev_plan_us: float | None = None, cur_plan_us: float | None = None
+    prev: PlanFigures,
+    cur: PlanFigures,
+    prev_plan: TimingStats | None = None,
+    cur_plan: TimingStats | None = None,
 ) -> list[BaselineRow]:
     """The plan's duration first (its measured whole-plan median when both runs have one, else the sum of the
     stage medians), then each stage both runs have: duration and roofline efficiency."""
-    both = prev_plan_us is not None and cur_plan_us is not None
-    rows = [_row("Duration (us)", prev_plan_us if both else prev.total_us, cur_plan_us if both else cur.total_us)]
+    if prev_plan is not None and cur_plan is not None:
+        rows = [_row("Duration (us)", prev_plan.median_us, cur_plan.median_us, noise=within_noise(prev_plan, cur_plan))]
+    else:
+        rows = [_row("Duration (us)", prev.total_us, cur.total_us)]
     before = {s.name: s for s in prev.stages}
     for s in cur.stages:
         p = before.get(s.name)
         if p is None:
             continue
-        rows.append(_row(f"{s.name} duration (us)", p.duration_us, s.duration_us))
-        rows.append(_row(f"{s.name} roofline efficiency (%)", p.efficiency_pct, s.efficiency_pct, 1))
+        rows.append(
+            _row(f"{s.name} duration (us)", p.duration_us, s.duration_us, noise=within_noise(p.timing, s.timing))
+        )
+        rows.append(_row(f"{s.name} roofline efficiency (%)", p.efficiency_pct, s.efficiency_pct, 1, points=True))
     return rows
