@@ -131,3 +131,11 @@ def test_event_reports_are_unchanged(name: str, offline: Path, monkeypatch: pyte
         replay(monkeypatch, EXAMPLES / "event-vector_add-v2" / "timings.json")
         second = pipeline.profile("event", with_version(plan, "v2"), opts)
         check_golden(f"{name}_then_v2", Path(second.out_dir), offline)
+
+
+def test_reports_stay_short() -> None:
+    """report.md is read whole by agents: every golden report, 3-stage plans included, stays under about
+    2,000 tokens (4 characters a token)."""
+    for path in GOLDEN.glob("*.json"):
+        text = json.loads(path.read_text())["report.md"]
+        assert len(text) / 4 < 2000, (path.name, len(text))

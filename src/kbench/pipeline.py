@@ -89,6 +89,7 @@ def _write(
 ) -> ProfileResult:
     """The write step: the mode's files, result.json, report.md, then params.json's status ok."""
     backend.write(analysis, result, run_dir)
+    result = result.model_copy(update={"files": folder.guide(run_dir)})
     write_json_atomic(run_dir / folder.RESULT, result.model_dump(mode="json"))
     (run_dir / "report.md").write_text(render_report(result))
     params.update(analysis.record)
@@ -159,6 +160,8 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
                 clocks = record_clocks(env, params, job.clock_note)
         write_json_atomic(run_dir / folder.PARAMS, params)
         analysis = backend.analyse(capture, Context(plan, load_devices(), device))
+        if analysis.clock_note:
+            clocks = params["clocks"] = f"{clocks}; {analysis.clock_note}"
         sections = analysis.sections.model_copy(
             update={
                 "baseline": baseline(analysis, run_dir, named),
@@ -206,7 +209,9 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
     write_json_atomic(run_dir / folder.PARAMS, params)
     with folder.marked_on_failure(run_dir, params):
         shutil.copy2(path, run_dir / path.name)
-        result = _result(backend.name, identity, analysis, capture, run_dir, offline=True)
+        result = _result(
+            backend.name, identity, analysis, capture, run_dir, offline=True, clocks=analysis.clock_note or ""
+        )
         return _write(backend, analysis, result, run_dir, params)
 
 

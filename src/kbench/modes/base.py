@@ -110,6 +110,7 @@ class Analysis:
     chart: str | None = None
     notes: list[str] = field(default_factory=list)
     record: dict[str, Any] = field(default_factory=dict)  # added to params.json
+    clock_note: str | None = None  # the clocks the capture itself recorded (ncu's SM clock), for the Clocks line
     data: Any = None  # what ``write`` needs beyond the result (tables, the report's kernels)
 
 

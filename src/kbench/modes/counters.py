@@ -187,6 +187,10 @@ class CounterMode:
             )
             record["replay_passes"] = passes
         rows = conformance(plan, grouped, capture.tiling) if capture.live and plan else None
+        mhz = [c.sm_clock_mhz for c in counters if c.sm_clock_mhz is not None]
+        clock = (
+            f"{min(mhz):.0f}" if mhz and max(mhz) - min(mhz) < 1 else f"{min(mhz):.0f}-{max(mhz):.0f}" if mhz else ""
+        )
         return Analysis(
             device=device,
             figures=figures,
@@ -199,6 +203,7 @@ class CounterMode:
             notes=notes,
             record=record,
             data=grouped,
+            clock_note=f"SM {clock} MHz while ncu profiled (sm__cycles_elapsed.avg.per_second)" if mhz else None,
         )
 
     def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None:

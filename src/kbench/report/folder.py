@@ -78,3 +78,28 @@ def previous_run(run_dir: Path) -> Path | None:
         if (p / RESULT).is_file() and not (p / FAILED).exists():
             return p
     return None
+
+
+# What a reader (often an agent) opens after report.md, in that order: the pattern, then what it holds.
+GUIDE: tuple[tuple[str, str], ...] = (
+    ("source/*.md", "the stage's source lines with instructions executed and warp-stall samples, hottest first"),
+    ("tiling/*.json", "the stage's launch: config, grid, registers, spills, shared memory"),
+    ("tiling/*/autotuning.json", "every tuning configuration tried for the stage, with its time"),
+    ("timings.json", "every timed repetition, per stage and for the whole plan"),
+    ("kernels.csv", "one row per profiled kernel with every metric kbench reads"),
+    ("rules.csv", "every ncu rule result, with its estimate"),
+    ("report-verbose.md", "every ncu rule message and metric of every kernel: long, search it rather than read it"),
+    ("stages.csv", "per-stage timeline figures; windows.csv, gaps.csv and occurrences.csv beside it"),
+    ("trace.json", "the timeline for Perfetto (ui.perfetto.dev) or chrome://tracing"),
+    ("roofline.png", "the roofline chart"),
+)
+
+
+def guide(run_dir: Path) -> list[tuple[str, str]]:
+    """The run folder's files a reader opens next (relative paths), each with what it holds."""
+    return [
+        (p.relative_to(run_dir).as_posix(), what)
+        for pattern, what in GUIDE
+        for p in sorted(run_dir.glob(pattern))
+        if p.is_file()
+    ]

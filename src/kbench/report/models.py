@@ -99,6 +99,7 @@ class ProfileResult(Frozen):
     tools: dict[str, Any] = {}
     notes: list[str] = []
     offline: bool = False  # `kbench analyze` of an existing capture: nothing was run or checked here
+    files: list[tuple[str, str]] = []  # what to open next in the run folder: relative path, what it holds
     out_dir: str = ""
     sections: Sections = Sections()
 
