@@ -82,6 +82,13 @@ class Evidence:
         return 100.0 * max(0.0, min(saved_us, cap)) / self.total_us
 
 
+def _finding(e: Evidence, name: str, saved_us: float, trigger: tuple[str, str], change: str) -> Opportunity:
+    """A mechanism the catalogue named: ``saved_us`` of the stage as a share of the plan, capped by its roof."""
+    return Opportunity(
+        name=name, gain_pct=e.gain(saved_us), metric=trigger[0], value=trigger[1], change=change, named=True
+    )
+
+
 def _roof_words(e: Evidence) -> str:
     c, s = e.practical, e.stage
     assert c is not None and s.flops is not None and s.dram_bytes is not None
@@ -95,14 +102,13 @@ def at_roof(e: Evidence) -> Opportunity | None:
     if bound is None or 100.0 * bound / e.us < b.AT_ROOF_PCT:
         return None
     pct = 100.0 * bound / e.us
-    return Opportunity(
-        name=f"Stage {e.name} is at its practical roof ({pct:.0f}% of {_roof_words(e)} this device reaches): stop",
-        gain_pct=e.gain(e.us - bound),
-        metric=f"{e.name}.practical_roof_pct",
-        value=f"{pct:.1f}%",
-        change=f"none in {e.name}; only moving fewer bytes or doing fewer FLOPs (fusing stages, a cheaper "
+    return _finding(
+        e,
+        f"Stage {e.name} is at its practical roof ({pct:.0f}% of {_roof_words(e)} this device reaches): stop",
+        e.us - bound,
+        (f"{e.name}.practical_roof_pct", f"{pct:.1f}%"),
+        f"none in {e.name}; only moving fewer bytes or doing fewer FLOPs (fusing stages, a cheaper "
         "algorithm) makes it faster",
-        named=True,
     )
 
 
@@ -117,14 +123,13 @@ def spills(e: Evidence) -> Opportunity | None:
         return None
     regs = f"{e.registers:.0f} registers per thread" if e.registers else "its registers"
     warps = f" on {e.warps} warps" if e.warps else ""
-    return Opportunity(
-        name=f"Register spills in {e.name}: {regs}{warps} cannot hold the tile, values go through local memory",
-        gain_pct=e.gain(saved),
-        metric=metric,
-        value=value,
-        change=f"hold fewer values per thread in {e.name}: smaller BLOCK tiles, or more num_warps for the same "
+    return _finding(
+        e,
+        f"Register spills in {e.name}: {regs}{warps} cannot hold the tile, values go through local memory",
+        saved,
+        (metric, value),
+        f"hold fewer values per thread in {e.name}: smaller BLOCK tiles, or more num_warps for the same "
         f"tile{f' (now {e.config})' if e.config else ''}, until the compiler reports no spills",
-        named=True,
     )
 
 
@@ -133,14 +138,13 @@ def underfilled(e: Evidence) -> Opportunity | None:
         return None
     bound = e.bound_us or 0.0
     saved = e.us - max(bound, e.us * e.ctas / e.sm_count)  # the same work spread over every SM
-    return Opportunity(
-        name=f"Underfilled grid in {e.name}: {e.ctas} CTAs on {e.sm_count} SMs leave {e.sm_count - e.ctas} SMs idle",
-        gain_pct=e.gain(saved),
-        metric=f"{e.name}.grid_ctas",
-        value=str(e.ctas),
-        change=f"launch at least {e.sm_count} CTAs in {e.name}: split each CTA's loop over more CTAs (split-K / "
+    return _finding(
+        e,
+        f"Underfilled grid in {e.name}: {e.ctas} CTAs on {e.sm_count} SMs leave {e.sm_count - e.ctas} SMs idle",
+        saved,
+        (f"{e.name}.grid_ctas", str(e.ctas)),
+        f"launch at least {e.sm_count} CTAs in {e.name}: split each CTA's loop over more CTAs (split-K / "
         "split-KV, partial results combined by atomics or a second stage), or use smaller blocks",
-        named=True,
     )
 
 
@@ -153,15 +157,14 @@ def tail(e: Evidence) -> Opportunity | None:
     loss = (full - waves) / full if waves > 1 else 0.0
     if 100.0 * loss < b.TAIL_LOSS_PCT:
         return None
-    return Opportunity(
-        name=f"Partial last wave in {e.name}: {e.ctas} CTAs fill {waves:.2f} waves of {slots:.0f} "
+    return _finding(
+        e,
+        f"Partial last wave in {e.name}: {e.ctas} CTAs fill {waves:.2f} waves of {slots:.0f} "
         f"({e.ctas_per_sm:.0f} per SM on {e.sm_count} SMs)",
-        gain_pct=e.gain(e.us * loss),
-        metric=f"{e.name}.waves",
-        value=f"{waves:.2f}",
-        change=f"make {e.name}'s grid a multiple of {slots:.0f} CTAs (a persistent grid of {slots:.0f}, or a BLOCK "
+        e.us * loss,
+        (f"{e.name}.waves", f"{waves:.2f}"),
+        f"make {e.name}'s grid a multiple of {slots:.0f} CTAs (a persistent grid of {slots:.0f}, or a BLOCK "
         "size that divides the work into whole waves)",
-        named=True,
     )
 
 
@@ -171,15 +174,14 @@ def excess_traffic(e: Evidence) -> Opportunity | None:
         return None
     if s.bottleneck != "Memory":
         return None  # the extra bytes cost time only where DRAM sets it
-    return Opportunity(
-        name=f"DRAM traffic in {e.name} is {e.moved_bytes / s.dram_bytes:.2f}x the compulsory bytes: data is "
+    return _finding(
+        e,
+        f"DRAM traffic in {e.name} is {e.moved_bytes / s.dram_bytes:.2f}x the compulsory bytes: data is "
         "fetched more than once",
-        gain_pct=e.gain(e.us * (1.0 - s.dram_bytes / e.moved_bytes)),
-        metric=f"{e.name}.dram_bytes_over_model",
-        value=f"{e.moved_bytes / s.dram_bytes:.2f}x",
-        change=f"make {e.name} read each input once: larger tiles or a GROUP_M-style swizzle so neighbouring CTAs "
+        e.us * (1.0 - s.dram_bytes / e.moved_bytes),
+        (f"{e.name}.dram_bytes_over_model", f"{e.moved_bytes / s.dram_bytes:.2f}x"),
+        f"make {e.name} read each input once: larger tiles or a GROUP_M-style swizzle so neighbouring CTAs "
         "share tiles in L2, or fuse the passes that re-read the same data",
-        named=True,
     )
 
 
