@@ -10,7 +10,8 @@ export PYTHONUNBUFFERED=1 KBENCH_LOCK_CLOCKS=0
 val=tests/data/validation
 runs=(
   "underfilled before:event,annotation,ncu" "underfilled after:event,annotation"
-  "tile_mm cudacore:event,annotation,ncu" "tile_mm spilling:event,annotation,ncu" "tile_mm base:event,annotation,ncu"
+  "tile_mm cudacore:event,annotation,ncu" "tile_mm spilling:event,annotation,ncu" "tile_mm fma:event,annotation"
+  "tile_mm base:event,annotation,ncu"
   "vector_add base:event,annotation" "matmul v2:event,annotation"
 )
 for r in "${runs[@]}"; do

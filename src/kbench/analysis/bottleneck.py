@@ -39,6 +39,10 @@ TAIL_LOSS_PCT = 5.0
 # Measured DRAM bytes over the analytic (compulsory) bytes beyond this, on a memory-limited stage, is excess
 # traffic worth naming (the same factor as the model-mismatch finding).
 EXCESS_TRAFFIC = 1.25
+# FLOPs per compulsory DRAM byte from which a stage in a tensor-core precision is matmul-shaped: each loaded element
+# is reused in many products, so tensor cores (not CUDA cores) should do the arithmetic.
+MATMUL_SHAPED_INTENSITY = 64.0
+TENSOR_PRECISIONS = ("bf16", "fp16", "tf32", "fp8", "int8")
 
 
 def classify(compute_pct: float, memory_pct: float) -> StageClass:

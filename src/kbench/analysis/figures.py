@@ -95,6 +95,7 @@ class Facts:
             "registers": t.get("registers"),
             "warps": t.get("num_warps"),
             "spilled": t.get("spills"),
+            "tensor_cores": t.get("tensor_cores"),
         }
         known.update({k: v for k, v in counted.items() if v is not None})
         config = ", ".join(f"{k}={v}" for k, v in (t.get("config") or {}).items())
@@ -173,6 +174,7 @@ def from_counters(
             registers=c.registers,
             spill_bytes=c.spill_bytes,
             moved_bytes=c.measured_bytes,
+            tensor_cores=None if c.tensor_flops is None else c.tensor_flops > 0,
         )
         found = op.diagnose(e if model is not None else replace(e, practical=None))
         candidates += found or [op.unit_headroom(c, c.duration_us / total if total else 0.0)]

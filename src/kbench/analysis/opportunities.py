@@ -57,6 +57,7 @@ class Evidence:
     spilled: float | None = None  # the compiler's spill count (Triton)
     spill_bytes: float | None = None  # local-memory traffic counted by ncu
     moved_bytes: float | None = None  # DRAM bytes counted by ncu
+    tensor_cores: bool | None = None  # tensor-core work seen (ncu's tensor FLOPs, or mma in the kernel's PTX)
     config: str = ""  # its launch configuration, as the report shows it
 
     @property
@@ -168,6 +169,23 @@ def tail(e: Evidence) -> Opportunity | None:
     )
 
 
+def tensor_cores_idle(e: Evidence) -> Opportunity | None:
+    s = e.stage
+    if e.tensor_cores is not False or s.precision not in b.TENSOR_PRECISIONS or e.bound_us is None:
+        return None
+    if s.intensity is None or s.intensity < b.MATMUL_SHAPED_INTENSITY:
+        return None
+    return _finding(
+        e,
+        f"Tensor cores idle in {e.name}: {s.flops:.3g} {s.precision} FLOPs at {s.intensity:.0f} FLOP/B run on the "
+        "CUDA cores",
+        e.us - e.bound_us,
+        (f"{e.name}.tensor_core_work", "none"),
+        f"compute {e.name}'s products with tl.dot: {s.precision} tiles of A (BLOCK_M x BLOCK_K) and B (BLOCK_K x "
+        "BLOCK_N), accumulated in fp32",
+    )
+
+
 def excess_traffic(e: Evidence) -> Opportunity | None:
     s = e.stage
     if not e.moved_bytes or not s.dram_bytes or e.moved_bytes < b.EXCESS_TRAFFIC * s.dram_bytes:
@@ -201,7 +219,13 @@ def unexplained(e: Evidence) -> Opportunity | None:
     )
 
 
-CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (spills, underfilled, tail, excess_traffic)
+CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
+    spills,
+    underfilled,
+    tail,
+    tensor_cores_idle,
+    excess_traffic,
+)
 
 
 def diagnose(e: Evidence) -> list[Opportunity]:

@@ -34,6 +34,9 @@ def kernel_facts(compiled: Any) -> dict[str, Any]:
         facts["spills"] = getattr(compiled, "n_spills", None)
     except Exception:  # not loadable here: leave them unmeasured
         facts["registers"] = facts["spills"] = None
+    ptx = getattr(compiled, "asm", {}).get("ptx")
+    # tensor-core instructions in the kernel (mma.sync, wgmma.mma_async): None when there is no PTX to read
+    facts["tensor_cores"] = None if not isinstance(ptx, str) else "mma" in ptx
     return facts
 
 
