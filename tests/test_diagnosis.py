@@ -56,6 +56,7 @@ PAIRS = [
     # before, after, the mechanism Top 1 must name, a word its change must contain
     ("underfilled-before", "underfilled-after", "Underfilled grid in rowsum: 16 CTAs on 132 SMs", "split"),
     ("tile_mm-spilling", "tile_mm-base", "Register spills in mm", "num_warps"),
+    ("tile_mm-fma", "tile_mm-base", "Tensor cores idle in mm", "tl.dot"),
 ]
 
 
