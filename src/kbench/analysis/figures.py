@@ -138,9 +138,10 @@ def from_timings(
     return _plan(figs, (plan, root), ranked, next(iter(ceilings.values())).source, roofline_known, facts)
 
 
-def diagnosed(figs: Sequence[StageFigures], facts: Facts) -> list[Opportunity]:
-    """The catalogue's findings for every classified timed stage."""
-    total = sum(f.duration_us for f in figs)
+def diagnosed(figs: Sequence[StageFigures], facts: Facts, total_us: float | None = None) -> list[Opportunity]:
+    """The catalogue's findings for every classified timed stage, as shares of ``total_us`` (default: the
+    stages' times summed)."""
+    total = total_us if total_us is not None else sum(f.duration_us for f in figs)
     return [o for f in figs if f.bottleneck is not None for o in op.diagnose(facts.evidence(f, total))]
 
 
@@ -210,8 +211,9 @@ def from_timeline(
     facts: Facts | None = None,
 ) -> PlanFigures:
     """A timeline's stages: each stage's median GPU span on the roofline (with the plan's FLOP/byte model), its
-    timeline facts in the key issue, and Top 3 from the roofline distance, the GPU's idle time and the overlap
-    left unused. Latency-bound when the GPU idles TIMELINE_IDLE_PCT of each iteration."""
+    timeline facts in the key issue, and Top 3 from the catalogue, the GPU's idle time and the overlap left
+    unused, all as shares of the plan's wall time (the median iteration window). Latency-bound when the GPU idles
+    TIMELINE_IDLE_PCT of each iteration."""
     idle = a.idle_pct
     if stages is not None:
         facts = (facts or Facts()).on(ceilings, roofline_known)
@@ -223,7 +225,8 @@ def from_timeline(
             device_name=device_name,
             facts=facts,
         )
-        figs, gaps = timed.stages, diagnosed(timed.stages, facts)
+        # every timeline gain is a share of the plan's wall time: the median iteration window
+        figs, gaps = timed.stages, diagnosed(timed.stages, facts, a.window_us)
         verdict, source, known = (timed.bottleneck, timed.root_cause), timed.ceilings_source, roofline_known
     elif idle < TIMELINE_IDLE_PCT:
         raise KbenchError(
@@ -241,8 +244,9 @@ def from_timeline(
     ranked = op.rank(
         [*gaps, op.gpu_idle(a), op.unused_overlap(a)],
         fewer=lambda n: (
-            f"Only {n} listed: nsys mode estimates gains from each stage's distance to its roofline, the "
-            "GPU's idle time and the overlap a concurrent plan leaves unused, and this capture offers no more."
+            f"Only {n} listed: nsys mode names the catalogue's mechanisms from the stages' times and launch facts, "
+            "the GPU's idle time and the overlap a concurrent plan leaves unused (all as shares of the iteration's "
+            "wall time), and this capture offers no more."
         ),
         none=(
             Opportunity(name="No estimate available", gain_pct=0.0, metric="plan.gpu_idle_pct", value="0.0%"),

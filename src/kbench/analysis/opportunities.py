@@ -294,7 +294,9 @@ def gpu_idle(a: TimelineAnalysis) -> Opportunity | None:
     if idle <= 0:
         return None
     return Opportunity(
-        name="Close the GPU's idle time in each iteration (fewer launches or syncs, CUDA graphs)",
+        name="Close the GPU's idle time in each iteration (launch gaps and synchronizations)",
+        change="fewer launches and host synchronizations per iteration: capture the plan in a CUDA graph, or fuse "
+        "short stages",
         gain_pct=idle,
         metric="plan.gpu_idle_pct",
         value=f"{idle:.1f}%",
@@ -308,7 +310,9 @@ def unused_overlap(a: TimelineAnalysis) -> Opportunity | None:
         return None
     return Opportunity(
         name=f"Overlap the concurrent stages up to the critical path ({o.ideal_us:.1f} us)",
-        gain_pct=100.0 * (o.together_us - o.ideal_us) / o.together_us,
+        change="start each stage as soon as the stages it reads from are done: launch the independent stages first "
+        "on their streams, or give the long one fewer CTAs so the others find free SMs",
+        gain_pct=100.0 * (o.together_us - o.ideal_us) / a.window_us,  # a share of the plan's wall time
         metric="plan.overlap_achieved",
         value="n/a" if o.achieved_pct is None else f"{o.achieved_pct:.1f}%",
     )
