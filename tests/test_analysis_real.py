@@ -54,7 +54,9 @@ def test_reanalysis_reproduces_the_recorded_figures(run: str, plan_class: str) -
     figures, recorded = reanalyse(run)
     assert figures.bottleneck == plan_class
     # every number (and the per-stage text) is what the run recorded; the root-cause wording may evolve
-    assert figures.stages == recorded.figures.stages and figures.total_us == recorded.figures.total_us
+    new = {"timing": {"drift_pct", "modes_us"}}  # sample-shape fields added after these runs were recorded
+    assert [s.model_dump(exclude=new) for s in figures.stages] == [s.model_dump(exclude=new) for s in recorded.stages]
+    assert figures.total_us == recorded.figures.total_us
     assert figures.bottleneck == recorded.figures.bottleneck
     # given no measured ceilings the datasheet stands in as the practical roof: the gains are the recorded ones
     assert [(o.gain_pct, o.value) for o in figures.opportunities] == [

@@ -29,6 +29,13 @@ CLOCK_DRIFT_PCT = 5.0
 
 # Event mode: a timing whose relative spread exceeds this is flagged as unstable.
 UNSTABLE_SPREAD_PCT = 2.0
+# Repetitions whose last third's median differs from the first third's by more than this share of the median
+# drifted (the clock or the temperature moved during the measurement).
+DRIFT_PCT = 3.0
+# Sorted repetitions with a gap wider than this share of the median, with at least BIMODAL_SIDE_PCT of them on each
+# side, fall into two modes (two clock states, or two code paths).
+BIMODAL_GAP_PCT = 5.0
+BIMODAL_SIDE_PCT = 10.0
 
 
 # The diagnosis catalogue (analysis/opportunities.py).

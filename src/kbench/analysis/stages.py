@@ -96,6 +96,8 @@ def timed(s: Stage, t: TimingStats, c: rl.Ceilings | None, roofline_known: bool)
         )
     if t.unstable:
         issue += f"; timing unstable (spread {t.spread_pct:.1f}%)"
+    if (shape := t.shape()) is not None:
+        issue += f"; {shape}"
     f.key_issue = issue
     return f
 

@@ -6,7 +6,7 @@ import statistics
 
 from pydantic import BaseModel
 
-from kbench.analysis.bottleneck import UNSTABLE_SPREAD_PCT
+from kbench.analysis.bottleneck import BIMODAL_GAP_PCT, BIMODAL_SIDE_PCT, DRIFT_PCT, UNSTABLE_SPREAD_PCT
 
 
 def _quantile(sorted_xs: list[float], q: float) -> float:
@@ -32,6 +32,17 @@ class TimingStats(BaseModel):
     p90_us: float
     spread_pct: float
     unstable: bool
+    drift_pct: float | None = None  # last third's median over the first third's, in percent of the median
+    modes_us: tuple[float, float] | None = None  # the two modes' medians, when the samples fall into two
+
+    def shape(self) -> str | None:
+        """What is wrong with the samples' shape, in words (None: one steady mode)."""
+        bits = []
+        if self.modes_us is not None:
+            bits.append(f"samples fall into two modes, {self.modes_us[0]:.2f} and {self.modes_us[1]:.2f} us")
+        if self.drift_pct is not None and abs(self.drift_pct) > DRIFT_PCT:
+            bits.append(f"samples drifted {self.drift_pct:+.1f}% from the first third to the last (clock or heat)")
+        return "; ".join(bits) or None
 
     @classmethod
     def of(cls, samples_us: list[float]) -> TimingStats:
@@ -54,4 +65,27 @@ class TimingStats(BaseModel):
             p90_us=_quantile(xs, 0.90),
             spread_pct=spread,
             unstable=spread > UNSTABLE_SPREAD_PCT,
+            drift_pct=_drift(samples_us, med),
+            modes_us=_modes(xs, med),
         )
+
+
+def _drift(in_order: list[float], med: float) -> float | None:
+    third = len(in_order) // 3
+    if third < 5 or med <= 0:
+        return None
+    first, last = statistics.median(in_order[:third]), statistics.median(in_order[-third:])
+    return 100.0 * (last - first) / med
+
+
+def _modes(xs: list[float], med: float) -> tuple[float, float] | None:
+    """The two modes of sorted samples split at their widest gap, when that gap is wide and both sides hold
+    enough of them."""
+    if len(xs) < 10 or med <= 0:
+        return None
+    side = max(1, int(len(xs) * BIMODAL_SIDE_PCT / 100.0))
+    gaps = [(xs[i + 1] - xs[i], i) for i in range(side - 1, len(xs) - side)]
+    width, at = max(gaps)
+    if 100.0 * width / med < BIMODAL_GAP_PCT:
+        return None
+    return statistics.median(xs[: at + 1]), statistics.median(xs[at + 1 :])
