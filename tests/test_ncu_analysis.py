@@ -180,3 +180,17 @@ def test_tidy_tables_are_written(tmp_path: Path) -> None:
     assert kernels_csv["duration_ns"].iloc[0] == pytest.approx(260192.0)
     rules_csv = pd.read_csv(run / "rules.csv")
     assert len(rules_csv) == sum(len(k.rules) for k in ncu.kernels(REPS / "sol_streams.ncu-rep"))
+
+
+def test_ncu_mode_names_the_dominant_stall_and_the_hottest_lines() -> None:
+    # full_mm (a Triton matmul at 76% of the measured 793 TFLOP/s): no catalogue mechanism applies, so Top 1 says
+    # what the warps wait on and where, from ncu's stall ratios and source counters
+    result = analysed(REPS / "full_mm.ncu-rep", "ncu", load_version("matmul").from_values({}))
+    first = result.figures.opportunities[0]
+    assert "its warps stall most on long_scoreboard (6.6 of 16.6 stalled warps per issued instruction)" in first.name
+    assert first.change is not None and first.change.startswith("waiting on global or local memory loads")
+    assert "workloads.py:16 `for k in range(0, K, BK):` (long_scoreboard)" in first.change
+    (k,) = ncu.kernels(REPS / "full_mm.ncu-rep")
+    assert "selected" not in k.stalls and len(k.hot_lines) == 3
+    (a,) = ncu.kernels(DATA / "kbench_h100" / "annotation_vector_add_base.ncu-rep")
+    assert a.stalls == {} and a.hot_lines == []  # a short metric list has neither

@@ -38,6 +38,8 @@ class StageCounters(BaseModel):
     sm_count: float | None = None
     sm_clock_mhz: float | None = None
     occupancy_limiter: str | None = None  # what caps the CTAs per SM: registers, shared memory, warps, blocks
+    stalls: dict[str, float] = {}  # the longest kernel's warp-stall reasons (ncu's full set)
+    hot_lines: list[str] = []  # the longest kernel's source lines with the most stall samples
 
     @property
     def compute_pct(self) -> float | None:
@@ -112,6 +114,8 @@ def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
         sm_count=main.m("sm_count"),
         sm_clock_mhz=None if (hz := _weighted(ks, "sm_clock_hz")) is None else hz / 1e6,
         occupancy_limiter=main.occupancy_limiter,
+        stalls=main.stalls,
+        hot_lines=main.hot_lines,
     )
 
 

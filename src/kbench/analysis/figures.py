@@ -176,6 +176,8 @@ def from_counters(
             spill_bytes=c.spill_bytes,
             moved_bytes=c.measured_bytes,
             tensor_cores=None if c.tensor_flops is None else c.tensor_flops > 0,
+            stalls=c.stalls or None,
+            hot_lines=tuple(c.hot_lines) or None,
         )
         found = op.diagnose(e if model is not None else replace(e, practical=None))
         candidates += found or [op.unit_headroom(c, c.duration_us / total if total else 0.0)]

@@ -7,6 +7,7 @@ Reading needs neither a GPU nor Nsight Compute.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +115,8 @@ class Kernel(BaseModel):
     tensor_flops: float | None  # None: the report has no sm__ops_path_tensor_* metric
     scalar_flops: float | None  # None: the report has no per-thread FP instruction counts
     rules: list[Rule] = []
+    stalls: dict[str, float] = {}  # warp-stall reason -> warps stalled on it per issued instruction (full set)
+    hot_lines: list[str] = []  # its 3 source lines with the most sampled stalls (reports with source counters)
 
     @property
     def measured_flops(self) -> float | None:
@@ -277,8 +280,35 @@ def kernels(path: Path) -> list[Kernel]:
                 rules=_rules(action),
                 tensor_flops=_flops(action, dict.fromkeys(TENSOR_FLOPS, 1)),
                 scalar_flops=_flops(action, SCALAR_FLOPS),
+                stalls=_stalls(action),
+                hot_lines=_hot_lines(action),
             )
         )
+    return out
+
+
+STALL_RATIO = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>\w+?)_per_issue_active\.ratio$")
+
+
+def _hot_lines(action: Any, top: int = 3) -> list[str]:
+    """``file:line `source` (top stall)`` of the lines with the most stall samples; none without source counters."""
+    if not any(n.startswith(STALL) for n in action.metric_names()):
+        return []
+    return [
+        f"{Path(e['file']).name}:{e['line']} `{e['source'].strip()}` ({e['top_stall'] or 'n/a'})"
+        for e in annotated_source(action)[:top]
+        if e["stall_samples"] > 0
+    ]
+
+
+def _stalls(action: Any) -> dict[str, float]:
+    """Why warps did not issue: per reason, the warps stalled on it per issued instruction (ncu's full set; empty
+    for a short metric list). 'selected' (the warp that did issue) is not a stall."""
+    out = {}
+    for name in action.metric_names():
+        m = STALL_RATIO.match(name)
+        if m and m.group("reason") != "selected" and (v := _number(_value(action, name))):
+            out[m.group("reason")] = v
     return out
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
@@ -58,6 +58,8 @@ class Evidence:
     spill_bytes: float | None = None  # local-memory traffic counted by ncu
     moved_bytes: float | None = None  # DRAM bytes counted by ncu
     tensor_cores: bool | None = None  # tensor-core work seen (ncu's tensor FLOPs, or mma in the kernel's PTX)
+    stalls: dict[str, float] = field(default_factory=dict)  # warp-stall reason -> stalled warps per issue (ncu)
+    hot_lines: tuple[str, ...] = ()  # the source lines with the most stall samples (ncu mode)
     config: str = ""  # its launch configuration, as the report shows it
 
     @property
@@ -203,19 +205,48 @@ def excess_traffic(e: Evidence) -> Opportunity | None:
     )
 
 
+# What a warp-stall reason means for the kernel, and what usually removes it.
+STALL_ADVICE = {
+    "long_scoreboard": "waiting on global or local memory loads: more loads in flight (num_stages, more CTAs per SM, "
+    "fewer registers) or fewer loads (reuse tiles in shared memory)",
+    "barrier": "waiting at barriers: uneven work between the warps of a CTA, or too little work between barriers",
+    "short_scoreboard": "waiting on shared memory or special-function results: fewer shared-memory round trips, no "
+    "bank conflicts",
+    "mio_throttle": "the memory-instruction queue is full: fewer, wider (vectorized) memory instructions",
+    "lg_throttle": "the global/local memory queue is full: fewer, wider loads and stores, no local memory",
+    "math_pipe_throttle": "an arithmetic pipe is saturated: tensor cores (tl.dot) or cheaper math",
+    "wait": "fixed-latency dependencies: more independent work per thread or more warps",
+    "not_selected": "warps are ready but the issue slots are full: the kernel is issue-bound, fewer instructions",
+    "dispatch_stall": "the dispatcher stalls: often a pipeline contention, see report-verbose.md",
+    "gmma": "waiting on warpgroup MMA (wgmma) results: deeper pipelining of the tensor-core work",
+}
+
+
 def unexplained(e: Evidence) -> Opportunity | None:
     bound = e.bound_us
     if bound is None:
         return None
     pct = 100.0 * bound / e.us
+    name = f"Stage {e.name} runs at {pct:.0f}% of its practical roof ({_roof_words(e)}); no mechanism found in this "
+    name += "mode's data"
+    change = (
+        f"find where {e.name}'s time goes: its warp-stall reasons and hottest source lines (--prof_type=ncu writes "
+        f"them to source/{e.name}.md)"
+    )
+    if e.stalls:
+        reason, per = max(e.stalls.items(), key=lambda kv: kv[1])
+        name = (
+            f"Stage {e.name} runs at {pct:.0f}% of its practical roof ({_roof_words(e)}); its warps stall most on "
+            f"{reason} ({per:.1f} of {sum(e.stalls.values()):.1f} stalled warps per issued instruction)"
+        )
+        where = f" at {'; '.join(e.hot_lines)}" if e.hot_lines else ""
+        change = f"{STALL_ADVICE.get(reason, 'see report-verbose.md for what ' + reason + ' means')}{where}"
     return Opportunity(
-        name=f"Stage {e.name} runs at {pct:.0f}% of its practical roof ({_roof_words(e)}); no mechanism found in "
-        "this mode's data",
+        name=name,
         gain_pct=e.gain(e.us - bound),
         metric=f"{e.name}.practical_roof_pct",
         value=f"{pct:.1f}%",
-        change=f"find where {e.name}'s time goes: its warp-stall reasons and hottest source lines (--prof_type=ncu "
-        f"writes them to source/{e.name}.md)",
+        change=change,
     )
 
 
