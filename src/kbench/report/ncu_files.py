@@ -7,7 +7,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from kbench.analysis import ncu
+from kbench.analysis import ncu, ncu_source
 from kbench.fsutil import safe
 from kbench.report.models import ProfileResult
 from kbench.report.render import render_verbose
@@ -45,14 +45,14 @@ def _source(run_dir: Path, stage: str, kernels: list[tuple[ncu.Kernel, Any]]) ->
         "",
     ]
     for k, action in kernels:
-        rows = ncu.sass_rows(action)
+        rows = ncu_source.sass_rows(action)
         with (run_dir / "sass" / f"{safe(stage)}-{k.index}.csv").open("w", newline="") as f:
             writer = csv.DictWriter(
                 f, fieldnames=["pc", "file", "line", "sass", "inst_executed", "stall_samples", "top_stall"]
             )
             writer.writeheader()
             writer.writerows(rows)
-        src = ncu.annotated_source(action)
+        src = ncu_source.annotated_source(action)
         lines += [
             f"## Kernel {k.index}: {k.name}",
             "",

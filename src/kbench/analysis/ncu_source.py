@@ -1,0 +1,78 @@
+"""Source-level views of an Nsight Compute report (needs `--import-source yes` and the source counters of ncu's
+full set): per SASS instruction its source line, executions and sampled stalls; per source line the same summed,
+hottest first. Pure: an ncu-report action in, rows out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+STALL = "smsp__pcsamp_warps_issue_stalled_"
+
+
+def _per_pc(action: Any, name: str) -> dict[int, float]:
+    m = action.metric_by_name(name)
+    if m is None or not m.has_correlation_ids():
+        return {}
+    ids = m.correlation_ids()
+    return {int(ids.as_uint64(i)): float(m.as_double(i)) for i in range(m.num_instances())}
+
+
+def sass_rows(action: Any) -> list[dict[str, Any]]:
+    """Per SASS instruction: address, source file:line, SASS, instructions executed, stall samples by reason."""
+    executed = _per_pc(action, "inst_executed")
+    stalls = {
+        n[len(STALL) :]: _per_pc(action, n)
+        for n in action.metric_names()
+        if n.startswith(STALL) and not n.endswith("_not_issued")
+    }
+    rows = []
+    for pc in sorted(set(executed) | {p for v in stalls.values() for p in v}):
+        info = action.source_info(pc)
+        by_reason = {r: v[pc] for r, v in stalls.items() if v.get(pc)}
+        rows.append(
+            {
+                "pc": hex(pc),
+                "file": info.file_name() if info else "",
+                "line": info.line() if info else 0,
+                "sass": str(action.sass_by_pc(pc)).strip(),
+                "inst_executed": executed.get(pc, 0.0),
+                "stall_samples": sum(by_reason.values()),
+                "top_stall": max(by_reason, key=by_reason.__getitem__) if by_reason else "",
+            }
+        )
+    return rows
+
+
+def annotated_source(action: Any) -> list[dict[str, Any]]:
+    """Each source line with its instructions executed and sampled stalls (summed over its SASS), hottest first."""
+    files = {str(k): str(action.source_files()[k]).splitlines() for k in action.source_files()}
+    lines: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in sass_rows(action):
+        key = (r["file"], int(r["line"]))
+        entry = lines.setdefault(
+            key, {"file": key[0], "line": key[1], "inst_executed": 0.0, "stall_samples": 0.0, "stalls": {}}
+        )
+        entry["inst_executed"] += r["inst_executed"]
+        entry["stall_samples"] += r["stall_samples"]
+        if r["top_stall"]:
+            entry["stalls"][r["top_stall"]] = entry["stalls"].get(r["top_stall"], 0.0) + r["stall_samples"]
+    out = []
+    for (file, line), e in lines.items():
+        text = files.get(file, [])
+        e["source"] = text[line - 1].rstrip() if 0 < line <= len(text) else ""
+        e["top_stall"] = max(e["stalls"], key=e["stalls"].__getitem__) if e["stalls"] else ""
+        del e["stalls"]
+        out.append(e)
+    return sorted(out, key=lambda e: (-e["stall_samples"], -e["inst_executed"]))
+
+
+def hot_lines(action: Any, top: int = 3) -> list[str]:
+    """``file:line `source` (top stall)`` of the lines with the most stall samples; none without source counters."""
+    if not any(n.startswith(STALL) for n in action.metric_names()):
+        return []
+    return [
+        f"{Path(e['file']).name}:{e['line']} `{e['source'].strip()}` ({e['top_stall'] or 'n/a'})"
+        for e in annotated_source(action)[:top]
+        if e["stall_samples"] > 0
+    ]
