@@ -356,3 +356,12 @@ def test_a_dead_holder_frees_the_gpu() -> None:
     holder.communicate(timeout=10)
     with gpulock.exclusive(0, wait=False):  # the OS released the dead process's lock
         pass
+
+
+def test_a_wake_up_sample_is_not_a_throttle() -> None:
+    # between ncu's replay passes the GPU idles; a sample taken as it wakes reads 345 MHz before the driver sets
+    # its idle reason: counted as idle, not as an unstable clock (seen on the H100 in annotation mode)
+    woke = summarize("x", [Reading(1980, 2619, 0)] * 10 + [Reading(345, 2619, 0)])
+    assert not woke.unstable and woke.idle_samples == 1 and woke.sm_min_mhz == 1980
+    throttled = summarize("x", [Reading(1980, 2619, 0)] * 10 + [Reading(345, 2619, 0x8)])
+    assert throttled.unstable and throttled.sm_min_mhz == 345  # a slowdown the driver reports stays in

@@ -26,6 +26,9 @@ TIMELINE_IDLE_PCT = HIGH_PCT
 # Clocks sampled while measuring: an SM clock whose range exceeds this share of its median makes the measurement
 # unstable (as does any thermal or power slowdown the GPU reports).
 CLOCK_DRIFT_PCT = 5.0
+# A sample whose SM clock is below this fraction of the busy median, with no slowdown reason reported, was taken as
+# the GPU woke from idle (between ncu's replay passes, say): it is counted with the idle samples.
+IDLE_CLOCK_FRACTION = 0.5
 
 # Event mode: a timing whose relative spread exceeds this is flagged as unstable.
 UNSTABLE_SPREAD_PCT = 2.0

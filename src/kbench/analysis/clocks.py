@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from kbench.analysis.bottleneck import CLOCK_DRIFT_PCT
+from kbench.analysis.bottleneck import CLOCK_DRIFT_PCT, IDLE_CLOCK_FRACTION
 
 # NVML's clock-event reason bits (nvmlClocksEventReason*; nvidia-smi's clocks_event_reasons.active)
 REASONS: dict[int, str] = {
@@ -69,6 +69,12 @@ class ClockSummary(BaseModel):
 
 def summarize(state: str, samples: Sequence[Reading], drift_limit_pct: float = CLOCK_DRIFT_PCT) -> ClockSummary:
     busy = [r for r in samples if r.reasons is None or not r.reasons & IDLE]
+    readings = [r.sm_mhz for r in busy if r.sm_mhz is not None]
+    if readings:  # a clock far below the rest with no slowdown reason is the GPU waking up, not a throttle
+        floor = IDLE_CLOCK_FRACTION * statistics.median(readings)
+        busy = [
+            r for r in busy if r.sm_mhz is None or r.sm_mhz >= floor or (r.reasons is not None and r.reasons & SLOWDOWN)
+        ]
     sm = [r.sm_mhz for r in busy if r.sm_mhz is not None]
     with_reasons = [r.reasons for r in samples if r.reasons is not None]
     pct = {
