@@ -149,26 +149,21 @@ class Kernel(BaseModel):
         return None if ld is None or st is None else 32.0 * (ld + st)
 
     @property
+    def occupancy_limits(self) -> dict[str, float]:
+        """ncu's launch limits on CTAs per SM, by what sets each (those in the report)."""
+        named = {"registers": "registers", "shared memory": "shared", "warps": "warps", "blocks": "blocks"}
+        return {w: v for w, k in named.items() if (v := self.m(f"ctas_per_sm_{k}")) is not None}
+
+    @property
     def ctas_per_sm(self) -> float | None:
         """How many of its CTAs fit on one SM: the tightest of ncu's occupancy limits."""
-        limits = [self.m(f"ctas_per_sm_{k}") for k in ("registers", "shared", "warps", "blocks")]
-        present = [v for v in limits if v is not None]
-        return min(present) if present else None
+        return min(self.occupancy_limits.values(), default=None)
 
     @property
     def occupancy_limiter(self) -> str | None:
         """The launch limit that allows the fewest CTAs per SM."""
-        limits = {
-            w: v
-            for w, k in (
-                ("registers", "registers"),
-                ("shared memory", "shared"),
-                ("warps", "warps"),
-                ("blocks", "blocks"),
-            )
-            if (v := self.m(f"ctas_per_sm_{k}")) is not None
-        }
-        return min(limits, key=lambda w: limits[w]) if limits else None
+        limits = self.occupancy_limits
+        return min(limits, key=limits.__getitem__) if limits else None
 
     @property
     def ctas(self) -> int | None:

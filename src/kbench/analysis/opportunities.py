@@ -222,28 +222,30 @@ STALL_ADVICE = {
 }
 
 
-def unexplained(e: Evidence) -> Opportunity | None:
+def unexplained(e: Evidence, explained_pct: float = 0.0) -> Opportunity | None:
+    """The stage's distance to its practical roof less ``explained_pct`` (what named mechanisms account for), with
+    what is known of where the time goes: ncu's dominant warp stall and hottest lines, when measured."""
     bound = e.bound_us
     if bound is None:
         return None
     pct = 100.0 * bound / e.us
-    name = f"Stage {e.name} runs at {pct:.0f}% of its practical roof ({_roof_words(e)}); no mechanism found in this "
-    name += "mode's data"
+    gap = e.gain(e.us - bound)
     change = (
         f"find where {e.name}'s time goes: its warp-stall reasons and hottest source lines (--prof_type=ncu writes "
         f"them to source/{e.name}.md)"
     )
+    why = "no mechanism found in this mode's data"
     if e.stalls:
         reason, per = max(e.stalls.items(), key=lambda kv: kv[1])
-        name = (
-            f"Stage {e.name} runs at {pct:.0f}% of its practical roof ({_roof_words(e)}); its warps stall most on "
-            f"{reason} ({per:.1f} of {sum(e.stalls.values()):.1f} stalled warps per issued instruction)"
-        )
+        why = f"its warps stall most on {reason} ({per:.1f} of {sum(e.stalls.values()):.1f} stalled warps per issued "
+        why += "instruction)"
         where = f" at {'; '.join(e.hot_lines)}" if e.hot_lines else ""
         change = f"{STALL_ADVICE.get(reason, 'see report-verbose.md for what ' + reason + ' means')}{where}"
+    if explained_pct:
+        why = f"the mechanisms named explain only {explained_pct:.1f} of its {gap:.1f} points"
     return Opportunity(
-        name=name,
-        gain_pct=e.gain(e.us - bound),
+        name=f"Stage {e.name} runs at {pct:.0f}% of its practical roof ({_roof_words(e)}); {why}",
+        gain_pct=gap - explained_pct,
         metric=f"{e.name}.practical_roof_pct",
         value=f"{pct:.1f}%",
         change=change,
@@ -266,21 +268,10 @@ def diagnose(e: Evidence) -> list[Opportunity]:
     if (done := at_roof(e)) is not None:
         return [done]
     found = [o for check in CATALOGUE if (o := check(e)) is not None]
-    rest = unexplained(e)
-    if rest is None:
+    rest = unexplained(e, sum(o.gain_pct for o in found))
+    # what the named mechanisms leave of the distance to the roof is listed when it is the larger part
+    if rest is None or (found and rest.gain_pct <= max(o.gain_pct for o in found)):
         return found
-    # what the named mechanisms leave of the distance to the roof, when that is the larger part: say so
-    left = rest.gain_pct - sum(o.gain_pct for o in found)
-    if found and left <= max(o.gain_pct for o in found):
-        return found
-    if found:
-        rest = rest.model_copy(
-            update={
-                "gain_pct": left,
-                "name": f"{rest.name.split(';')[0]}; the mechanisms named explain only "
-                f"{sum(o.gain_pct for o in found):.1f} of its {rest.gain_pct:.1f} points",
-            }
-        )
     return [*found, rest]
 
 

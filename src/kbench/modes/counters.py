@@ -12,6 +12,7 @@ turned locking off; only when kbench wanted to lock but was not permitted does n
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import time
 from pathlib import Path
@@ -64,7 +65,7 @@ def conformance(plan: KernelPlan, grouped: Grouped, tiling: dict[str, Any]) -> l
         want = declared.get(stage, [])
         grid = tiling.get(stage, {}).get("grid")
         seen = sorted({str(k.grid[0] * k.grid[1] * k.grid[2]) for k in ks if k.grid})
-        plan_grid = "n/a" if not grid else str(_product(grid))
+        plan_grid = "n/a" if not grid else str(math.prod(int(g) for g in grid))
         if not want:
             verdict = "library stage: kernels not declared"
         elif set(names) <= set(want) and (plan_grid == "n/a" or seen == [plan_grid]):
@@ -83,13 +84,6 @@ def conformance(plan: KernelPlan, grouped: Grouped, tiling: dict[str, Any]) -> l
             }
         )
     return rows
-
-
-def _product(dims: list[int]) -> int:
-    out = 1
-    for d in dims:
-        out *= int(d)
-    return out
 
 
 def _failure(log: str, log_path: Path, code: int) -> KbenchError:
@@ -187,10 +181,8 @@ class CounterMode:
             )
             record["replay_passes"] = passes
         rows = conformance(plan, grouped, capture.tiling) if capture.live and plan else None
-        mhz = [c.sm_clock_mhz for c in counters if c.sm_clock_mhz is not None]
-        clock = (
-            f"{min(mhz):.0f}" if mhz and max(mhz) - min(mhz) < 1 else f"{min(mhz):.0f}-{max(mhz):.0f}" if mhz else ""
-        )
+        mhz = sorted({round(c.sm_clock_mhz) for c in counters if c.sm_clock_mhz is not None})
+        clock = f"{mhz[0]}-{mhz[-1]}" if len(mhz) > 1 else "".join(map(str, mhz))
         return Analysis(
             device=device,
             figures=figures,
