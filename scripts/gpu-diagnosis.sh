@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Capture the diagnosis validation set (tests/data/validation) and healthy references on a CUDA machine, clocks
 # left alone: event and annotation mode for every version, ncu mode for the defective ones.
-# Usage: scripts/gpu-diagnosis.sh [RESULTS_DIR]   (default out/gpu-diagnosis)
+# Usage: scripts/gpu-diagnosis.sh [RESULTS_DIR [PATTERN]]   (default out/gpu-diagnosis; PATTERN: a grep -E pattern
+# on "<package> <version>" selecting which runs to make, default all)
 set -uo pipefail
 res=${1:-out/gpu-diagnosis}
+only=${2:-.}
 mkdir -p "$res"
 py=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 KBENCH_LOCK_CLOCKS=0
@@ -13,9 +15,14 @@ runs=(
   "tile_mm cudacore:event,annotation,ncu" "tile_mm spilling:event,annotation,ncu" "tile_mm fma:event,annotation"
   "tile_mm base:event,annotation,ncu"
   "vector_add base:event,annotation" "matmul v2:event,annotation"
+  "softmax three_pass:event,annotation" "softmax fused:event,annotation"
+  "launches per_row:event,annotation" "launches one_launch:event,annotation"
+  "transpose naive:event,annotation,ncu" "transpose tiled:event,annotation"
+  "tail before:event,annotation" "tail after:event,annotation"
 )
 for r in "${runs[@]}"; do
   spec=${r%%:*}; set -- $spec; modes=${r#*:}
+  echo "$spec" | grep -Eq "$only" || continue
   for mode in ${modes//,/ }; do
     start=$(date +%s%N)
     $py -m kbench.kernel "$1" "$2" --kernel-path "$val" --prof_type="$mode" --out "$res/profiles" \

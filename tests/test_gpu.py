@@ -49,6 +49,14 @@ def test_event_mode_writes_a_contract_report(isolated: Path) -> None:
     assert {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".json"} <= compiled
     tiling = json.loads((run / "tiling" / "add.json").read_text())
     assert tiling["registers"] > 0 and tiling["grid"] == [4096]
+    # the data flow watched on the first launch: a and b read, c written (the output), 16 MiB each
+    flow = {t["name"]: t for t in tiling["dataflow"]["tensors"]}
+    assert tiling["dataflow"]["kernels"] == 1
+    assert {n: (t["read"], t["written"], t["output"], t["bytes"]) for n, t in flow.items()} == {
+        "a": (True, False, False, 4 << 22),
+        "b": (True, False, False, 4 << 22),
+        "c": (False, True, True, 4 << 22),
+    }
     samples = json.loads((run / "timings.json").read_text())["stages"]["add"]["samples_us"]
     assert len(samples) == 20 and statistics.median(samples) == stage.timing.median_us
 

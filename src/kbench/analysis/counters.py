@@ -38,6 +38,11 @@ class StageCounters(BaseModel):
     sm_count: float | None = None
     sm_clock_mhz: float | None = None
     occupancy_limiter: str | None = None  # what caps the CTAs per SM: registers, shared memory, warps, blocks
+    # coalescing of global loads and stores: sectors touched, and the bytes of each used (of 32), over the kernels
+    ld_sectors: float | None = None
+    st_sectors: float | None = None
+    ld_use: float | None = None
+    st_use: float | None = None
     stalls: dict[str, float] = {}  # the longest kernel's warp-stall reasons (ncu's full set)
     hot_lines: list[str] = []  # the longest kernel's source lines with the most stall samples
 
@@ -86,10 +91,22 @@ def _extreme(values: Sequence[float | None], largest: bool) -> float | None:
     return (max(present) if largest else min(present)) if present else None
 
 
+def _sector_use(ks: Sequence[Kernel], op: str) -> tuple[float | None, float | None]:
+    """Sectors the kernels' global ``op`` ("ld" / "st") instructions touched, and the bytes of each they used,
+    weighted by sectors; kernels that issued none (a use of 0 or n/a) are left out."""
+    pairs = [(k.m(f"global_{op}_sectors"), k.m(f"{op}_bytes_per_sector")) for k in ks]
+    used = [(n, u) for n, u in pairs if n and u]
+    if not used:
+        return None, None
+    total = sum(n for n, _ in used)
+    return total, sum(n * u for n, u in used) / total
+
+
 def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
     if not ks:
         raise ValueError(f"stage {stage} has no kernels")
     main = max(ks, key=lambda k: k.duration_us or 0.0)  # grid and waves of the kernel that takes the time
+    (ld_sectors, ld_use), (st_sectors, st_use) = _sector_use(ks, "ld"), _sector_use(ks, "st")
     return StageCounters(
         stage=stage,
         kernels=[k.name for k in ks],
@@ -114,6 +131,10 @@ def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
         sm_count=main.m("sm_count"),
         sm_clock_mhz=None if (hz := _weighted(ks, "sm_clock_hz")) is None else hz / 1e6,
         occupancy_limiter=main.occupancy_limiter,
+        ld_sectors=ld_sectors,
+        st_sectors=st_sectors,
+        ld_use=ld_use,
+        st_use=st_use,
         stalls=main.stalls,
         hot_lines=main.hot_lines,
     )

@@ -28,6 +28,20 @@ class Measured(BaseModel):
     date: str
 
 
+class SmLimits(BaseModel):
+    """What one SM holds at once (the occupancy calculator's inputs), with where the numbers come from."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_warps: PositiveInt
+    max_ctas: PositiveInt
+    registers: PositiveInt
+    register_unit: PositiveInt  # registers are allocated per warp in multiples of this
+    shared_bytes: PositiveInt  # the most shared memory an SM gives its CTAs
+    reserved_shared: int = Field(ge=0)  # shared memory the system reserves per CTA
+    shared_unit: PositiveInt  # shared memory is allocated per CTA in multiples of this
+    source: str = Field(min_length=1)
+
+
 class DeviceSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     display_name: str
@@ -39,6 +53,7 @@ class DeviceSpec(BaseModel):
     peak_tflops: dict[Precision, PositiveFloat] = Field(min_length=1)
     sources: dict[str, str]
     measured: dict[str, Measured] = {}
+    limits: SmLimits | None = None
 
     def ceilings(self) -> dict[str, Ceilings]:
         """Roofs per precision: each precision's peak with the DRAM bandwidth (datasheet values)."""

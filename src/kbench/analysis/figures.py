@@ -14,8 +14,10 @@ from kbench.analysis import opportunities as op
 from kbench.analysis import stages as st
 from kbench.analysis.bottleneck import TIMELINE_IDLE_PCT, StageClass, plan_class
 from kbench.analysis.counters import StageCounters, StageModel
-from kbench.analysis.devices import ActiveDevice
+from kbench.analysis.devices import ActiveDevice, SmLimits
+from kbench.analysis.fusion import fusion
 from kbench.analysis.ncu import Rule
+from kbench.analysis.occupancy import ctas_per_sm
 from kbench.analysis.opportunities import Opportunity
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.stages import StageFigures
@@ -74,11 +76,17 @@ class Facts:
     practical: dict[str, Ceilings] = field(default_factory=dict)
     sm_count: int | None = None
     tiling: dict[str, dict[str, Any]] = field(default_factory=dict)
+    limits: SmLimits | None = None  # what an SM holds (the occupancy calculator's inputs)
 
     @classmethod
     def of(cls, device: ActiveDevice, tiling: dict[str, dict[str, Any]]) -> Facts:
         spec = device.spec
-        return cls(practical=spec.practical() if spec else {}, sm_count=spec.sm_count if spec else None, tiling=tiling)
+        return cls(
+            practical=spec.practical() if spec else {},
+            sm_count=spec.sm_count if spec else None,
+            tiling=tiling,
+            limits=spec.limits if spec else None,
+        )
 
     def on(self, ceilings: dict[str, Ceilings], roofline_known: bool) -> Facts:
         """On a device conf/devices.json does not know, the ceilings measured at run time are the practical roofs;
@@ -96,7 +104,12 @@ class Facts:
             "warps": t.get("num_warps"),
             "spilled": t.get("spills"),
             "tensor_cores": t.get("tensor_cores"),
+            "launches": (t.get("dataflow") or {}).get("kernels"),
         }
+        if self.limits and t.get("num_warps"):
+            held = ctas_per_sm(self.limits, int(t["num_warps"]), t.get("registers"), t.get("shared_bytes"))
+            if held:
+                known["ctas_per_sm"], known["ctas_limiter"] = held
         known.update({k: v for k, v in counted.items() if v is not None})
         config = ", ".join(f"{k}={v}" for k, v in (t.get("config") or {}).items())
         return op.Evidence(
@@ -138,11 +151,12 @@ def from_timings(
     return _plan(figs, (plan, root), ranked, next(iter(ceilings.values())).source, roofline_known, facts)
 
 
-def diagnosed(figs: Sequence[StageFigures], facts: Facts, total_us: float | None = None) -> list[Opportunity]:
-    """The catalogue's findings for every classified timed stage, as shares of ``total_us`` (default: the
-    stages' times summed)."""
+def diagnosed(figs: Sequence[StageFigures], facts: Facts, total_us: float | None = None) -> list[Opportunity | None]:
+    """The catalogue's findings for every classified timed stage, and the fusion the data flow allows, as shares
+    of ``total_us`` (default: the stages' times summed)."""
     total = total_us if total_us is not None else sum(f.duration_us for f in figs)
-    return [o for f in figs if f.bottleneck is not None for o in op.diagnose(facts.evidence(f, total))]
+    found = [o for f in figs if f.bottleneck is not None for o in op.diagnose(facts.evidence(f, total))]
+    return [*found, fusion(figs, facts.tiling, total, facts.practical)]
 
 
 def from_counters(
@@ -172,6 +186,12 @@ def from_counters(
             sm_count=int(c.sm_count) if c.sm_count else None,
             ctas=c.ctas,
             ctas_per_sm=c.ctas_per_sm,
+            ctas_limiter=c.occupancy_limiter,
+            launches=len(c.kernels),
+            ld_sectors=c.ld_sectors,
+            st_sectors=c.st_sectors,
+            ld_use=c.ld_use,
+            st_use=c.st_use,
             registers=c.registers,
             spill_bytes=c.spill_bytes,
             moved_bytes=c.measured_bytes,
@@ -187,6 +207,8 @@ def from_counters(
             candidates += [op.ncu_rule(e, r) for r in (rules or {}).get(c.stage, [])]
     if not any(f.bottleneck is not None for f in figs):
         raise KbenchError("the ncu report holds no throughput counters to classify any stage with")
+    if models:
+        candidates.append(fusion(figs, facts.tiling, total, facts.practical))
     plan, top = _deciding(figs)
     top_counters = next(c for c in counters if c.stage == top.name)
     root = st.counter_root_cause(top_counters, top.bottleneck, 100.0 * top.duration_us / total if total else 100.0)

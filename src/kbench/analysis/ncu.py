@@ -41,6 +41,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "spill_load_sectors": ("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum",),
     "spill_store_sectors": ("l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",),
     "sm_clock_hz": ("sm__cycles_elapsed.avg.per_second",),
+    # coalescing: the bytes a global load / store instruction uses of each 32-byte sector it touches (0 when the
+    # kernel issued none of that kind: cp.async and TMA copies are not counted here)
+    "ld_bytes_per_sector": ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",),
+    "st_bytes_per_sector": ("smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio",),
+    "global_ld_sectors": ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",),
+    "global_st_sectors": ("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",),
     "sm_count": ("launch__sm_count",),
     "ctas_per_sm_registers": ("launch__occupancy_limit_registers",),
     "ctas_per_sm_shared": ("launch__occupancy_limit_shared_mem",),
@@ -86,6 +92,9 @@ ANNOTATION_METRICS: tuple[str, ...] = (
     "sm__cycles_elapsed.avg.per_second",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
     "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+    "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",
+    "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio",
     *TENSOR_FLOPS,
     *SCALAR_FLOPS,
 )

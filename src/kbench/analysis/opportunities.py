@@ -52,6 +52,12 @@ class Evidence:
     sm_count: int | None = None
     ctas: int | None = None  # the grid of its (longest) kernel
     ctas_per_sm: float | None = None  # how many of those CTAs one SM holds at once
+    ctas_limiter: str | None = None  # what caps them: registers, shared memory, warps, blocks
+    launches: int | None = None  # kernels the stage launches per run
+    ld_sectors: float | None = None  # 32-byte sectors global loads / stores touched (ncu)
+    st_sectors: float | None = None
+    ld_use: float | None = None  # bytes of each such sector the instructions used, of 32 (ncu)
+    st_use: float | None = None
     registers: float | None = None  # per thread
     warps: int | None = None  # per CTA
     spilled: float | None = None  # the compiler's spill count (Triton)
@@ -152,7 +158,9 @@ def underfilled(e: Evidence) -> Opportunity | None:
 
 
 def tail(e: Evidence) -> Opportunity | None:
-    if not e.ctas or not e.sm_count or not e.ctas_per_sm or e.ctas < e.sm_count:
+    """A last wave that leaves SM slots empty costs its share of a wave's time where each CTA's own speed sets the
+    time (compute or latency); a memory-bound stage is left out: its last CTAs share the DRAM with fewer others."""
+    if not e.ctas or not e.sm_count or not e.ctas_per_sm or e.ctas < e.sm_count or e.stage.bottleneck == "Memory":
         return None
     slots = e.sm_count * e.ctas_per_sm
     waves = e.ctas / slots
@@ -160,10 +168,11 @@ def tail(e: Evidence) -> Opportunity | None:
     loss = (full - waves) / full if waves > 1 else 0.0
     if 100.0 * loss < b.TAIL_LOSS_PCT:
         return None
+    held = f"{e.ctas_per_sm:.0f} per SM{f', limited by {e.ctas_limiter}' if e.ctas_limiter else ''}"
     return _finding(
         e,
         f"Partial last wave in {e.name}: {e.ctas} CTAs fill {waves:.2f} waves of {slots:.0f} "
-        f"({e.ctas_per_sm:.0f} per SM on {e.sm_count} SMs)",
+        f"({held}, on {e.sm_count} SMs)",
         e.us * loss,
         (f"{e.name}.waves", f"{waves:.2f}"),
         f"make {e.name}'s grid a multiple of {slots:.0f} CTAs (a persistent grid of {slots:.0f}, or a BLOCK "
@@ -202,6 +211,52 @@ def excess_traffic(e: Evidence) -> Opportunity | None:
         (f"{e.name}.dram_bytes_over_model", f"{e.moved_bytes / s.dram_bytes:.2f}x"),
         f"make {e.name} read each input once: larger tiles or a GROUP_M-style swizzle so neighbouring CTAs "
         "share tiles in L2, or fuse the passes that re-read the same data",
+    )
+
+
+def launch_bound(e: Evidence) -> Opportunity | None:
+    """Many short kernels: the launches, not the GPU's work, set the stage's time. Fused into one launch it would
+    take its roof time, or at least one of today's launches."""
+    if not e.launches or e.launches < 2 or e.us / e.launches >= b.SHORT_LAUNCH_US:
+        return None
+    per = e.us / e.launches
+    saved = e.us - max(e.bound_us or 0.0, per)
+    if saved < e.us / 2:
+        return None  # the work, not the launches, takes most of the time
+    return _finding(
+        e,
+        f"Launch-bound stage {e.name}: {e.launches} kernel launches of {per:.1f} us each",
+        saved,
+        (f"{e.name}.launches", str(e.launches)),
+        f"launch {e.name}'s work as one kernel: move the host loop that launches it into the grid (one more grid "
+        "axis, or a loop inside the kernel); where launches must stay separate, capture them in a CUDA graph",
+    )
+
+
+def uncoalesced(e: Evidence) -> Opportunity | None:
+    """Global loads or stores that use few bytes of each 32-byte sector they touch; coalesced, the same data
+    takes (used / 32) of the sectors, and the stage's time shrinks with its sector traffic (capped by its roof)."""
+    kinds = [
+        (what, sectors, use)
+        for what, sectors, use in (("loads", e.ld_sectors, e.ld_use), ("stores", e.st_sectors, e.st_use))
+        if sectors and use
+    ]
+    if not kinds:
+        return None
+    what, _, worst = min(kinds, key=lambda k: k[2])
+    if worst >= b.COALESCED_BYTES_PER_SECTOR:
+        return None
+    total = sum(sectors for _, sectors, _ in kinds)
+    needed = sum(sectors * use / 32.0 for _, sectors, use in kinds)
+    op = "ld" if what == "loads" else "st"
+    return _finding(
+        e,
+        f"Uncoalesced global {what} in {e.name}: {worst:.1f} of every 32 bytes they fetch are used",
+        e.us * (1.0 - needed / total),
+        (f"{e.name}.global_{op}_bytes_per_sector", f"{worst:.1f}"),
+        f"make neighbouring threads of {e.name} touch neighbouring addresses: index the contiguous dimension with "
+        "the fastest-varying tl.arange (load tiles row by row and transpose them on chip with tl.trans), or store "
+        "the tensor in the layout the kernel walks",
     )
 
 
@@ -258,6 +313,8 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     tail,
     tensor_cores_idle,
     excess_traffic,
+    launch_bound,
+    uncoalesced,
 )
 
 

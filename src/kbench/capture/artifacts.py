@@ -50,6 +50,7 @@ def write_stage(run_dir: Path, ps: PreparedStage) -> dict[str, Any]:
         "declared_kernels": list(ps.stage.kernels),
         "tuning_source": ps.tune.source,
         **kernel_facts(ps.compiled),
+        "dataflow": ps.flow,
     }
     _json(run_dir / "tiling" / f"{name}.json", tiling)
     _json(

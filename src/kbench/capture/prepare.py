@@ -31,6 +31,7 @@ class PreparedStage:
     launch: Launch
     tune: autotune.TuneResult
     compiled: Any = None  # Triton's CompiledKernel from the first launch; None for library calls
+    flow: dict[str, Any] | None = None  # what it read and wrote (capture.dataflow), on a GPU
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,9 @@ def prepare(
     """Allocate, tune every stage (``time_us`` times one callable; None = first config) and warm up once."""
     ws = guarded("setup", lambda: plan.setup(device, seed))
     prep = Prepared(plan=plan, device=device, ws=ws)
+    output = guarded("output", lambda: plan.output(ws)) if device == "cuda" else None
     for stage in plan.checked_stages():
+        flow = data_flow(plan, stage, ws, output) if device == "cuda" else None
 
         def time_config(cfg: Config, stage: Stage = stage) -> float | None:
             launch = built(plan, stage, ws, cfg)  # a build that raises is the plan's fault, not the config's
@@ -183,11 +186,40 @@ def prepare(
             except autotune.TuningFailed as e:
                 raise KernelError(f"stage {stage.name}: {e}") from None
         launch = built(plan, stage, ws, tune.best)
-        compiled = guarded(stage.name, launch.fn)
+        compiled = guarded(stage.name, launch.fn) if device != "cuda" else launched_kernel(stage.name, launch)
         prep.stages.append(
-            PreparedStage(stage, tune.best, launch, tune, compiled if hasattr(compiled, "asm") else None)
+            PreparedStage(stage, tune.best, launch, tune, compiled if hasattr(compiled, "asm") else None, flow)
         )
     return prep
+
+
+def launched_kernel(stage: str, launch: Launch) -> Any:
+    """Run the launch once; the Triton kernel it returned, or else the last one it launched (a launch that zeroes
+    an output first returns nothing), for the tiling record's registers, spills and shared memory."""
+    from kbench.capture import dataflow
+
+    with dataflow.watching(ops=False) as seen:
+        result = guarded(stage, launch.fn)
+    return result if hasattr(result, "asm") or not seen.compiled else seen.compiled[-1]
+
+
+def data_flow(plan: KernelPlan, stage: Stage, ws: Any, output: Any) -> dict[str, Any] | None:
+    """What the stage reads and writes: declared, or watched on its first launch (its first tuning config, before
+    any other run of it, so its outputs still change); None, with a warning, when that launch fails (tuning then
+    says why)."""
+    from kbench.capture import dataflow
+
+    if stage.reads or stage.writes:
+        try:
+            return dataflow.declared(stage.reads, stage.writes, ws, output)
+        except UsageError as e:
+            raise UsageError(f"{plan.package} {plan.version}: stage {stage.name}: {e}") from None
+    launch = built(plan, stage, ws, dict(stage.tuning[0]))
+    try:
+        return dataflow.record(launch.fn, ws, output)[1]
+    except Exception as e:
+        log.warning("stage %s: its data flow was not recorded (%s)", stage.name, first_line(e))
+        return None
 
 
 def prepare_on_gpu(plan: KernelPlan, device: ActiveDevice, seed: int) -> Prepared:

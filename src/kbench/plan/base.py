@@ -57,6 +57,11 @@ class Stage:
     # in declared order) and the earlier stages whose results it reads on other streams (ordered with events).
     stream: int = 0
     after: Sequence[str] = ()
+    # Data flow (the fusion diagnosis): the workspace tensors (names, as found in setup()'s dict, list or object) the
+    # stage reads and writes. Leave empty to have kbench infer them from the tensors its launches receive; declare
+    # them for calls it cannot watch (a CUDA extension, a library outside PyTorch).
+    reads: Sequence[str] = ()
+    writes: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.:-]+", self.name):

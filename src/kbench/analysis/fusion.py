@@ -1,0 +1,135 @@
+"""Inter-stage data flow and what fusing stages would save. Pure.
+
+Each stage's record (``tiling/<stage>.json`` ``dataflow``, from capture.dataflow) lists the workspace tensors it
+touched: bytes, read or written, the plan's output or not. Consecutive memory-bound stages that share tensors are
+a fusion candidate: apart, each moves every tensor it touches; fused, each distinct tensor moves once, and an
+intermediate (written by one stage of the group, read by a later one, used by no stage outside it and not the
+plan's output) does not move at all. The bytes saved cost time at the bandwidth the stages achieved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kbench.analysis import bottleneck as b
+from kbench.analysis.opportunities import Opportunity
+from kbench.analysis.roofline import Ceilings
+from kbench.analysis.stages import StageFigures
+
+
+@dataclass(frozen=True)
+class Use:
+    tensor: str
+    bytes: float
+    read: bool
+    written: bool
+    output: bool
+
+
+def uses(record: dict[str, Any] | None) -> list[Use] | None:
+    """A stage's tensor uses from its tiling record; None where the data flow was not recorded."""
+    flow = (record or {}).get("dataflow")
+    if not flow:
+        return None
+    return [
+        Use(t["name"], float(t["bytes"]), bool(t["read"]), bool(t["written"]), bool(t.get("output")))
+        for t in flow["tensors"]
+    ]
+
+
+def _size(text: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if text >= scale:
+            return f"{text / scale:.3g} {unit}"
+    return f"{text:.0f} B"
+
+
+@dataclass(frozen=True)
+class Group:
+    """Consecutive stages that share tensors, and the bytes they move apart and fused."""
+
+    stages: list[StageFigures]
+    apart: float
+    fused: float
+    reread: dict[str, int]  # tensor -> stages of the group that touch it (more than one)
+    intermediates: list[str]
+
+    @property
+    def saved(self) -> float:
+        return self.apart - self.fused
+
+
+def _groups(figs: Sequence[StageFigures], flows: dict[str, list[Use]]) -> list[Group]:
+    runs: list[list[StageFigures]] = []
+    for f in figs:
+        memory = f.bottleneck == "Memory" and f.name in flows
+        shares = bool(runs) and any(
+            u.tensor in {v.tensor for g in runs[-1] for v in flows[g.name]} for u in flows.get(f.name, [])
+        )
+        if memory and shares and runs[-1][-1] is figs[figs.index(f) - 1]:
+            runs[-1].append(f)
+        elif memory:
+            runs.append([f])
+    out = []
+    for run in (r for r in runs if len(r) > 1):
+        names = {f.name for f in run}
+        inside = [u for f in run for u in flows[f.name]]
+        outside = {u.tensor for f in figs if f.name not in names for u in flows.get(f.name, [])}
+        size = {u.tensor: max(v.bytes for v in inside if v.tensor == u.tensor) for u in inside}
+        touched = {t: sum(1 for f in run if any(u.tensor == t for u in flows[f.name])) for t in size}
+        intermediates = []
+        for t in size:
+            writers = [i for i, f in enumerate(run) if any(u.tensor == t and u.written for u in flows[f.name])]
+            readers = [i for i, f in enumerate(run) if any(u.tensor == t and u.read for u in flows[f.name])]
+            output = any(u.tensor == t and u.output for u in inside)
+            if writers and any(r > min(writers) for r in readers) and not output and t not in outside:
+                intermediates.append(t)
+        out.append(
+            Group(
+                stages=run,
+                apart=sum(u.bytes for u in inside),
+                fused=sum(v for t, v in size.items() if t not in intermediates),
+                reread={t: n for t, n in touched.items() if n > 1},
+                intermediates=intermediates,
+            )
+        )
+    return out
+
+
+def fusion(
+    figs: Sequence[StageFigures], tiling: dict[str, dict[str, Any]], total_us: float, practical: dict[str, Ceilings]
+) -> Opportunity | None:
+    """The fusion that saves most time, as a share of ``total_us``: the bytes it saves at the bandwidth the stages
+    achieved, never more than the group's time less the fused bytes at the practical bandwidth; None when no
+    group of memory-bound stages would move FUSION_MIN_SAVED fewer bytes."""
+    flows = {f.name: u for f in figs if (u := uses(tiling.get(f.name))) is not None}
+    best: tuple[float, Group] | None = None
+    for g in _groups(figs, flows):
+        if not g.apart or g.saved < b.FUSION_MIN_SAVED * g.apart:
+            continue
+        time = sum(f.duration_us for f in g.stages)
+        roof = practical.get(g.stages[0].precision)
+        floor = g.fused / (roof.gbps * 1e3) if roof else 0.0
+        saved = min(time * g.saved / g.apart, time - floor)
+        if saved > 0 and (best is None or saved > best[0]):
+            best = (saved, g)
+    if best is None:
+        return None
+    saved, g = best
+    names = ", ".join(f.name for f in g.stages)
+    why = [f"{t} ({_size(next(u.bytes for f in g.stages for u in flows[f.name] if u.tensor == t))}) is read by "
+           f"{n} of them" for t, n in g.reread.items() if t not in g.intermediates]  # fmt: skip
+    if g.intermediates:
+        why.append(f"{', '.join(g.intermediates)} only pass{'es' if len(g.intermediates) == 1 else ''} between them")
+    return Opportunity(
+        name=f"Fuse stages {names}: {'; '.join(why)}",
+        gain_pct=100.0 * saved / total_us,
+        metric=f"{g.stages[0].name}..{g.stages[-1].name}.bytes_apart_over_fused",
+        value=f"{g.apart / g.fused:.2f}x",
+        change=f"one kernel for {names} that reads each input once and keeps "
+        f"{', '.join(g.intermediates) or 'what passes between them'} on chip: {_size(g.apart)} -> {_size(g.fused)} "
+        "moved",
+        named=True,
+    )

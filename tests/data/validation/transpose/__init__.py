@@ -1,0 +1,1 @@
+"""A transpose that reads a column per program (uncoalesced loads), and its tiled twin."""
