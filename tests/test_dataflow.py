@@ -57,3 +57,15 @@ def test_workspace_names_nest() -> None:
             self.cache = [torch.zeros(2), {"k": torch.zeros(3)}]
 
     assert sorted(dataflow.workspace_tensors(Ws())) == ["cache.0", "cache.1.k", "q"]
+
+
+def test_the_checksum_is_summed_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a big tensor is summed a chunk at a time (the int64 sum casts its input); a write in any chunk is seen
+    monkeypatch.setattr(dataflow, "CHUNK", 64)
+    ws = {"a": torch.zeros(1000), "b": torch.ones(1000)}
+
+    def stage() -> None:
+        ws["a"][900] = ws["b"][3]
+
+    _, flow = dataflow.record(stage, ws)
+    assert {t["name"]: t["written"] for t in flow["tensors"]} == {"a": True, "b": False}

@@ -45,12 +45,20 @@ def _storage(t: Any) -> int:
     return int(t.untyped_storage().data_ptr())
 
 
+CHUNK = 1 << 26  # bytes summed at a time: the int64 sum casts its input, so 8x this in temporary memory
+
+
 def _checksum(t: Any) -> tuple[int, int]:
-    """Two sums over the tensor's bytes (plain, and of every 7th byte): a write changes them."""
+    """Two sums over the tensor's bytes (plain, and of every 7th byte of each chunk): a write changes them."""
     import torch
 
     flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
-    return int(flat.sum(dtype=torch.int64)), int(flat[::7].sum(dtype=torch.int64))
+    total = strided = 0
+    for start in range(0, flat.numel(), CHUNK):
+        part = flat[start : start + CHUNK]
+        total += int(part.sum(dtype=torch.int64))
+        strided += int(part[::7].sum(dtype=torch.int64))
+    return total, strided
 
 
 class _Seen:
