@@ -27,11 +27,13 @@ def test_reads_writes_and_bytes_of_a_stage() -> None:
 
 
 def test_a_write_is_seen_from_the_bytes_changing() -> None:
+    # as a Triton kernel writes: no operator reports it (here a write through numpy), only the bytes change
     ws = {"a": torch.zeros(16), "b": torch.arange(16.0)}
 
     def stage() -> None:
-        ws["a"].data = ws["a"].data  # nothing an operator reports as a write
-        ws["a"].view(-1)[:8] = ws["b"][:8]
+        ws["a"].add(0)  # the stage receives a and b (as a kernel would) ...
+        ws["b"].add(0)
+        ws["a"].numpy()[:8] = ws["b"].numpy()[:8] + 1  # ... and writes a behind PyTorch's back
 
     _, flow = dataflow.record(stage, ws)
     by = {t["name"]: t for t in flow["tensors"]}
@@ -65,7 +67,9 @@ def test_the_checksum_is_summed_in_chunks(monkeypatch: pytest.MonkeyPatch) -> No
     ws = {"a": torch.zeros(1000), "b": torch.ones(1000)}
 
     def stage() -> None:
-        ws["a"][900] = ws["b"][3]
+        ws["a"].add(0)
+        ws["b"].add(0)
+        ws["a"].numpy()[900] = 1.0  # not seen by PyTorch: only the checksum of its 7th chunk changes
 
     _, flow = dataflow.record(stage, ws)
     assert {t["name"]: t["written"] for t in flow["tensors"]} == {"a": True, "b": False}
