@@ -60,10 +60,14 @@ def replay(monkeypatch: pytest.MonkeyPatch, timings_json: Path) -> None:
     timings = json.loads(timings_json.read_text())
     entries = [*timings["stages"].values(), timings["plan"]]
     recorded: Iterator[Samples] = iter(
-        Recorded(e["samples_us"], int(e.get("warmup_reps") or 0), False, 100 << 20, recorded_method=timings["method"])
+        Recorded(e["samples_us"], int(e.get("warmup_reps") or 0), False, "", recorded_method=timings["method"])
         for e in entries
     )
+    cupti = iter(e.get("cupti_us") or "the replayed run recorded no CUPTI samples" for e in timings["stages"].values())
     monkeypatch.setattr(event, "time_cuda", lambda fn, reps, cuda_graph=False: next(recorded))
+    monkeypatch.setattr(event, "time_cupti", lambda fn, reps, flush: next(cupti))
+    monkeypatch.setattr(event, "L2Flush", lambda nbytes: type("Flush", (), {"words": "no flush (replayed)"})())
+    monkeypatch.setattr(event, "l2_flush_bytes", lambda: 0)
 
 
 def failing(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:

@@ -57,8 +57,13 @@ def test_event_mode_writes_a_contract_report(isolated: Path) -> None:
         "b": (True, False, False, 4 << 22),
         "c": (False, True, True, 4 << 22),
     }
-    samples = json.loads((run / "timings.json").read_text())["stages"]["add"]["samples_us"]
-    assert len(samples) == 20 and statistics.median(samples) == stage.timing.median_us
+    timed = json.loads((run / "timings.json").read_text())["stages"]["add"]
+    # the stage's duration is CUPTI's; CUDA events are kept beside it (launch and event overhead on top)
+    assert len(timed["samples_us"]) == 20 and len(timed["cupti_us"]) == 20
+    assert statistics.median(timed["cupti_us"]) == stage.timing.median_us
+    assert 0.8 < stage.timing.median_us / statistics.median(timed["samples_us"]) <= 1.01
+    assert r.timing_method.startswith("stage durations from CUPTI")
+    assert any(n.startswith("add: CUDA events") for n in r.notes)
 
 
 def test_second_run_gets_a_baseline_and_a_new_folder(isolated: Path) -> None:

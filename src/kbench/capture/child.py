@@ -84,15 +84,15 @@ def timeline(prep: Prepared, iterations: int, backend: str, run_dir: Path) -> No
     import torch
 
     from kbench.capture.prepare import guarded
-    from kbench.capture.timing import l2_flush_bytes
+    from kbench.capture.timing import L2Flush, l2_flush_bytes
 
-    flush = torch.empty(l2_flush_bytes() // 4, dtype=torch.int32, device="cuda")
+    flush = L2Flush(l2_flush_bytes())
     for _ in range(WARMUP):
         prep.run_all()
     torch.cuda.synchronize()
 
     def fresh() -> None:  # every run starts on an idle GPU with a cold L2
-        flush.zero_()
+        flush()
         torch.cuda.synchronize()
 
     profiler: Any = nullcontext()

@@ -13,8 +13,9 @@ from kbench.analysis.figures import Facts, from_timings
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.timing_stats import TimingStats
 from kbench.capture.artifacts import write_stage
+from kbench.capture.cupti import time_cupti
 from kbench.capture.prepare import checked, guarded, prepare_on_gpu
-from kbench.capture.timing import time_cuda
+from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
 from kbench.fsutil import write_json_atomic
 from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
 from kbench.plan.base import KernelPlan
@@ -22,6 +23,10 @@ from kbench.report.models import ProfileResult, Sections, Timing
 
 TIMINGS = "timings.json"
 CEILINGS = "ceilings.json"
+CUPTI_METHOD = (
+    "stage durations from CUPTI (the GPU's timestamps of each repetition's kernels, summed; PyTorch profiler), "
+    "{flush} before each; CUDA events kept as a cross-check and for the whole plan"
+)
 
 
 def concurrency(plan: KernelPlan) -> str | None:
@@ -34,6 +39,24 @@ def concurrency(plan: KernelPlan) -> str | None:
         "the whole plan end to end (the whole-plan row), and cannot say how the stages overlapped; "
         "--prof_type=nsys shows the overlap, idle gaps and launch order."
     )
+
+
+def cross_check(stages: dict[str, Any]) -> list[str]:
+    """Per stage, CUDA events against CUPTI (medians), or why CUPTI gave no figure."""
+    import statistics
+
+    out = []
+    for name, s in stages.items():
+        if s.get("cupti_us"):
+            ev, cu = statistics.median(s["samples_us"]), statistics.median(s["cupti_us"])
+            out.append(
+                f"{name}: CUDA events {ev:.2f} us, CUPTI {cu:.2f} us ({ev - cu:+.2f} us, {100 * (ev / cu - 1):+.1f}%: "
+                "launch and event overhead, the gaps between a stage's kernels (CUPTI does not count them), and any "
+                "clock difference between the two measurements)"
+            )
+        elif s.get("cupti_note"):
+            out.append(f"{name}: no CUPTI figure ({s['cupti_note']}); its duration is the CUDA-event median")
+    return out
 
 
 class Event:
@@ -59,14 +82,27 @@ class Event:
         opts.progress(f"measuring (event mode, {opts.bench_runs} repetitions per stage)")
 
         def measure() -> dict[str, Any]:
-            stages = {
-                ps.stage.name: time_cuda(ps.launch.fn, opts.bench_runs, cuda_graph=opts.cuda_graph)
-                for ps in prep.stages
-            }
+            stages: dict[str, Any] = {}
+            flush = L2Flush(l2_flush_bytes())
+            for ps in prep.stages:
+                events = time_cuda(ps.launch.fn, opts.bench_runs, cuda_graph=opts.cuda_graph)
+                # the GPU's own timestamps for the same launches (not for CUDA-graph replays: events time those)
+                cupti = (
+                    time_cupti(ps.launch.fn, opts.bench_runs, flush)
+                    if not opts.cuda_graph
+                    else "--cuda-graph: the stage is timed as a graph replay with CUDA events"
+                )
+                stages[ps.stage.name] = {
+                    "samples_us": events.us,
+                    "warmup_reps": events.warmup_reps,
+                    "cupti_us": cupti if isinstance(cupti, list) else None,
+                    "cupti_note": cupti if isinstance(cupti, str) else None,
+                }
             whole = time_cuda(prep.run_all, opts.bench_runs, cuda_graph=opts.cuda_graph)
             return {
                 "method": whole.method,
-                "stages": {k: {"samples_us": v.us, "warmup_reps": v.warmup_reps} for k, v in stages.items()},
+                "cupti_method": CUPTI_METHOD.format(flush=flush.words),
+                "stages": stages,
                 "plan": {"samples_us": whole.us, "warmup_reps": whole.warmup_reps},
             }
 
@@ -99,7 +135,8 @@ class Event:
             ceilings = {p: Ceilings(**c) for p, c in found.items()}
         else:
             ceilings = device.spec.ceilings() if device.spec else {}
-        stats = {name: TimingStats.of(s["samples_us"]) for name, s in timings["stages"].items()}
+        # a stage's duration: its CUPTI samples where they were taken, else its CUDA-event samples
+        stats = {name: TimingStats.of(s.get("cupti_us") or s["samples_us"]) for name, s in timings["stages"].items()}
         figures = from_timings(
             ctx.plan.checked_stages(),
             stats,
@@ -109,10 +146,14 @@ class Event:
             facts=Facts.of(device, capture.tiling),
         )
         whole = timings.get("plan")
+        method = timings["method"]
+        if any(s.get("cupti_us") for s in timings["stages"].values()):
+            method = f"{timings['cupti_method']}; whole plan and cross-check: {method}"
         return Analysis(
             device=device,
             figures=figures,
-            timing_method=timings["method"],
+            timing_method=method,
+            notes=cross_check(timings["stages"]),
             plan_timing=TimingStats.of(whole["samples_us"]) if whole else None,
             sections=Sections(timing=Timing(concurrency=concurrency(ctx.plan))),
         )
