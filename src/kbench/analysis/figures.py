@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -21,10 +21,12 @@ from kbench.analysis.occupancy import ctas_per_sm
 from kbench.analysis.opportunities import Opportunity
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.stages import StageFigures
-from kbench.analysis.timeline_stages import TimelineAnalysis
 from kbench.analysis.timing_stats import TimingStats
 from kbench.errors import KbenchError
 from kbench.plan.base import Stage
+
+if TYPE_CHECKING:  # pandas comes with the timeline types: only the timeline path needs it
+    from kbench.analysis.timeline_stages import TimelineAnalysis
 
 
 class PlanFigures(BaseModel):

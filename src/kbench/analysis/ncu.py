@@ -18,7 +18,7 @@ from kbench.analysis.ncu_source import hot_lines
 from kbench.errors import ConfigError, first_line
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 # canonical name -> metric names, preferred first
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -324,10 +324,8 @@ def stage_of(k: Kernel) -> str | None:
     return next((s for r in k.nvtx if (s := nvtx.stage_of(r)) is not None), None)
 
 
-def kernels_frame(ks: list[Kernel], stages: dict[int, str] | None = None) -> pd.DataFrame:
-    """The tidy table: one row per profiled kernel, a column per canonical metric (NaN = not in the report)."""
-    import pandas as pd
-
+def kernels_table(ks: list[Kernel], stages: dict[int, str] | None = None) -> list[dict[str, Any]]:
+    """The tidy table: one row per profiled kernel, a column per canonical metric (None = not in the report)."""
     rows = []
     for k in ks:
         rows.append(
@@ -345,14 +343,16 @@ def kernels_frame(ks: list[Kernel], stages: dict[int, str] | None = None) -> pd.
                 "measured_bytes": k.measured_bytes,
             }
         )
-    return pd.DataFrame(rows)
+    return rows
 
 
-def rules_frame(ks: list[Kernel], stages: dict[int, str] | None = None) -> pd.DataFrame:
+RULE_COLUMNS = ("stage", "kernel_index", "kernel", "rule", "section", "title", "speedup_pct", "speedup_type", "focus",
+                "message")  # fmt: skip
+
+
+def rules_table(ks: list[Kernel], stages: dict[int, str] | None = None) -> list[dict[str, Any]]:
     """Every rule result: stage, kernel, rule id, section, title, estimated speedup and its type, focus metrics."""
-    import pandas as pd
-
-    rows = [
+    return [
         {
             "stage": (stages or {}).get(k.index, stage_of(k) or ""),
             "kernel_index": k.index,
@@ -368,16 +368,3 @@ def rules_frame(ks: list[Kernel], stages: dict[int, str] | None = None) -> pd.Da
         for k in ks
         for r in k.rules
     ]
-    columns = [
-        "stage",
-        "kernel_index",
-        "kernel",
-        "rule",
-        "section",
-        "title",
-        "speedup_pct",
-        "speedup_type",
-        "focus",
-        "message",
-    ]
-    return pd.DataFrame(rows, columns=columns)

@@ -18,8 +18,9 @@ def _per_pc(action: Any, name: str) -> dict[int, float]:
     return {int(ids.as_uint64(i)): float(m.as_double(i)) for i in range(m.num_instances())}
 
 
-def sass_rows(action: Any) -> list[dict[str, Any]]:
-    """Per SASS instruction: address, source file:line, SASS, instructions executed, stall samples by reason."""
+def sass_rows(action: Any, with_sass: bool = True) -> list[dict[str, Any]]:
+    """Per SASS instruction: address, source file:line, SASS (without ``with_sass``: empty, the costly part of
+    reading), instructions executed, stall samples by reason."""
     executed = _per_pc(action, "inst_executed")
     stalls = {
         n[len(STALL) :]: _per_pc(action, n)
@@ -35,7 +36,7 @@ def sass_rows(action: Any) -> list[dict[str, Any]]:
                 "pc": hex(pc),
                 "file": info.file_name() if info else "",
                 "line": info.line() if info else 0,
-                "sass": str(action.sass_by_pc(pc)).strip(),
+                "sass": str(action.sass_by_pc(pc)).strip() if with_sass else "",
                 "inst_executed": executed.get(pc, 0.0),
                 "stall_samples": sum(by_reason.values()),
                 "top_stall": max(by_reason, key=by_reason.__getitem__) if by_reason else "",
@@ -48,7 +49,7 @@ def annotated_source(action: Any) -> list[dict[str, Any]]:
     """Each source line with its instructions executed and sampled stalls (summed over its SASS), hottest first."""
     files = {str(k): str(action.source_files()[k]).splitlines() for k in action.source_files()}
     lines: dict[tuple[str, int], dict[str, Any]] = {}
-    for r in sass_rows(action):
+    for r in sass_rows(action, with_sass=False):
         key = (r["file"], int(r["line"]))
         entry = lines.setdefault(
             key, {"file": key[0], "line": key[1], "inst_executed": 0.0, "stall_samples": 0.0, "stalls": {}}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -28,7 +29,9 @@ from kbench.analysis import roofline as rl
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.ncu import Rule
 from kbench.analysis.stages import StageFigures
-from kbench.analysis.timeline_stages import TimelineAnalysis
+
+if TYPE_CHECKING:  # pandas comes with the timeline types: only the timeline path needs it
+    from kbench.analysis.timeline_stages import TimelineAnalysis
 
 TOP = 3
 

@@ -9,14 +9,18 @@ ceiling; a counted one from its TC%/SM% and DRAM% counters (report contract, sec
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel
 
 from kbench.analysis import bottleneck as b
 from kbench.analysis import roofline as rl
 from kbench.analysis.counters import StageCounters, StageModel, model_mismatch
-from kbench.analysis.timeline_stages import StageTimeline, TimelineAnalysis
 from kbench.analysis.timing_stats import TimingStats
 from kbench.plan.base import Stage
+
+if TYPE_CHECKING:  # pandas comes with the timeline types: only the timeline path needs it
+    from kbench.analysis.timeline_stages import StageTimeline, TimelineAnalysis
 
 
 class StageFigures(BaseModel):

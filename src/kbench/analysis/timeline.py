@@ -12,11 +12,12 @@ import json
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from kbench.errors import ConfigError
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: analysis without a timeline never loads it
+    import pandas as pd
 
 COLUMNS = [
     "kind",
@@ -48,6 +49,8 @@ def load(path: Path) -> pd.DataFrame:
 
 
 def _frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
     df = pd.DataFrame(list(rows), columns=COLUMNS)
     return df.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
 
@@ -268,6 +271,8 @@ def idle_gaps(tl: pd.DataFrame, start: int, end: int, top: int = 5) -> pd.DataFr
                 }
             )
         prev_end = max(prev_end, b)
+    import pandas as pd
+
     df = pd.DataFrame(rows, columns=["start_ns", "gap_us", "after"])
     return df.sort_values("gap_us", ascending=False).head(top).reset_index(drop=True)
 

@@ -14,15 +14,17 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pydantic import BaseModel, Field
 
 from kbench.analysis import timeline as tl
 from kbench.analysis.timing_stats import TimingStats
 from kbench.errors import KbenchError
 from kbench.nvtx import ITERATION, STAGE, alone_range, stage_range
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: analysis without a timeline never loads it
+    import pandas as pd
 
 TOP_GAPS = 5
 
@@ -168,7 +170,8 @@ def _occurrence(
     latency = None
     if not own.empty:
         first = own.iloc[0]
-        call = api_start.get(int(first["correlation"])) if pd.notna(first["correlation"]) else None
+        known = first["correlation"] == first["correlation"]  # NaN (no correlation id) is not equal to itself
+        call = api_start.get(int(first["correlation"])) if known and first["correlation"] is not None else None
         latency = (int(first["start_ns"]) - call) / 1e3 if call is not None else None
     return Occurrence(
         stage=stage,
@@ -388,6 +391,8 @@ def analyze(
 
 def frames(a: TimelineAnalysis) -> dict[str, pd.DataFrame]:
     """The analyses as tidy tables (one CSV each in a run folder)."""
+    import pandas as pd
+
     occ = pd.DataFrame([o.model_dump() for o in a.occurrences])
     for col in ("kernels", "streams"):
         occ[col] = occ[col].map(lambda v: " ".join(str(x) for x in v))

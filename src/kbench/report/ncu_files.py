@@ -4,6 +4,7 @@ deep dive, report-verbose.md (every rule and metric) with the annotated source a
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +16,20 @@ from kbench.report.render import render_verbose
 Grouped = list[tuple[str, list[ncu.Kernel]]]
 
 
+def _csv(path: Path, rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    """Rows as CSV, a missing value (None) as an empty field (no pandas on the analysis path: it costs ~0.3 s)."""
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(columns)
+        w.writerows([["" if r.get(c) is None else r[c] for c in columns] for r in rows])
+
+
 def tables(grouped: Grouped, run_dir: Path) -> None:
     stage_of = {k.index: name for name, ks in grouped for k in ks}
     kernels = [k for _, ks in grouped for k in ks]
-    ncu.kernels_frame(kernels, stage_of).to_csv(run_dir / "kernels.csv", index=False)
-    ncu.rules_frame(kernels, stage_of).to_csv(run_dir / "rules.csv", index=False)
+    rows = ncu.kernels_table(kernels, stage_of)
+    _csv(run_dir / "kernels.csv", rows, list(rows[0]) if rows else [])
+    _csv(run_dir / "rules.csv", ncu.rules_table(kernels, stage_of), ncu.RULE_COLUMNS)
 
 
 def deep_dive(result: ProfileResult, grouped: Grouped, run_dir: Path) -> None:

@@ -4,17 +4,19 @@ from each launch call to the work it launched (same correlation id)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
+import math
+from typing import TYPE_CHECKING, Any
 
 from kbench.analysis.timeline import GPU_KINDS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ARGS = ("correlation", "grid", "block", "registers", "shared_bytes")
 
 
 def _known(v: Any) -> bool:
-    return v is not None and not (isinstance(v, float) and pd.isna(v))
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
 
 
 def _id(v: Any) -> str:
