@@ -365,3 +365,26 @@ def test_a_wake_up_sample_is_not_a_throttle() -> None:
     assert not woke.unstable and woke.idle_samples == 1 and woke.sm_min_mhz == 1980
     throttled = summarize("x", [Reading(1980, 2619, 0)] * 10 + [Reading(345, 2619, 0x8)])
     assert throttled.unstable and throttled.sm_min_mhz == 345  # a slowdown the driver reports stays in
+
+
+def test_a_stage_timed_at_a_sagging_clock_is_marked() -> None:
+    from kbench.analysis.clocks import sagged, window
+
+    # 1980 MHz at the start; the GEMM's window (t 10-20 s) at 1485-1500 MHz under the power cap; an idle sample
+    samples = [
+        Reading(1980, 2619, 0, t=1.0),
+        Reading(1485, 2619, 0x4, t=11.0),
+        Reading(1500, 2619, 0x4, t=12.0),
+        Reading(345, 2619, 0x1, t=13.0),
+        Reading(1980, 2619, 0, t=25.0),
+    ]
+    gemm = window(samples, 10.0, 20.0)
+    assert gemm == {"sm_mhz": 1492.5, "samples": 2, "slowdown": ["power cap"]}
+    note = sagged("mm", gemm, 1980.0)
+    assert note is not None and note.startswith(
+        "mm was timed at a median SM clock of 1492 MHz, 25% below the 1980 MHz the measurement started at "
+        "(power cap active)"
+    )
+    assert sagged("add", window(samples, 20.0, 30.0), 1980.0) is None  # at the start clock
+    assert window(samples, 13.0, 14.0) is None  # only an idle sample
+    assert sagged("x", {"sm_mhz": 1900, "samples": 3, "slowdown": []}, 1980.0) is None  # 4% below: within 5%

@@ -29,6 +29,9 @@ CLOCK_DRIFT_PCT = 5.0
 # A sample whose SM clock is below this fraction of the busy median, with no slowdown reason reported, was taken as
 # the GPU woke from idle (between ncu's replay passes, say): it is counted with the idle samples.
 IDLE_CLOCK_FRACTION = 0.5
+# A stage timed at a median SM clock more than this share below the clock the measurement started at is marked:
+# its figure mixes in a power- or heat-lowered clock.
+CLOCK_SAG_PCT = 5.0
 
 # Event mode: a timing whose relative spread exceeds this is flagged as unstable.
 UNSTABLE_SPREAD_PCT = 2.0

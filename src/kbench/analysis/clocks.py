@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from kbench.analysis.bottleneck import CLOCK_DRIFT_PCT, IDLE_CLOCK_FRACTION
+from kbench.analysis.bottleneck import CLOCK_DRIFT_PCT, CLOCK_SAG_PCT, IDLE_CLOCK_FRACTION
 
 # NVML's clock-event reason bits (nvmlClocksEventReason*; nvidia-smi's clocks_event_reasons.active)
 REASONS: dict[int, str] = {
@@ -36,6 +36,7 @@ class Reading:
     sm_mhz: int | None
     mem_mhz: int | None = None
     reasons: int | None = None
+    t: float | None = None  # when it was taken (time.monotonic(), seconds): places it in a stage's timed window
 
 
 class ClockSummary(BaseModel):
@@ -101,4 +102,32 @@ def summarize(state: str, samples: Sequence[Reading], drift_limit_pct: float = C
         reasons_pct=pct,
         unstable=bool(why),
         why_unstable=why,
+    )
+
+
+def window(samples: Sequence[Reading], start: float, end: float) -> dict[str, object] | None:
+    """The SM clock while one stage was timed (the busy samples taken between ``start`` and ``end``): their median
+    and the slowdown reasons active in any of them; None when no busy sample fell in the window."""
+    inside = [r for r in samples if r.t is not None and start <= r.t <= end]
+    busy = [r.sm_mhz for r in inside if r.sm_mhz is not None and (r.reasons is None or not r.reasons & IDLE)]
+    if not busy:
+        return None
+    bits = [r.reasons for r in inside if r.reasons is not None]
+    slow = [REASONS[b] for b in REASONS if b & SLOWDOWN and any(x & b for x in bits)]
+    return {"sm_mhz": statistics.median(busy), "samples": len(busy), "slowdown": slow}
+
+
+def sagged(stage: str, clock: dict[str, object] | None, start_mhz: float | None) -> str | None:
+    """A note when the stage was timed at a median SM clock more than CLOCK_SAG_PCT below the clock the measurement
+    started at: its figure is not a steady-clock figure."""
+    if not clock or not start_mhz:
+        return None
+    mhz = float(clock["sm_mhz"])  # type: ignore[arg-type]
+    if mhz >= (1.0 - CLOCK_SAG_PCT / 100.0) * start_mhz:
+        return None
+    why = f" ({', '.join(clock['slowdown'])} active)" if clock.get("slowdown") else ""  # type: ignore[arg-type]
+    return (
+        f"{stage} was timed at a median SM clock of {mhz:.0f} MHz, {100 * (1 - mhz / start_mhz):.0f}% below the "
+        f"{start_mhz:.0f} MHz the measurement started at{why}: its duration is not a steady-clock figure (lock the "
+        "clocks, or compare only runs at the same clock)"
     )

@@ -17,8 +17,9 @@ import shlex
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
@@ -356,7 +357,7 @@ class Monitor:
         while True:
             if self.ctl is not None:
                 with contextlib.suppress(Exception):  # a failed read is a missing sample, never a failed run
-                    self.samples.append(self.ctl.read())
+                    self.samples.append(replace(self.ctl.read(), t=time.monotonic()))
             if self._stop.wait(self.interval_s):
                 return
 
@@ -369,7 +370,7 @@ class Monitor:
         self._thread.join()
         if self.ctl is not None:  # one last sample, so a short measurement has at least two
             with contextlib.suppress(Exception):
-                self.samples.append(self.ctl.read())
+                self.samples.append(replace(self.ctl.read(), t=time.monotonic()))
 
 
 @dataclass
@@ -379,12 +380,14 @@ class Measuring:
     clocks: ClockState
     ctl: ClockControl | None
     summary: ClockSummary | None = None
+    samples: list[Reading] = field(default_factory=list)  # the last sampled window's readings, time-stamped
 
     @contextlib.contextmanager
     def sampled(self) -> Iterator[None]:
         """Sample the clocks through the block; ``summary`` says what they did."""
         with Monitor(self.ctl) as monitor:
             yield
+        self.samples = monitor.samples
         self.summary = summarize(self.clocks.state, monitor.samples)
 
     def line(self) -> str:

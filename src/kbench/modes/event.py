@@ -5,9 +5,11 @@ know, ``ceilings.json`` (copy bandwidth and matmul rate measured on it)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
+from kbench.analysis.clocks import IDLE, sagged, window
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_timings
 from kbench.analysis.roofline import Ceilings
@@ -81,10 +83,13 @@ class Event:
         tiling = {ps.stage.name: write_stage(job.run_dir, ps) for ps in prep.stages}
         opts.progress(f"measuring (event mode, {opts.bench_runs} repetitions per stage)")
 
+        windows: dict[str, tuple[float, float]] = {}  # when each stage was timed, to place the clock samples
+
         def measure() -> dict[str, Any]:
             stages: dict[str, Any] = {}
             flush = L2Flush(l2_flush_bytes())
             for ps in prep.stages:
+                start = time.monotonic()
                 events = time_cuda(ps.launch.fn, opts.bench_runs, cuda_graph=opts.cuda_graph)
                 # the GPU's own timestamps for the same launches (not for CUDA-graph replays: events time those)
                 cupti = (
@@ -92,6 +97,7 @@ class Event:
                     if not opts.cuda_graph
                     else "--cuda-graph: the stage is timed as a graph replay with CUDA events"
                 )
+                windows[ps.stage.name] = (start, time.monotonic())
                 stages[ps.stage.name] = {
                     "samples_us": events.us,
                     "warmup_reps": events.warmup_reps,
@@ -108,6 +114,11 @@ class Event:
 
         with job.env.sampled():
             timings = guarded("(measurement)", measure)
+        samples = job.env.samples
+        busy = [r.sm_mhz for r in samples if r.sm_mhz is not None and not (r.reasons or 0) & IDLE]
+        timings["start_sm_mhz"] = max(busy[:3]) if busy else None  # the first readings, a wake-up one outvoted
+        for name, (start, end) in windows.items():
+            timings["stages"][name]["clock"] = window(samples, start, end)
         write_json_atomic(job.run_dir / TIMINGS, timings)  # the raw samples, kept before any analysis
         if job.device.spec is None:
             from kbench.capture import ceilings as measured
@@ -153,7 +164,14 @@ class Event:
             device=device,
             figures=figures,
             timing_method=method,
-            notes=cross_check(timings["stages"]),
+            notes=[
+                *cross_check(timings["stages"]),
+                *[
+                    note
+                    for name, st in timings["stages"].items()
+                    if (note := sagged(name, st.get("clock"), timings.get("start_sm_mhz")))
+                ],
+            ],
             plan_timing=TimingStats.of(whole["samples_us"]) if whole else None,
             sections=Sections(timing=Timing(concurrency=concurrency(ctx.plan))),
         )
