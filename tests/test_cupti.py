@@ -31,9 +31,15 @@ def test_repetitions_are_cut_by_counting() -> None:
 def test_cross_check_lines() -> None:
     lines = cross_check(
         {
-            "add": {"samples_us": [269.0, 270.0, 271.0], "cupti_us": [259.0, 260.0, 261.0]},
+            "add": {
+                "samples_us": [269.0, 270.0, 271.0],
+                "cupti_us": [259.0, 260.0, 261.0],
+                "events_clock": {"sm_mhz": 1500, "samples": 9, "slowdown": ["power cap"]},
+                "clock": {"sm_mhz": 1980.0, "samples": 9, "slowdown": []},
+            },
             "mm": {"samples_us": [10.0], "cupti_us": None, "cupti_note": "the PyTorch profiler failed: X"},
         }
     )
     assert lines[0].startswith("add: CUDA events 270.00 us, CUPTI 260.00 us (+10.00 us, +3.8%")
+    assert lines[0].endswith("; median SM clock 1500 MHz while timed by events, 1980 by CUPTI)")
     assert lines[1] == "mm: no CUPTI figure (the PyTorch profiler failed: X); its duration is the CUDA-event median"

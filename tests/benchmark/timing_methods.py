@@ -8,12 +8,14 @@ triton.testing.do_bench for reference: the L2 flush size, the GPU hold before th
 from __future__ import annotations
 
 from kbench.analysis.timing_stats import TimingStats
+from kbench.capture.cupti import time_cupti
 from kbench.capture.gpu import active_device
 from kbench.capture.prepare import prepare_on_gpu
-from kbench.capture.timing import time_cuda
+from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
 from kbench.plan.discovery import load_version
 
 METHODS = {
+    "write flush 2xL2 + hold 400k": {"write_flush": True},
     "flush 2xL2": {"hold_cycles": 0},
     "flush 256MiB": {"hold_cycles": 0, "flush_bytes": 256 << 20},
     "flush 2xL2 + hold 40k cyc": {"hold_cycles": 40_000},
@@ -38,6 +40,13 @@ def main() -> None:
                 print(f"{name:<30}{rnd:>6}{t.median_us:>11.2f}{t.spread_pct:>10.2f}{s.us[0]:>10.2f}{t.min_us:>9.2f}")
             ms = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
             print(f"{'triton do_bench':<30}{rnd:>6}{ms * 1e3:>11.2f}")
+            got = time_cupti(fn, 100, L2Flush(l2_flush_bytes()))
+            if isinstance(got, list):
+                t = TimingStats.of(got)
+                row = f"{t.median_us:>11.2f}{t.spread_pct:>10.2f}{got[0]:>10.2f}{t.min_us:>9.2f}"
+                print(f"{'CUPTI, read flush':<30}{rnd:>6}{row}")
+            else:
+                print(f"{'CUPTI, read flush':<30}{rnd:>6}  n/a: {got}")
 
 
 if __name__ == "__main__":

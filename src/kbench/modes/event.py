@@ -51,10 +51,13 @@ def cross_check(stages: dict[str, Any]) -> list[str]:
     for name, s in stages.items():
         if s.get("cupti_us"):
             ev, cu = statistics.median(s["samples_us"]), statistics.median(s["cupti_us"])
+            clocks = ""
+            if (e := s.get("events_clock")) and (c := s.get("clock")):
+                clocks = f"; median SM clock {e['sm_mhz']:.0f} MHz while timed by events, {c['sm_mhz']:.0f} by CUPTI"
             out.append(
                 f"{name}: CUDA events {ev:.2f} us, CUPTI {cu:.2f} us ({ev - cu:+.2f} us, {100 * (ev / cu - 1):+.1f}%: "
                 "launch and event overhead, the gaps between a stage's kernels (CUPTI does not count them), and any "
-                "clock difference between the two measurements)"
+                f"clock difference between the two measurements{clocks})"
             )
         elif s.get("cupti_note"):
             out.append(f"{name}: no CUPTI figure ({s['cupti_note']}); its duration is the CUDA-event median")
@@ -83,7 +86,8 @@ class Event:
         tiling = {ps.stage.name: write_stage(job.run_dir, ps) for ps in prep.stages}
         opts.progress(f"measuring (event mode, {opts.bench_runs} repetitions per stage)")
 
-        windows: dict[str, tuple[float, float]] = {}  # when each stage was timed, to place the clock samples
+        # when each stage was timed (CUDA events, then CUPTI), to place the clock samples
+        windows: dict[str, tuple[float, float, float]] = {}
 
         def measure() -> dict[str, Any]:
             stages: dict[str, Any] = {}
@@ -91,13 +95,14 @@ class Event:
             for ps in prep.stages:
                 start = time.monotonic()
                 events = time_cuda(ps.launch.fn, opts.bench_runs, cuda_graph=opts.cuda_graph)
+                middle = time.monotonic()
                 # the GPU's own timestamps for the same launches (not for CUDA-graph replays: events time those)
                 cupti = (
                     time_cupti(ps.launch.fn, opts.bench_runs, flush)
                     if not opts.cuda_graph
                     else "--cuda-graph: the stage is timed as a graph replay with CUDA events"
                 )
-                windows[ps.stage.name] = (start, time.monotonic())
+                windows[ps.stage.name] = (start, middle, time.monotonic())
                 stages[ps.stage.name] = {
                     "samples_us": events.us,
                     "warmup_reps": events.warmup_reps,
@@ -117,8 +122,11 @@ class Event:
         samples = job.env.samples
         busy = [r.sm_mhz for r in samples if r.sm_mhz is not None and not (r.reasons or 0) & IDLE]
         timings["start_sm_mhz"] = max(busy[:3]) if busy else None  # the first readings, a wake-up one outvoted
-        for name, (start, end) in windows.items():
-            timings["stages"][name]["clock"] = window(samples, start, end)
+        for name, (start, middle, end) in windows.items():
+            timed = timings["stages"][name]
+            # the clock of the figure the stage's duration comes from (CUPTI's, else the events'), and the events'
+            timed["events_clock"] = window(samples, start, middle)
+            timed["clock"] = window(samples, middle, end) if timed["cupti_us"] else timed["events_clock"]
         write_json_atomic(job.run_dir / TIMINGS, timings)  # the raw samples, kept before any analysis
         if job.device.spec is None:
             from kbench.capture import ceilings as measured
