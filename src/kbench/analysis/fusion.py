@@ -61,19 +61,28 @@ class Group:
         return self.apart - self.fused
 
 
-def _groups(figs: Sequence[StageFigures], flows: dict[str, list[Use]]) -> list[Group]:
+def _runs(figs: Sequence[StageFigures], flows: dict[str, list[Use]]) -> list[list[StageFigures]]:
+    """Maximal runs of consecutive memory-bound stages with a recorded data flow, each stage sharing a tensor with
+    the stages before it in the run."""
     runs: list[list[StageFigures]] = []
+    current: list[StageFigures] = []
     for f in figs:
-        memory = f.bottleneck == "Memory" and f.name in flows
-        shares = bool(runs) and any(
-            u.tensor in {v.tensor for g in runs[-1] for v in flows[g.name]} for u in flows.get(f.name, [])
-        )
-        if memory and shares and runs[-1][-1] is figs[figs.index(f) - 1]:
-            runs[-1].append(f)
-        elif memory:
-            runs.append([f])
+        if f.bottleneck != "Memory" or f.name not in flows:
+            runs.append(current)
+            current = []
+            continue
+        seen = {u.tensor for g in current for u in flows[g.name]}
+        if current and not any(u.tensor in seen for u in flows[f.name]):
+            runs.append(current)
+            current = []
+        current.append(f)
+    runs.append(current)
+    return [r for r in runs if len(r) > 1]
+
+
+def _groups(figs: Sequence[StageFigures], flows: dict[str, list[Use]]) -> list[Group]:
     out = []
-    for run in (r for r in runs if len(r) > 1):
+    for run in _runs(figs, flows):
         names = {f.name for f in run}
         inside = [u for f in run for u in flows[f.name]]
         outside = {u.tensor for f in figs if f.name not in names for u in flows.get(f.name, [])}
@@ -119,8 +128,14 @@ def fusion(
         return None
     saved, g = best
     names = ", ".join(f.name for f in g.stages)
-    why = [f"{t} ({_size(next(u.bytes for f in g.stages for u in flows[f.name] if u.tensor == t))}) is read by "
-           f"{n} of them" for t, n in g.reread.items() if t not in g.intermediates]  # fmt: skip
+    uses_of = {t: [u for f in g.stages for u in flows[f.name] if u.tensor == t] for t in g.reread}
+    why = []
+    for t, n in g.reread.items():
+        if t in g.intermediates:
+            continue
+        size = _size(max(u.bytes for u in uses_of[t]))
+        written = any(u.written for u in uses_of[t])
+        why.append(f"{t} ({size}) {'goes from one to the next through DRAM' if written else f'is read by {n} of them'}")
     if g.intermediates:
         why.append(f"{', '.join(g.intermediates)} only pass{'es' if len(g.intermediates) == 1 else ''} between them")
     return Opportunity(
