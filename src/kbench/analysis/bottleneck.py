@@ -29,6 +29,11 @@ CLOCK_DRIFT_PCT = 5.0
 # A sample whose SM clock is below this fraction of the busy median, with no slowdown reason reported, was taken as
 # the GPU woke from idle (between ncu's replay passes, say): it is counted with the idle samples.
 IDLE_CLOCK_FRACTION = 0.5
+# The cross-tool audit (annotation and ncu modes): ncu's duration and the CUDA-event median of the same stage that
+# differ by more than this share are flagged with their likely cause; a stage shorter than SHORT_STAGE_US is one
+# where the events' launch and event overhead (a few us) alone can explain it.
+AUDIT_DIVERGENCE_PCT = 5.0
+SHORT_STAGE_US = 20.0
 # A stage timed at a median SM clock more than this share below the clock the measurement started at is marked:
 # its figure mixes in a power- or heat-lowered clock.
 CLOCK_SAG_PCT = 5.0

@@ -29,6 +29,7 @@ OUTCOME = "child.json"
 TORCH_TRACE = "pytorch_trace.json"
 PREFIX = "kbench child: "
 WARMUP = 3  # whole-plan runs before a timeline is recorded (side streams made, caches warm)
+AUDIT_REPS = 20  # CUDA-event repetitions per stage for the cross-tool audit (annotation and ncu modes)
 
 
 def command(plan: KernelPlan, run_dir: Path, seed: int, check: bool, **program: Any) -> list[str]:
@@ -139,6 +140,10 @@ def main(spec_path: str) -> int:
             return 5
     outcome["tiling"] = {ps.stage.name: write_stage(run_dir, ps) for ps in prep.stages}
     torch.cuda.synchronize()
+    if spec.get("audit"):  # CUDA events in this process, outside every NVTX range ncu profiles: the cross-tool audit
+        from kbench.capture.timing import time_cuda
+
+        outcome["audit"] = {ps.stage.name: time_cuda(ps.launch.fn, AUDIT_REPS).us for ps in prep.stages}
     if spec.get("program") == "timeline":
         timeline(prep, int(spec["iterations"]), str(spec["backend"]), run_dir)
     else:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis import ncu
+from kbench.analysis.audit import audit
 from kbench.analysis.counters import StageModel, combine
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_counters
@@ -114,7 +115,7 @@ class CounterMode:
     def capture(self, job: Job) -> Capture:
         plan, opts, run_dir, env = job.plan, job.opts, job.run_dir, job.env
         stages = [s.name for s in plan.checked_stages()]
-        argv_child = child.command(plan, run_dir, job.seed, opts.check)
+        argv_child = child.command(plan, run_dir, job.seed, opts.check, audit=True)
         control = "none" if env.clocks.locked or not opts.lock_clocks else "base"
         argv = ncu_argv(job.tools["ncu"], self.deep, stages, run_dir / "profile", argv_child, clock_control=control)
         job.params["ncu_command"] = shlex.join(argv)
@@ -141,7 +142,7 @@ class CounterMode:
             files={"report": rep},
             check=outcome["check"]["line"] if outcome["check"] else None,
             tiling=outcome["tiling"],
-            facts={"wall_s": wall, "ncu_version": job.tools["versions"]["ncu"]},
+            facts={"wall_s": wall, "ncu_version": job.tools["versions"]["ncu"], "audit": outcome.get("audit")},
         )
 
     def open(self, path: Path) -> Capture:
@@ -173,13 +174,18 @@ class CounterMode:
             facts=Facts.of(device, capture.tiling),
         )
         passes = max((c.replay_passes or 0) for c in counters)
-        notes, record = [], {}
+        notes: list[str] = []
+        record: dict[str, Any] = {}
         if capture.live:
             notes.append(
                 f"ncu {capture.facts['ncu_version']}: {passes:.0f} replay passes per kernel; the ncu run took "
                 f"{capture.facts['wall_s']:.1f} s of wall time (python start-up, autotuning and compilation included)"
             )
             record["replay_passes"] = passes
+            if capture.facts.get("audit"):
+                audited = audit(counters, capture.facts["audit"])
+                notes += [r.line() for r in audited]
+                record["audit"] = [r.model_dump() for r in audited]
         rows = conformance(plan, grouped, capture.tiling) if capture.live and plan else None
         mhz = sorted({round(c.sm_clock_mhz) for c in counters if c.sm_clock_mhz is not None})
         clock = f"{mhz[0]}-{mhz[-1]}" if len(mhz) > 1 else "".join(map(str, mhz))
