@@ -1,10 +1,13 @@
 """Inter-stage data flow and what fusing stages would save. Pure.
 
 Each stage's record (``tiling/<stage>.json`` ``dataflow``, from capture.dataflow) lists the workspace tensors it
-touched: bytes, read or written, the plan's output or not. Consecutive memory-bound stages that share tensors are
-a fusion candidate: apart, each moves every tensor it touches; fused, each distinct tensor moves once, and an
-intermediate (written by one stage of the group, read by a later one, used by no stage outside it and not the
-plan's output) does not move at all. The bytes saved cost time at the bandwidth the stages achieved.
+touched: bytes, read or written, the plan's output or not. Consecutive stages that share tensors are a fusion
+candidate: apart, each moves every tensor it touches; fused, each distinct tensor moves once, and an intermediate
+(written by one stage of the group, read by a later one, used by no stage outside it and not the plan's output)
+does not move at all. A memory-bound stage of the group saves the share of its time that its saved bytes are (a
+re-read of what an earlier stage of the group touched, or an intermediate), at most down to its remaining bytes
+at the practical bandwidth; a compute-bound stage saves nothing (its time does not follow its bytes), so a GEMM
+and its elementwise epilogue are credited with the epilogue's saving only.
 """
 
 from __future__ import annotations
@@ -62,12 +65,12 @@ class Group:
 
 
 def _runs(figs: Sequence[StageFigures], flows: dict[str, list[Use]]) -> list[list[StageFigures]]:
-    """Maximal runs of consecutive memory-bound stages with a recorded data flow, each stage sharing a tensor with
-    the stages before it in the run."""
+    """Maximal runs of consecutive stages with a recorded data flow, each sharing a tensor with the stages before it
+    in the run, holding at least one memory-bound stage (the only kind fusing makes faster)."""
     runs: list[list[StageFigures]] = []
     current: list[StageFigures] = []
     for f in figs:
-        if f.bottleneck != "Memory" or f.name not in flows:
+        if f.name not in flows:
             runs.append(current)
             current = []
             continue
@@ -77,7 +80,7 @@ def _runs(figs: Sequence[StageFigures], flows: dict[str, list[Use]]) -> list[lis
             current = []
         current.append(f)
     runs.append(current)
-    return [r for r in runs if len(r) > 1]
+    return [r for r in runs if len(r) > 1 and any(f.bottleneck == "Memory" for f in r)]
 
 
 def _groups(figs: Sequence[StageFigures], flows: dict[str, list[Use]]) -> list[Group]:
@@ -107,21 +110,32 @@ def _groups(figs: Sequence[StageFigures], flows: dict[str, list[Use]]) -> list[G
     return out
 
 
+def _stage_saving(f: StageFigures, flows: dict[str, list[Use]], g: Group, roof: Ceilings | None) -> float:
+    """The microseconds stage ``f`` of group ``g`` would save fused: nothing unless memory-bound; else its time's
+    share of the bytes it would no longer move, at most down to the rest of its bytes at the practical bandwidth."""
+    if f.bottleneck != "Memory":
+        return 0.0
+    before = {u.tensor for h in g.stages[: g.stages.index(f)] for u in flows[h.name]}
+    mine = flows[f.name]
+    moved = sum(u.bytes for u in mine)
+    gone = sum(u.bytes for u in mine if u.tensor in g.intermediates or (u.tensor in before and not u.written))
+    if not moved or not gone:
+        return 0.0
+    floor = (moved - gone) / (roof.gbps * 1e3) if roof else 0.0
+    return max(0.0, min(f.duration_us * gone / moved, f.duration_us - floor))
+
+
 def fusion(
     figs: Sequence[StageFigures], tiling: dict[str, dict[str, Any]], total_us: float, practical: dict[str, Ceilings]
 ) -> Opportunity | None:
-    """The fusion that saves most time, as a share of ``total_us``: the bytes it saves at the bandwidth the stages
-    achieved, never more than the group's time less the fused bytes at the practical bandwidth; None when no
-    group of memory-bound stages would move FUSION_MIN_SAVED fewer bytes."""
+    """The fusion that saves most time, as a share of ``total_us`` (each memory-bound stage's saving, see the module
+    note); None when no group would move FUSION_MIN_SAVED fewer bytes or save any time."""
     flows = {f.name: u for f in figs if (u := uses(tiling.get(f.name))) is not None}
     best: tuple[float, Group] | None = None
     for g in _groups(figs, flows):
         if not g.apart or g.saved < b.FUSION_MIN_SAVED * g.apart:
             continue
-        time = sum(f.duration_us for f in g.stages)
-        roof = practical.get(g.stages[0].precision)
-        floor = g.fused / (roof.gbps * 1e3) if roof else 0.0
-        saved = min(time * g.saved / g.apart, time - floor)
+        saved = sum(_stage_saving(f, flows, g, practical.get(f.precision)) for f in g.stages)
         if saved > 0 and (best is None or saved > best[0]):
             best = (saved, g)
     if best is None:
