@@ -64,6 +64,9 @@ TENSOR_PRECISIONS = ("bf16", "fp16", "tf32", "fp8", "int8")
 # A stage whose kernels average less than this per launch is launch-bound when the launches, not the work, take
 # most of its time: a launch costs the host about 5-20 us (Triton's Python launch path), a GPU kernel a few us.
 SHORT_LAUNCH_US = 20.0
+# ... and only with at least this many launches per run: with fewer (an output zeroed, then the kernel) one launch's
+# average says little about what one fused launch would take.
+MANY_LAUNCHES = 8
 # Global loads or stores using fewer bytes than this of each 32-byte sector they fetch are uncoalesced (ncu's
 # smsp__sass_average_data_bytes_per_sector_mem_global_op_*; 32 is perfect, a 4-byte stride-N access uses 4).
 COALESCED_BYTES_PER_SECTOR = 16.0

@@ -220,7 +220,7 @@ def excess_traffic(e: Evidence) -> Opportunity | None:
 def launch_bound(e: Evidence) -> Opportunity | None:
     """Many short kernels: the launches, not the GPU's work, set the stage's time. Fused into one launch it would
     take its roof time, or at least one of today's launches."""
-    if not e.launches or e.launches < 2 or e.us / e.launches >= b.SHORT_LAUNCH_US:
+    if not e.launches or e.launches < b.MANY_LAUNCHES or e.us / e.launches >= b.SHORT_LAUNCH_US:
         return None
     per = e.us / e.launches
     saved = e.us - max(e.bound_us or 0.0, per)
