@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 
 from kbench.analysis.devices import load_devices, resolve
 from kbench.capture import clocks, gpu
+from kbench.capture.phases import Stopwatch
 from kbench.capture.prepare import Prepared, PreparedStage
 from kbench.capture.timing import Samples
 from kbench.modes import event
@@ -55,6 +57,15 @@ def offline_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeClocks:
     return fake
 
 
+class Untimed(Stopwatch):
+    """A stopwatch for replays: every phase takes no time."""
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.seconds.setdefault(name, 0.0)
+        yield
+
+
 def replay(monkeypatch: pytest.MonkeyPatch, timings_json: Path) -> None:
     """CUDA-event timing replaced by a real run's samples: each stage's, then the whole plan's."""
     timings = json.loads(timings_json.read_text())
@@ -71,6 +82,7 @@ def replay(monkeypatch: pytest.MonkeyPatch, timings_json: Path) -> None:
     # a replay times nothing: its stage windows last microseconds, and whether a 20 ms clock sample falls into
     # one is chance; no window holds a sample (tests/test_clocks.py covers the windows)
     monkeypatch.setattr(event, "window", lambda samples, start, end: None)
+    monkeypatch.setattr(event, "Stopwatch", Untimed)  # nor do its phases take a repeatable time
 
 
 def failing(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:

@@ -43,3 +43,17 @@ def test_cross_check_lines() -> None:
     assert lines[0].startswith("add: CUDA events 270.00 us, CUPTI 260.00 us (+10.00 us, +3.8%")
     assert lines[0].endswith("; median SM clock 1500 MHz while timed by events, 1980 by CUPTI)")
     assert lines[1] == "mm: no CUPTI figure (the PyTorch profiler failed: X); its duration is the CUDA-event median"
+
+
+def test_where_the_time_went() -> None:
+    from kbench.capture.phases import Stopwatch, describe
+
+    watch = Stopwatch()
+    with watch.phase("compile"):
+        pass
+    assert list(watch.seconds) == ["compile"]
+    line = describe({"allocation, autotuning, compilation and data flow": 25.1, "CUPTI timing": 1.1, "check": 0.4})
+    assert line == (
+        "Where the capture's 26.6 s went: allocation, autotuning, compilation and data flow 25.1 s (94%), "
+        "CUPTI timing 1.1 s (4%), check 0.4 s (2%)"
+    )

@@ -16,6 +16,7 @@ from kbench.analysis.roofline import Ceilings
 from kbench.analysis.timing_stats import TimingStats
 from kbench.capture.artifacts import write_stage
 from kbench.capture.cupti import time_cupti
+from kbench.capture.phases import Stopwatch, describe
 from kbench.capture.prepare import checked, guarded, prepare_on_gpu
 from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
 from kbench.fsutil import write_json_atomic
@@ -79,11 +80,15 @@ class Event:
         plan, opts = job.plan, job.opts
         job.params.update(bench_runs=opts.bench_runs, cuda_graph=opts.cuda_graph)
         opts.progress(f"{plan.package} {plan.version}: allocating, autotuning, compiling")
-        prep = prepare_on_gpu(plan, job.device, job.seed)
+        watch = Stopwatch()
+        with watch.phase("allocation, autotuning, compilation and data flow"):
+            prep = prepare_on_gpu(plan, job.device, job.seed)
         if opts.check:
             opts.progress("checking correctness against the reference")
-            job.params["correctness"] = checked(prep).line()
-        tiling = {ps.stage.name: write_stage(job.run_dir, ps) for ps in prep.stages}
+            with watch.phase("correctness check"):
+                job.params["correctness"] = checked(prep).line()
+        with watch.phase("compiler artifacts"):
+            tiling = {ps.stage.name: write_stage(job.run_dir, ps) for ps in prep.stages}
         opts.progress(f"measuring (event mode, {opts.bench_runs} repetitions per stage)")
 
         # when each stage was timed (CUDA events, then CUPTI), to place the clock samples
@@ -94,14 +99,16 @@ class Event:
             flush = L2Flush(l2_flush_bytes())
             for ps in prep.stages:
                 start = time.monotonic()
-                events = time_cuda(ps.launch.fn, opts.bench_runs, cuda_graph=opts.cuda_graph)
+                with watch.phase("CUDA-event timing"):
+                    events = time_cuda(ps.launch.fn, opts.bench_runs, cuda_graph=opts.cuda_graph)
                 middle = time.monotonic()
                 # the GPU's own timestamps for the same launches (not for CUDA-graph replays: events time those)
-                cupti = (
-                    time_cupti(ps.launch.fn, opts.bench_runs, flush)
-                    if not opts.cuda_graph
-                    else "--cuda-graph: the stage is timed as a graph replay with CUDA events"
-                )
+                with watch.phase("CUPTI timing"):
+                    cupti = (
+                        time_cupti(ps.launch.fn, opts.bench_runs, flush)
+                        if not opts.cuda_graph
+                        else "--cuda-graph: the stage is timed as a graph replay with CUDA events"
+                    )
                 windows[ps.stage.name] = (start, middle, time.monotonic())
                 stages[ps.stage.name] = {
                     "samples_us": events.us,
@@ -109,7 +116,8 @@ class Event:
                     "cupti_us": cupti if isinstance(cupti, list) else None,
                     "cupti_note": cupti if isinstance(cupti, str) else None,
                 }
-            whole = time_cuda(prep.run_all, opts.bench_runs, cuda_graph=opts.cuda_graph)
+            with watch.phase("CUDA-event timing"):
+                whole = time_cuda(prep.run_all, opts.bench_runs, cuda_graph=opts.cuda_graph)
             return {
                 "method": whole.method,
                 "cupti_method": CUPTI_METHOD.format(flush=flush.words),
@@ -132,14 +140,21 @@ class Event:
             from kbench.capture import ceilings as measured
 
             opts.progress(f"{job.device.name} is not in conf/devices.json: measuring copy bandwidth and matmul rate")
-            found = guarded(
-                "(ceiling measurement)", lambda: measured.measure({s.precision for s in plan.checked_stages()})
-            )
+            with watch.phase("ceiling measurement"):
+                found = guarded(
+                    "(ceiling measurement)", lambda: measured.measure({s.precision for s in plan.checked_stages()})
+                )
             write_json_atomic(job.run_dir / CEILINGS, {p: vars(c) for p, c in found.items()})
         files = {"timings": job.run_dir / TIMINGS}
         if (job.run_dir / CEILINGS).exists():
             files["ceilings"] = job.run_dir / CEILINGS
-        return Capture(files=files, check=prep.check.line() if prep.check else None, tiling=tiling)
+        job.params["phases_s"] = {k: round(v, 2) for k, v in watch.seconds.items()}
+        return Capture(
+            files=files,
+            check=prep.check.line() if prep.check else None,
+            tiling=tiling,
+            facts={"phases": watch.seconds},
+        )
 
     def open(self, path: Path) -> Capture:
         return Capture(files={"timings": path}, live=False)
@@ -179,6 +194,8 @@ class Event:
                     for name, st in timings["stages"].items()
                     if (note := sagged(name, st.get("clock"), timings.get("start_sm_mhz")))
                 ],
+                # where the time went, for a capture long enough to ask (a second or more)
+                *([describe(phases)] if sum((phases := capture.facts.get("phases") or {}).values()) >= 1 else []),
             ],
             plan_timing=TimingStats.of(whole["samples_us"]) if whole else None,
             sections=Sections(timing=Timing(concurrency=concurrency(ctx.plan))),
