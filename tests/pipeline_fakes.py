@@ -76,7 +76,8 @@ def replay(monkeypatch: pytest.MonkeyPatch, timings_json: Path) -> None:
     )
     cupti = iter(e.get("cupti_us") or "the replayed run recorded no CUPTI samples" for e in timings["stages"].values())
     monkeypatch.setattr(event, "time_cuda", lambda fn, reps, cuda_graph=False: next(recorded))
-    monkeypatch.setattr(event, "time_cupti", lambda fn, reps, flush: next(cupti))
+    monkeypatch.setattr(event, "time_cupti", lambda fn, reps, flush, flush_items: next(cupti))
+    monkeypatch.setattr(event, "work_items", lambda fn: 1)
     monkeypatch.setattr(event, "L2Flush", lambda nbytes: type("Flush", (), {"words": "no flush (replayed)"})())
     monkeypatch.setattr(event, "l2_flush_bytes", lambda: 0)
     # a replay times nothing: its stage windows last microseconds, and whether a 20 ms clock sample falls into

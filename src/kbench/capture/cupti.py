@@ -1,11 +1,11 @@
 """Stage durations from the GPU's own timestamps: CUPTI activity records, through PyTorch's profiler.
 
 A stage is run ``reps`` times, each after an L2 flush, with only CUDA activity recorded; its GPU work (kernels,
-memsets, memcpys, in time order) is cut into repetitions by counting: one call of the flush and one of the stage
-are traced first, alone, to learn how many items each puts on the GPU. A repetition's duration is the sum of its
-stage items' durations (the gaps between a stage's kernels are launch overhead, which CUDA events measure and
-CUPTI does not). When the counts do not add up, or CUPTI records nothing, there is no CUPTI figure and the reason
-says why: event mode then keeps its CUDA-event figure.
+memsets, memcpys, in time order) is cut into repetitions by counting: one call of the flush is traced alone once
+(per capture) to learn how many items it puts on the GPU, and each repetition holds that many plus the stage's.
+A repetition's duration is the sum of its stage items' durations (the gaps between a stage's kernels are launch
+overhead, which CUDA events measure and CUPTI does not). When the counts do not add up, or CUPTI records nothing,
+there is no CUPTI figure and the reason says why: event mode then keeps its CUDA-event figure.
 """
 
 from __future__ import annotations
@@ -58,14 +58,22 @@ def _traced(body: Callable[[], object]) -> list[tuple[float, float]]:
             return gpu_items(json.loads(path.read_text()))
 
 
-def time_cupti(fn: Callable[[], object], reps: int, flush: Callable[[], object] | None) -> list[float] | str:
-    """``reps`` CUPTI durations of ``fn`` in microseconds, each after ``flush``; or why there are none."""
+def work_items(fn: Callable[[], object]) -> int:
+    """How many pieces of GPU work one call of ``fn`` makes (one profiler session: count it once, reuse it)."""
+    return len(_traced(fn))
+
+
+def time_cupti(
+    fn: Callable[[], object], reps: int, flush: Callable[[], object] | None, flush_items: int | None = None
+) -> list[float] | str:
+    """``reps`` CUPTI durations of ``fn`` in microseconds, each after ``flush``; or why there are none. One profiler
+    session: the stage's own item count is what each repetition holds beyond the flush's (``flush_items``, counted
+    here when not given)."""
     import torch
 
     torch.cuda.synchronize()
     try:
-        stage = len(_traced(fn))
-        flushed = len(_traced(flush)) if flush is not None else 0
+        flushed = (flush_items if flush_items is not None else work_items(flush)) if flush is not None else 0
 
         def body() -> None:
             for _ in range(reps):
@@ -73,6 +81,10 @@ def time_cupti(fn: Callable[[], object], reps: int, flush: Callable[[], object] 
                     flush()
                 fn()
 
-        return per_repetition(_traced(body), flushed, stage, reps)
+        items = _traced(body)
+        stage = len(items) // reps - flushed if len(items) % reps == 0 else -1
+        if stage < 0:
+            return f"CUPTI recorded {len(items)} GPU activities, not a whole number per repetition ({reps})"
+        return per_repetition(items, flushed, stage, reps)
     except (RuntimeError, OSError, ValueError, KeyError) as e:  # the profiler or CUPTI not usable here
         return f"the PyTorch profiler failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

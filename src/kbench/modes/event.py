@@ -15,7 +15,7 @@ from kbench.analysis.figures import Facts, from_timings
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.timing_stats import TimingStats
 from kbench.capture.artifacts import write_stage
-from kbench.capture.cupti import time_cupti
+from kbench.capture.cupti import time_cupti, work_items
 from kbench.capture.phases import Stopwatch, describe
 from kbench.capture.prepare import checked, guarded, prepare_on_gpu
 from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
@@ -97,6 +97,8 @@ class Event:
         def measure() -> dict[str, Any]:
             stages: dict[str, Any] = {}
             flush = L2Flush(l2_flush_bytes())
+            with watch.phase("CUPTI timing"):
+                flush_items = work_items(flush) if not opts.cuda_graph else 0
             for ps in prep.stages:
                 start = time.monotonic()
                 with watch.phase("CUDA-event timing"):
@@ -105,7 +107,7 @@ class Event:
                 # the GPU's own timestamps for the same launches (not for CUDA-graph replays: events time those)
                 with watch.phase("CUPTI timing"):
                     cupti = (
-                        time_cupti(ps.launch.fn, opts.bench_runs, flush)
+                        time_cupti(ps.launch.fn, opts.bench_runs, flush, flush_items)
                         if not opts.cuda_graph
                         else "--cuda-graph: the stage is timed as a graph replay with CUDA events"
                     )
