@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from kbench.analysis.audit import cross_check
 from kbench.capture.cupti import gpu_items, per_repetition
-from kbench.modes.event import cross_check
 from tests.conftest import DATA
 
 

@@ -1,11 +1,12 @@
-"""The cross-tool audit of annotation and ncu modes: each stage's ncu duration (gpu__time_duration of its kernels,
+"""Cross-tool audits. Annotation and ncu modes: each stage's ncu duration (gpu__time_duration of its kernels,
 summed) beside the CUDA-event median the same process measured outside ncu's ranges, their ratio, and, past
-AUDIT_DIVERGENCE_PCT, the likely cause. Pure."""
+AUDIT_DIVERGENCE_PCT, the likely cause. Event mode: each stage's CUDA-event median beside its CUPTI one. Pure."""
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -56,3 +57,23 @@ def audit(counters: Sequence[StageCounters], events: dict[str, list[float]]) -> 
         rows.append(AuditRow(stage=c.stage, ncu_us=c.duration_us, events_us=ev, ratio=c.duration_us / ev,
                              cause=cause(c.duration_us, ev)))  # fmt: skip
     return rows
+
+
+def cross_check(stages: dict[str, Any]) -> list[str]:
+    """Event mode's audit: per stage, CUDA events against CUPTI (medians) with each phase's clock, or why CUPTI gave
+    no figure."""
+    out = []
+    for name, s in stages.items():
+        if s.get("cupti_us"):
+            ev, cu = statistics.median(s["samples_us"]), statistics.median(s["cupti_us"])
+            clocks = ""
+            if (e := s.get("events_clock")) and (c := s.get("clock")):
+                clocks = f"; median SM clock {e['sm_mhz']:.0f} MHz while timed by events, {c['sm_mhz']:.0f} by CUPTI"
+            out.append(
+                f"{name}: CUDA events {ev:.2f} us, CUPTI {cu:.2f} us ({ev - cu:+.2f} us, {100 * (ev / cu - 1):+.1f}%: "
+                "launch and event overhead, the gaps between a stage's kernels (CUPTI does not count them), and any "
+                f"clock difference between the two measurements{clocks})"
+            )
+        elif s.get("cupti_note"):
+            out.append(f"{name}: no CUPTI figure ({s['cupti_note']}); its duration is the CUDA-event median")
+    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from pydantic import BaseModel
 
@@ -68,8 +69,19 @@ class ClockSummary(BaseModel):
         return "; ".join(parts)
 
 
+def _awake(r: Reading) -> bool:
+    """Taken while the GPU was not idle (its reasons unknown counts as awake)."""
+    return r.reasons is None or not r.reasons & IDLE
+
+
+def _slowdowns(samples: Sequence[Reading]) -> list[str]:
+    """The slowdown reasons (power, thermal) active in any of the samples."""
+    bits = [r.reasons for r in samples if r.reasons is not None]
+    return [REASONS[b] for b in REASONS if b & SLOWDOWN and any(x & b for x in bits)]
+
+
 def summarize(state: str, samples: Sequence[Reading], drift_limit_pct: float = CLOCK_DRIFT_PCT) -> ClockSummary:
-    busy = [r for r in samples if r.reasons is None or not r.reasons & IDLE]
+    busy = [r for r in samples if _awake(r)]
     readings = [r.sm_mhz for r in busy if r.sm_mhz is not None]
     if readings:  # a clock far below the rest with no slowdown reason is the GPU waking up, not a throttle
         floor = IDLE_CLOCK_FRACTION * statistics.median(readings)
@@ -88,7 +100,7 @@ def summarize(state: str, samples: Sequence[Reading], drift_limit_pct: float = C
     why = []
     if drift is not None and drift > drift_limit_pct:
         why.append(f"SM clock moved {drift:.1f}% ({min(sm)}-{max(sm)} MHz, limit {drift_limit_pct:g}%)")
-    slow = [REASONS[b] for b in REASONS if b & SLOWDOWN and any(bits & b for bits in with_reasons)]
+    slow = _slowdowns(samples)
     if slow:
         why.append(f"{', '.join(slow)} active while measuring")
     return ClockSummary(
@@ -105,27 +117,43 @@ def summarize(state: str, samples: Sequence[Reading], drift_limit_pct: float = C
     )
 
 
-def window(samples: Sequence[Reading], start: float, end: float) -> dict[str, object] | None:
+class ClockWindow(TypedDict):
+    """The SM clock while one stage was timed (timings.json ``clock`` / ``events_clock``)."""
+
+    sm_mhz: float  # median of the busy samples
+    samples: int
+    slowdown: list[str]  # reasons active in any sample of the window
+
+
+def _busy_mhz(samples: Sequence[Reading]) -> list[int]:
+    return [r.sm_mhz for r in samples if r.sm_mhz is not None and _awake(r)]
+
+
+def start_mhz(samples: Sequence[Reading]) -> int | None:
+    """The clock a measurement started at: the highest of its first three busy readings (a wake-up one outvoted)."""
+    busy = _busy_mhz(samples)
+    return max(busy[:3]) if busy else None
+
+
+def window(samples: Sequence[Reading], start: float, end: float) -> ClockWindow | None:
     """The SM clock while one stage was timed (the busy samples taken between ``start`` and ``end``): their median
     and the slowdown reasons active in any of them; None when no busy sample fell in the window."""
     inside = [r for r in samples if r.t is not None and start <= r.t <= end]
-    busy = [r.sm_mhz for r in inside if r.sm_mhz is not None and (r.reasons is None or not r.reasons & IDLE)]
+    busy = _busy_mhz(inside)
     if not busy:
         return None
-    bits = [r.reasons for r in inside if r.reasons is not None]
-    slow = [REASONS[b] for b in REASONS if b & SLOWDOWN and any(x & b for x in bits)]
-    return {"sm_mhz": statistics.median(busy), "samples": len(busy), "slowdown": slow}
+    return {"sm_mhz": statistics.median(busy), "samples": len(busy), "slowdown": _slowdowns(inside)}
 
 
-def sagged(stage: str, clock: dict[str, object] | None, start_mhz: float | None) -> str | None:
+def sagged(stage: str, clock: ClockWindow | None, start_mhz: float | None) -> str | None:
     """A note when the stage was timed at a median SM clock more than CLOCK_SAG_PCT below the clock the measurement
     started at: its figure is not a steady-clock figure."""
     if not clock or not start_mhz:
         return None
-    mhz = float(clock["sm_mhz"])  # type: ignore[arg-type]
+    mhz = float(clock["sm_mhz"])
     if mhz >= (1.0 - CLOCK_SAG_PCT / 100.0) * start_mhz:
         return None
-    why = f" ({', '.join(clock['slowdown'])} active)" if clock.get("slowdown") else ""  # type: ignore[arg-type]
+    why = f" ({', '.join(clock['slowdown'])} active)" if clock.get("slowdown") else ""
     return (
         f"{stage} was timed at a median SM clock of {mhz:.0f} MHz, {100 * (1 - mhz / start_mhz):.0f}% below the "
         f"{start_mhz:.0f} MHz the measurement started at{why}: its duration is not a steady-clock figure (lock the "

@@ -42,11 +42,11 @@ def uses(record: dict[str, Any] | None) -> list[Use] | None:
     ]
 
 
-def _size(text: float) -> str:
+def _size(nbytes: float) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if text >= scale:
-            return f"{text / scale:.3g} {unit}"
-    return f"{text:.0f} B"
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,6 @@ ANNOTATION_METRICS: tuple[str, ...] = (
     "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
     "sm__cycles_elapsed.avg.per_second",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
     "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",
     "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio",

@@ -353,11 +353,14 @@ class Monitor:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kbench-clock-monitor", daemon=True)
 
+    def _sample(self) -> None:
+        if self.ctl is not None:
+            with contextlib.suppress(Exception):  # a failed read is a missing sample, never a failed run
+                self.samples.append(replace(self.ctl.read(), t=time.monotonic()))
+
     def _run(self) -> None:
         while True:
-            if self.ctl is not None:
-                with contextlib.suppress(Exception):  # a failed read is a missing sample, never a failed run
-                    self.samples.append(replace(self.ctl.read(), t=time.monotonic()))
+            self._sample()
             if self._stop.wait(self.interval_s):
                 return
 
@@ -368,9 +371,7 @@ class Monitor:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        if self.ctl is not None:  # one last sample, so a short measurement has at least two
-            with contextlib.suppress(Exception):
-                self.samples.append(replace(self.ctl.read(), t=time.monotonic()))
+        self._sample()  # one last sample, so a short measurement has at least two
 
 
 @dataclass

@@ -164,7 +164,7 @@ def prepare(
     """Allocate, tune every stage (``time_us`` times one callable; None = first config) and warm up once."""
     ws = guarded("setup", lambda: plan.setup(device, seed))
     prep = Prepared(plan=plan, device=device, ws=ws)
-    output = guarded("output", lambda: plan.output(ws)) if device == "cuda" else None
+    output = _tensor(plan, "output", guarded("output", lambda: plan.output(ws))) if device == "cuda" else None
     for stage in plan.checked_stages():
         flow = data_flow(plan, stage, ws, output) if device == "cuda" else None
 

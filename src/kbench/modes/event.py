@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbench.analysis.clocks import IDLE, sagged, window
+from kbench.analysis.audit import cross_check
+from kbench.analysis.clocks import sagged, start_mhz, window
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_timings
 from kbench.analysis.roofline import Ceilings
@@ -42,27 +43,6 @@ def concurrency(plan: KernelPlan) -> str | None:
         "the whole plan end to end (the whole-plan row), and cannot say how the stages overlapped; "
         "--prof_type=nsys shows the overlap, idle gaps and launch order."
     )
-
-
-def cross_check(stages: dict[str, Any]) -> list[str]:
-    """Per stage, CUDA events against CUPTI (medians), or why CUPTI gave no figure."""
-    import statistics
-
-    out = []
-    for name, s in stages.items():
-        if s.get("cupti_us"):
-            ev, cu = statistics.median(s["samples_us"]), statistics.median(s["cupti_us"])
-            clocks = ""
-            if (e := s.get("events_clock")) and (c := s.get("clock")):
-                clocks = f"; median SM clock {e['sm_mhz']:.0f} MHz while timed by events, {c['sm_mhz']:.0f} by CUPTI"
-            out.append(
-                f"{name}: CUDA events {ev:.2f} us, CUPTI {cu:.2f} us ({ev - cu:+.2f} us, {100 * (ev / cu - 1):+.1f}%: "
-                "launch and event overhead, the gaps between a stage's kernels (CUPTI does not count them), and any "
-                f"clock difference between the two measurements{clocks})"
-            )
-        elif s.get("cupti_note"):
-            out.append(f"{name}: no CUPTI figure ({s['cupti_note']}); its duration is the CUDA-event median")
-    return out
 
 
 class Event:
@@ -130,8 +110,7 @@ class Event:
         with job.env.sampled():
             timings = guarded("(measurement)", measure)
         samples = job.env.samples
-        busy = [r.sm_mhz for r in samples if r.sm_mhz is not None and not (r.reasons or 0) & IDLE]
-        timings["start_sm_mhz"] = max(busy[:3]) if busy else None  # the first readings, a wake-up one outvoted
+        timings["start_sm_mhz"] = start_mhz(samples)
         for name, (start, middle, end) in windows.items():
             timed = timings["stages"][name]
             # the clock of the figure the stage's duration comes from (CUPTI's, else the events'), and the events'

@@ -80,17 +80,19 @@ class ThreePass(Softmax):
         ws = super().setup(device, seed)
         return {**ws, "m": torch.empty(self.rows, device=device), "s": torch.empty(self.rows, device=device)}
 
+    def _per_row(self, kernel: Any, ws: Any, cfg: Config, *tensors: str) -> Launch:
+        """One CTA per row holding the whole row: ``kernel(*tensors, cols)``."""
+        k, block, args = kernel[(self.rows,)], triton.next_power_of_2(self.cols), [ws[t] for t in tensors]
+        return Launch(lambda: k(*args, self.cols, BLOCK=block, **cfg), (self.rows,))
+
     def build_max(self, ws: Any, cfg: Config) -> Launch:
-        k, block = row_max_kernel[(self.rows,)], triton.next_power_of_2(self.cols)
-        return Launch(lambda: k(ws["x"], ws["m"], self.cols, BLOCK=block, **cfg), (self.rows,))
+        return self._per_row(row_max_kernel, ws, cfg, "x", "m")
 
     def build_sum(self, ws: Any, cfg: Config) -> Launch:
-        k, block = row_sum_exp_kernel[(self.rows,)], triton.next_power_of_2(self.cols)
-        return Launch(lambda: k(ws["x"], ws["m"], ws["s"], self.cols, BLOCK=block, **cfg), (self.rows,))
+        return self._per_row(row_sum_exp_kernel, ws, cfg, "x", "m", "s")
 
     def build_norm(self, ws: Any, cfg: Config) -> Launch:
-        k, block = normalize_kernel[(self.rows,)], triton.next_power_of_2(self.cols)
-        return Launch(lambda: k(ws["x"], ws["m"], ws["s"], ws["y"], self.cols, BLOCK=block, **cfg), (self.rows,))
+        return self._per_row(normalize_kernel, ws, cfg, "x", "m", "s", "y")
 
 
 PLAN = ThreePass
