@@ -1,18 +1,35 @@
 """kbench: profile GPU kernels against the device roofline and write a fixed-format report.
 
-The public API is re-exported here; nothing heavy (torch, triton, pandas) is imported at import time: the
-profiling functions (``event_profile_plan``, ``annotation_profile_plan``, ``ncu_profile_plan``,
-``nsys_profile_plan``, ``profile_plan``) load ``kbench.api`` on first use.
+The public API is re-exported here and loaded on first use: nothing heavy (torch, triton, pandas, pydantic) is
+imported with the package itself.
 """
 
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from kbench.errors import KbenchError
-from kbench.plan.base import Config, KernelPlan, Launch, Stage, param
-from kbench.plan.discovery import load_version, with_version
 from kbench.version import __version__
 
-_API = ("annotation_profile_plan", "event_profile_plan", "ncu_profile_plan", "nsys_profile_plan", "profile_plan")
+if TYPE_CHECKING:
+    from kbench.api import (
+        annotation_profile_plan,
+        event_profile_plan,
+        ncu_profile_plan,
+        nsys_profile_plan,
+        profile_plan,
+    )
+    from kbench.plan.base import Config, KernelPlan, Launch, Stage, param
+    from kbench.plan.discovery import load_version, with_version
+
+# Loaded on first use, so that commands that need neither (`kbench analyze`) do not pay for pydantic models here.
+_LAZY = {
+    **dict.fromkeys(("Config", "KernelPlan", "Launch", "Stage", "param"), "kbench.plan.base"),
+    **dict.fromkeys(("load_version", "with_version"), "kbench.plan.discovery"),
+    **dict.fromkeys(
+        ("annotation_profile_plan", "event_profile_plan", "ncu_profile_plan", "nsys_profile_plan", "profile_plan"),
+        "kbench.api",
+    ),
+}
 
 __all__ = [
     "Config",
@@ -33,8 +50,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in _API:
-        from kbench import api
-
-        return getattr(api, name)
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'kbench' has no attribute {name!r}")

@@ -8,13 +8,12 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
-
 from kbench.analysis.bottleneck import AUDIT_DIVERGENCE_PCT, SHORT_STAGE_US
 from kbench.analysis.counters import StageCounters
+from kbench.model import Model
 
 
-class AuditRow(BaseModel):
+class AuditRow(Model):
     stage: str
     ncu_us: float
     events_us: float

@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
-from pydantic import BaseModel
-
 from kbench.analysis.bottleneck import CLOCK_DRIFT_PCT, CLOCK_SAG_PCT, IDLE_CLOCK_FRACTION
+from kbench.model import Model
 
 # NVML's clock-event reason bits (nvmlClocksEventReason*; nvidia-smi's clocks_event_reasons.active)
 REASONS: dict[int, str] = {
@@ -40,7 +39,7 @@ class Reading:
     t: float | None = None  # when it was taken (time.monotonic(), seconds): places it in a stage's timed window
 
 
-class ClockSummary(BaseModel):
+class ClockSummary(Model):
     state: str  # how the clocks were held: "locked by kbench at 1590 MHz", "not locked (--no-lock-clocks)", ...
     samples: int
     idle_samples: int  # taken while the GPU idled (its clock then drops); left out of the SM range

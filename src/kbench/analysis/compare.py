@@ -6,13 +6,12 @@ points (pp)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
 from kbench.analysis.figures import PlanFigures
 from kbench.analysis.timing_stats import TimingStats
+from kbench.model import Model
 
 
-class BaselineRow(BaseModel):
+class BaselineRow(Model):
     metric: str
     previous: str
     current: str

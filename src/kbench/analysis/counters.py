@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel
+from pydantic import Field
 
 from kbench.analysis import bottleneck as b
 from kbench.analysis.ncu import Kernel
+from kbench.model import Model
 
 
-class StageCounters(BaseModel):
+class StageCounters(Model):
     """A stage's kernels combined: times and bytes summed, rates weighted by each kernel's duration."""
 
     stage: str
@@ -43,8 +44,8 @@ class StageCounters(BaseModel):
     st_sectors: float | None = None
     ld_use: float | None = None
     st_use: float | None = None
-    stalls: dict[str, float] = {}  # the longest kernel's warp-stall reasons (ncu's full set)
-    hot_lines: list[str] = []  # the longest kernel's source lines with the most stall samples
+    stalls: dict[str, float] = Field(default_factory=dict)  # the longest kernel's warp-stall reasons (ncu's full set)
+    hot_lines: list[str] = Field(default_factory=list)  # the longest kernel's source lines with the most stall samples
 
     @property
     def compute_pct(self) -> float | None:
@@ -140,7 +141,7 @@ def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
     )
 
 
-class StageModel(BaseModel):
+class StageModel(Model):
     """A stage's analytic model, when a plan is known: FLOPs, DRAM bytes, precision."""
 
     flops: float

@@ -11,14 +11,15 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 from kbench.analysis.roofline import Ceilings
 from kbench.errors import ConfigError
+from kbench.model import Model
 from kbench.plan.base import Precision
 
 
-class Measured(BaseModel):
+class Measured(Model):
     """A value measured on a real part, kept beside the datasheet value."""
 
     model_config = ConfigDict(extra="forbid")
@@ -28,7 +29,7 @@ class Measured(BaseModel):
     date: str
 
 
-class SmLimits(BaseModel):
+class SmLimits(Model):
     """What one SM holds at once (the occupancy calculator's inputs), with where the numbers come from."""
 
     model_config = ConfigDict(extra="forbid")
@@ -42,7 +43,7 @@ class SmLimits(BaseModel):
     source: str = Field(min_length=1)
 
 
-class DeviceSpec(BaseModel):
+class DeviceSpec(Model):
     model_config = ConfigDict(extra="forbid")
     display_name: str
     nvml_names: list[str] = Field(min_length=1)
@@ -52,7 +53,7 @@ class DeviceSpec(BaseModel):
     dram_gbps: PositiveFloat
     peak_tflops: dict[Precision, PositiveFloat] = Field(min_length=1)
     sources: dict[str, str]
-    measured: dict[str, Measured] = {}
+    measured: dict[str, Measured] = Field(default_factory=dict)
     limits: SmLimits | None = None
 
     def ceilings(self) -> dict[str, Ceilings]:
@@ -85,7 +86,7 @@ class DeviceSpec(BaseModel):
         return self
 
 
-class DeviceTable(BaseModel):
+class DeviceTable(Model):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     schema_version: int = Field(alias="schema")
     note: str = ""

@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from kbench.analysis import opportunities as op
 from kbench.analysis import stages as st
 from kbench.analysis.bottleneck import TIMELINE_IDLE_PCT, StageClass, plan_class
@@ -23,13 +21,14 @@ from kbench.analysis.roofline import Ceilings
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.errors import KbenchError
+from kbench.model import Model
 from kbench.plan.base import Stage
 
 if TYPE_CHECKING:  # pandas comes with the timeline types: only the timeline path needs it
     from kbench.analysis.timeline_stages import TimelineAnalysis
 
 
-class PlanFigures(BaseModel):
+class PlanFigures(Model):
     stages: list[StageFigures]
     total_us: float
     bottleneck: StageClass

@@ -11,11 +11,12 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import Field
 
 from kbench import nvtx
 from kbench.analysis.ncu_source import hot_lines
 from kbench.errors import ConfigError, first_line
+from kbench.model import Model
 
 if TYPE_CHECKING:
     pass
@@ -101,17 +102,17 @@ ANNOTATION_METRICS: tuple[str, ...] = (
 SPEEDUP_TYPES = {0: "unknown", 1: "local", 2: "global"}  # ncu_report.SpeedupType_*
 
 
-class Rule(BaseModel):
+class Rule(Model):
     rule_id: str
     section: str
     title: str
     message: str
     speedup_pct: float | None = None
     speedup_type: str | None = None
-    focus: list[tuple[str, float | str]] = []
+    focus: list[tuple[str, float | str]] = Field(default_factory=list)
 
 
-class Kernel(BaseModel):
+class Kernel(Model):
     """One profiled launch: identity, the canonical metrics (None = not in the report), its rules."""
 
     index: int
@@ -123,9 +124,11 @@ class Kernel(BaseModel):
     device: str | None = None
     tensor_flops: float | None  # None: the report has no sm__ops_path_tensor_* metric
     scalar_flops: float | None  # None: the report has no per-thread FP instruction counts
-    rules: list[Rule] = []
-    stalls: dict[str, float] = {}  # warp-stall reason -> warps stalled on it per issued instruction (full set)
-    hot_lines: list[str] = []  # its 3 source lines with the most sampled stalls (reports with source counters)
+    rules: list[Rule] = Field(default_factory=list)
+    # warp-stall reason -> warps stalled on it per issued instruction (full set)
+    stalls: dict[str, float] = Field(default_factory=dict)
+    # its 3 source lines with the most sampled stalls (reports with source counters)
+    hot_lines: list[str] = Field(default_factory=list)
 
     @property
     def measured_flops(self) -> float | None:

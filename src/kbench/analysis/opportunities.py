@@ -22,13 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
-
 from kbench.analysis import bottleneck as b
 from kbench.analysis import roofline as rl
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.ncu import Rule
 from kbench.analysis.stages import StageFigures
+from kbench.model import Model
 
 if TYPE_CHECKING:  # pandas comes with the timeline types: only the timeline path needs it
     from kbench.analysis.timeline_stages import TimelineAnalysis
@@ -36,7 +35,7 @@ if TYPE_CHECKING:  # pandas comes with the timeline types: only the timeline pat
 TOP = 3
 
 
-class Opportunity(BaseModel):
+class Opportunity(Model):
     name: str
     gain_pct: float
     metric: str

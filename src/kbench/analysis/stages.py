@@ -11,19 +11,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
-
 from kbench.analysis import bottleneck as b
 from kbench.analysis import roofline as rl
 from kbench.analysis.counters import StageCounters, StageModel, model_mismatch
 from kbench.analysis.timing_stats import TimingStats
+from kbench.model import Model
 from kbench.plan.base import Stage
 
 if TYPE_CHECKING:  # pandas comes with the timeline types: only the timeline path needs it
     from kbench.analysis.timeline_stages import StageTimeline, TimelineAnalysis
 
 
-class StageFigures(BaseModel):
+class StageFigures(Model):
     name: str
     precision: str
     flops: float | None  # None: no analytic model and nothing measured

@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from kbench.analysis import timeline as tl
 from kbench.analysis.timing_stats import TimingStats
 from kbench.errors import KbenchError
+from kbench.model import Model
 from kbench.nvtx import ITERATION, STAGE, alone_range, stage_range
 
 if TYPE_CHECKING:  # pandas is imported where a frame is built: analysis without a timeline never loads it
@@ -38,7 +39,7 @@ class StageSpec:
     after: tuple[str, ...] = ()
 
 
-class Occurrence(BaseModel):
+class Occurrence(Model):
     """One run of one stage: its range (CPU side) and the GPU work launched inside it."""
 
     stage: str
@@ -56,7 +57,7 @@ class Occurrence(BaseModel):
     overlapped_pct: float  # share of its kernel time during which a kernel of other work also ran
 
 
-class StageTimeline(BaseModel):
+class StageTimeline(Model):
     stage: str
     streams: list[int]
     kernels: list[str]
@@ -70,7 +71,7 @@ class StageTimeline(BaseModel):
     launch_latency_max_us: float | None
 
 
-class Window(BaseModel):
+class Window(Model):
     """One analysed stretch of the timeline: an iteration of the plan (or the whole capture)."""
 
     index: int
@@ -82,14 +83,14 @@ class Window(BaseModel):
     concurrent_us: float  # two or more kernels at once
 
 
-class Gap(BaseModel):
+class Gap(Model):
     window: int
     at_us: float  # from the window's start
     gap_us: float
     after: str
 
 
-class LaunchOrder(BaseModel):
+class LaunchOrder(Model):
     declared: list[str]
     api: list[tuple[str, int]]  # each launch-call order seen, with how many iterations
     gpu: list[tuple[str, int]]  # each GPU start order seen
@@ -97,7 +98,7 @@ class LaunchOrder(BaseModel):
     dependency_violations: int
 
 
-class OverlapVsIdeal(BaseModel):
+class OverlapVsIdeal(Model):
     """A concurrent plan: each stage alone against all of them together."""
 
     streams: int
@@ -108,7 +109,7 @@ class OverlapVsIdeal(BaseModel):
     speedup: float  # sequential / together
 
 
-class TimelineAnalysis(BaseModel):
+class TimelineAnalysis(Model):
     backend: str
     source: str
     grouping: str  # how stages were found

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import statistics
 
-from pydantic import BaseModel
-
 from kbench.analysis.bottleneck import BIMODAL_GAP_PCT, BIMODAL_SIDE_PCT, DRIFT_PCT, UNSTABLE_SPREAD_PCT
+from kbench.model import Model
 
 
 def _quantile(sorted_xs: list[float], q: float) -> float:
@@ -17,7 +16,7 @@ def _quantile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
-class TimingStats(BaseModel):
+class TimingStats(Model):
     """Summary of n samples in microseconds. spread_pct = interquartile range / median, in percent."""
 
     n: int

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from kbench.model import Model
 
 # The meta-parameters of one tuning configuration: constexpr block sizes plus num_warps / num_stages.
 Config = dict[str, int]
@@ -95,7 +97,7 @@ class ParamInfo:
         return f"{'  '.join(bits)}  {self.help}".rstrip()
 
 
-class KernelPlan(BaseModel):
+class KernelPlan(Model):
     """Base class of every plan version. Subclasses declare fields with :func:`param` and a ``dtype``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

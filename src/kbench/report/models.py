@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict, Field
 
 from kbench.analysis.clocks import ClockSummary
 from kbench.analysis.compare import BaselineRow
@@ -19,9 +19,10 @@ from kbench.analysis.figures import PlanFigures
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timeline_stages import TimelineAnalysis
 from kbench.analysis.timing_stats import TimingStats
+from kbench.model import Model
 
 
-class Frozen(BaseModel):
+class Frozen(Model):
     model_config = ConfigDict(frozen=True)
 
 
@@ -96,10 +97,12 @@ class ProfileResult(Frozen):
     check: str | None = None
     clocks: str = ""  # how the clocks were held and what they did while measuring (one line)
     clock_summary: ClockSummary | None = None  # the sampled SM clock and clock-event reasons behind that line
-    tools: dict[str, Any] = {}
-    notes: list[str] = []
+    tools: dict[str, Any] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
     offline: bool = False  # `kbench analyze` of an existing capture: nothing was run or checked here
-    files: list[tuple[str, str]] = []  # what to open next in the run folder: relative path, what it holds
+    files: list[tuple[str, str]] = Field(
+        default_factory=list
+    )  # what to open next in the run folder: relative path, what it holds
     out_dir: str = ""
     sections: Sections = Sections()
 
