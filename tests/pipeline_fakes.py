@@ -14,6 +14,7 @@ import pytest
 
 from kbench.analysis.devices import load_devices, resolve
 from kbench.capture import clocks, gpu
+from kbench.capture.cupti import Repetitions
 from kbench.capture.phases import Stopwatch
 from kbench.capture.prepare import Prepared, PreparedStage
 from kbench.capture.timing import Samples
@@ -74,9 +75,14 @@ def replay(monkeypatch: pytest.MonkeyPatch, timings_json: Path) -> None:
         Recorded(e["samples_us"], int(e.get("warmup_reps") or 0), False, "", recorded_method=timings["method"])
         for e in entries
     )
-    cupti = iter(e.get("cupti_us") or "the replayed run recorded no CUPTI samples" for e in timings["stages"].values())
+    cupti = iter(
+        Repetitions(e["cupti_us"], e.get("cupti_sm_mhz") or [None] * len(e["cupti_us"]))
+        if e.get("cupti_us")
+        else "the replayed run recorded no CUPTI samples"
+        for e in timings["stages"].values()
+    )
     monkeypatch.setattr(event, "time_cuda", lambda fn, reps, cuda_graph=False: next(recorded))
-    monkeypatch.setattr(event, "time_cupti", lambda fn, reps, flush, flush_items: next(cupti))
+    monkeypatch.setattr(event, "time_cupti", lambda fn, reps, flush, flush_items, rest_us=0.0: next(cupti))
     monkeypatch.setattr(event, "work_items", lambda fn: 1)
     monkeypatch.setattr(event, "L2Flush", lambda nbytes: type("Flush", (), {"words": "no flush (replayed)"})())
     monkeypatch.setattr(event, "l2_flush_bytes", lambda: 0)

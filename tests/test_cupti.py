@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kbench.analysis.audit import cross_check
-from kbench.capture.cupti import gpu_items, per_repetition
+from kbench.capture.cupti import PROBE_CYCLES, Repetitions, gpu_items, per_repetition
 from tests.conftest import DATA
 
 
@@ -21,11 +23,29 @@ def test_gpu_work_of_a_real_trace() -> None:
 def test_repetitions_are_cut_by_counting() -> None:
     # per repetition: 1 flush item, then the stage's 2 kernels
     items = [(float(t), d) for t, d in enumerate([30.0, 5.0, 7.0, 31.0, 5.5, 7.5])]
-    assert per_repetition(items, flush=1, stage=2, reps=2) == [12.0, 13.0]
+    assert per_repetition(items, flush=1, stage=2, reps=2) == Repetitions([12.0, 13.0], [None, None])
     assert per_repetition(items, flush=1, stage=2, reps=3) == (
         "CUPTI recorded 6 GPU activities, not 3 x (1 flush + 2 stage)"
     )
     assert per_repetition(items, flush=1, stage=0, reps=2) == "the stage put no work on the GPU that CUPTI recorded"
+
+
+def test_clock_probes_around_each_repetition_give_its_sm_clock() -> None:
+    # per repetition: flush, probe (short, long spin), the stage's kernel, probe; the spins' cycle difference over
+    # their duration difference is the clock: 20000 cycles in 10.1 us = 1980 MHz before, 13.33 us = 1500 after
+    cycles = PROBE_CYCLES[1] - PROBE_CYCLES[0]
+    rep = [30.0, 1.7, 1.7 + cycles / 1980, 200.0, 1.9, 1.9 + cycles / 1500]
+    items = [(float(t), d) for t, d in enumerate(rep * 2)]
+    got = per_repetition(items, flush=1, stage=1, reps=2, probed=True)
+    assert isinstance(got, Repetitions) and got.us == [200.0, 200.0]
+    assert got.sm_mhz == [pytest.approx(1740.0), pytest.approx(1740.0)]
+    # a probe whose long spin was not longer than its short one reads nothing; the other side still counts
+    items[2] = (2.0, 1.0)
+    got = per_repetition(items, flush=1, stage=1, reps=2, probed=True)
+    assert isinstance(got, Repetitions) and got.sm_mhz[0] == pytest.approx(1500.0)
+    assert per_repetition(items[:-1], flush=1, stage=1, reps=2, probed=True) == (
+        "CUPTI recorded 11 GPU activities, not 2 x (1 flush + 2 x 2 probe + 1 stage)"
+    )
 
 
 def test_cross_check_lines() -> None:
@@ -57,3 +77,23 @@ def test_where_the_time_went() -> None:
         "Where the capture's 26.6 s went: allocation, autotuning, compilation and data flow 25.1 s (94%), "
         "CUPTI timing 1.1 s (4%), check 0.4 s (2%)"
     )
+
+
+def test_a_probed_stage_clock_is_the_probes_median_with_nvml_reasons_beside_it() -> None:
+    from kbench.analysis.clocks import probed, sagged
+
+    nvml = {"sm_mhz": 1980.0, "samples": 4, "slowdown": ["power cap"]}
+    got = probed([1990.0, None, 1700.0, 1710.0], nvml)  # type: ignore[arg-type]
+    assert got == {
+        "sm_mhz": 1710.0,
+        "samples": 3,
+        "slowdown": ["power cap"],
+        "source": "probe",
+        "range_mhz": [1700.0, 1990.0],
+    }
+    assert probed([None], nvml) is nvml and probed(None, None) is None
+    # NVML read 1980 MHz; the probes saw the sag it missed, and the figure is marked
+    note = sagged("mm", got, 1980)
+    assert note is not None and note.startswith("mm was timed at a median SM clock of 1710 MHz, 14% below")
+    lines = cross_check({"mm": {"samples_us": [250.0], "cupti_us": [220.0], "events_clock": nvml, "clock": got}})
+    assert lines[0].endswith("1980 MHz while timed by events, 1710 by CUPTI (read on the GPU around each repetition))")

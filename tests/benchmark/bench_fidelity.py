@@ -1,9 +1,11 @@
 """Timing fidelity per stage: `python -m tests.benchmark.bench_fidelity [--no-ncu]` on a CUDA machine.
 
 For each stage of a few plans (a streaming add, a tiny add, a GEMM, the fork_join stages): the CUDA-event median
-with the old write flush and with the read flush, the CUPTI median (kbench's stage duration), ncu's
-gpu__time_duration from an annotation-mode run of the same plan, their ratios, and the SM clock NVML read right
-after each measurement. Clocks are left alone (KBENCH_LOCK_CLOCKS=0 is set here).
+with the old write flush and with the read flush, the CUPTI median (kbench's stage duration) over three rounds and
+their run-to-run spread ((max - min) / median of the three medians), ncu's gpu__time_duration from an
+annotation-mode run of the same plan, their ratios, the SM clock the GPU-side probe read during CUPTI timing (median)
+and the one ncu recorded (sm__cycles_elapsed.avg.per_second), and NVML's SM clock right after. Clocks are left alone
+(KBENCH_LOCK_CLOCKS=0 is set here).
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import sys
 import tempfile
 from typing import Any
 
-from kbench.capture.cupti import time_cupti
+from kbench.analysis import ncu as ncu_report
+from kbench.capture.cupti import Repetitions, time_cupti
 from kbench.capture.gpu import active_device
 from kbench.capture.prepare import prepare_on_gpu
 from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
 from kbench.plan.discovery import load_version
 
 REPS = 100
+ROUNDS = 3
 PLANS: list[tuple[str, str, dict[str, Any]]] = [
     ("vector_add", "base", {"n": 1 << 26}),
     ("vector_add", "base", {"n": 1 << 16}),
@@ -45,37 +49,51 @@ def main() -> None:
     device = active_device()
     flush = L2Flush(l2_flush_bytes())
     header = (
-        f"{'plan':<26}{'stage':<9}{'ev write':>10}{'ev read':>10}{'CUPTI':>9}{'ncu':>9}{'read/CUPTI':>11}"
-        f"{'CUPTI/ncu':>10}{'SM MHz':>8}"
+        f"{'plan':<26}{'stage':<9}{'ev write':>10}{'ev read':>10}{'CUPTI':>9}{'rtr %':>7}{'ncu':>9}{'read/CUPTI':>11}"
+        f"{'CUPTI/ncu':>10}{'probe MHz':>10}{'ncu MHz':>8}{'NVML':>6}"
     )
     print(f"device: {device.name}; {REPS} repetitions each; medians in us")
     print(header)
     for package, version, values in PLANS:
         plan = load_version(package, version).from_values(values)
         ncu: dict[str, float] = {}
+        ncu_mhz: dict[str, float] = {}
         if with_ncu:
+            from pathlib import Path
+
             from kbench.api import annotation_profile_plan
 
             with tempfile.TemporaryDirectory() as tmp:
                 r = annotation_profile_plan(plan, out_dir=tmp)
                 ncu = {s.name: s.duration_us for s in r.stages}
+                for rep in Path(tmp).rglob("*.ncu-rep"):
+                    for k in ncu_report.kernels(rep):
+                        if (stage := ncu_report.stage_of(k)) and (hz := k.metrics.get("sm_clock_hz")):
+                            ncu_mhz[stage] = hz / 1e6
         prep = prepare_on_gpu(plan, device, seed=0)
         for ps in prep.stages:
             write = statistics.median(time_cuda(ps.launch.fn, REPS, write_flush=True).us)
             read = statistics.median(time_cuda(ps.launch.fn, REPS).us)
-            got = time_cupti(ps.launch.fn, REPS, flush)
+            rounds = [time_cupti(ps.launch.fn, REPS, flush) for _ in range(ROUNDS)]
             mhz = sm_mhz()
-            cupti = statistics.median(got) if isinstance(got, list) else None
+            got = [r for r in rounds if isinstance(r, Repetitions)]
+            medians = [statistics.median(r.us) for r in got]
+            cupti = statistics.median(medians) if medians else None
+            rtr = 100 * (max(medians) - min(medians)) / cupti if cupti else float("nan")
+            probed = [m for r in got for m in r.sm_mhz if m is not None]
+            probe = statistics.median(probed) if probed else float("nan")
             n = ncu.get(ps.stage.name)
             label = f"{package} {version} {','.join(f'{k}={v}' for k, v in values.items())}"[:25]
+            nan = float("nan")
             print(
                 f"{label:<26}{ps.stage.name:<9}{write:>10.2f}{read:>10.2f}"
-                f"{cupti if cupti is not None else float('nan'):>9.2f}{n if n is not None else float('nan'):>9.2f}"
-                f"{read / cupti if cupti else float('nan'):>11.3f}"
-                f"{cupti / n if cupti and n else float('nan'):>10.3f}{mhz:>8}"
+                f"{cupti if cupti is not None else nan:>9.2f}{rtr:>7.2f}{n if n is not None else nan:>9.2f}"
+                f"{read / cupti if cupti else nan:>11.3f}{cupti / n if cupti and n else nan:>10.3f}"
+                f"{probe:>10.0f}{ncu_mhz.get(ps.stage.name, nan):>8.0f}{mhz:>6}"
             )
-            if not isinstance(got, list):
-                print(f"  (no CUPTI figure: {got})")
+            for why in rounds:
+                if isinstance(why, str):
+                    print(f"  (no CUPTI figure: {why})")
 
 
 if __name__ == "__main__":

@@ -41,9 +41,9 @@ def main() -> None:
             ms = triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
             print(f"{'triton do_bench':<30}{rnd:>6}{ms * 1e3:>11.2f}")
             got = time_cupti(fn, 100, L2Flush(l2_flush_bytes()))
-            if isinstance(got, list):
-                t = TimingStats.of(got)
-                row = f"{t.median_us:>11.2f}{t.spread_pct:>10.2f}{got[0]:>10.2f}{t.min_us:>9.2f}"
+            if not isinstance(got, str):
+                t = TimingStats.of(got.us)
+                row = f"{t.median_us:>11.2f}{t.spread_pct:>10.2f}{got.us[0]:>10.2f}{t.min_us:>9.2f}"
                 print(f"{'CUPTI, read flush':<30}{rnd:>6}{row}")
             else:
                 print(f"{'CUPTI, read flush':<30}{rnd:>6}  n/a: {got}")

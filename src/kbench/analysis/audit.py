@@ -67,7 +67,10 @@ def cross_check(stages: dict[str, Any]) -> list[str]:
             ev, cu = statistics.median(s["samples_us"]), statistics.median(s["cupti_us"])
             clocks = ""
             if (e := s.get("events_clock")) and (c := s.get("clock")):
-                clocks = f"; median SM clock {e['sm_mhz']:.0f} MHz while timed by events, {c['sm_mhz']:.0f} by CUPTI"
+                by = " (read on the GPU around each repetition)" if c.get("source") == "probe" else ""
+                clocks = (
+                    f"; median SM clock {e['sm_mhz']:.0f} MHz while timed by events, {c['sm_mhz']:.0f} by CUPTI{by}"
+                )
             out.append(
                 f"{name}: CUDA events {ev:.2f} us, CUPTI {cu:.2f} us ({ev - cu:+.2f} us, {100 * (ev / cu - 1):+.1f}%: "
                 "launch and event overhead, the gaps between a stage's kernels (CUPTI does not count them), and any "

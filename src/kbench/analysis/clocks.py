@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from kbench.analysis.bottleneck import CLOCK_DRIFT_PCT, CLOCK_SAG_PCT, IDLE_CLOCK_FRACTION
 from kbench.model import Model
@@ -119,9 +119,11 @@ def summarize(state: str, samples: Sequence[Reading], drift_limit_pct: float = C
 class ClockWindow(TypedDict):
     """The SM clock while one stage was timed (timings.json ``clock`` / ``events_clock``)."""
 
-    sm_mhz: float  # median of the busy samples
+    sm_mhz: float  # median of the busy samples (NVML's, or the GPU-side probe's)
     samples: int
-    slowdown: list[str]  # reasons active in any sample of the window
+    slowdown: list[str]  # reasons active in any sample of the window (NVML's)
+    source: NotRequired[str]  # "probe": read on the GPU around each repetition; absent: NVML's samples
+    range_mhz: NotRequired[list[float]]  # the probe's lowest and highest reading
 
 
 def _busy_mhz(samples: Sequence[Reading]) -> list[int]:
@@ -142,6 +144,21 @@ def window(samples: Sequence[Reading], start: float, end: float) -> ClockWindow 
     if not busy:
         return None
     return {"sm_mhz": statistics.median(busy), "samples": len(busy), "slowdown": _slowdowns(inside)}
+
+
+def probed(mhz: Sequence[float | None] | None, nvml: ClockWindow | None) -> ClockWindow | None:
+    """The clock of a stage timed with GPU-side probes: their median (NVML's slowdown reasons kept beside it), or
+    NVML's window where no probe read a clock."""
+    read = [m for m in mhz or [] if m is not None]
+    if not read:
+        return nvml
+    return {
+        "sm_mhz": round(statistics.median(read), 1),
+        "samples": len(read),
+        "slowdown": nvml["slowdown"] if nvml else [],
+        "source": "probe",
+        "range_mhz": [round(min(read), 1), round(max(read), 1)],
+    }
 
 
 def sagged(stage: str, clock: ClockWindow | None, start_mhz: float | None) -> str | None:

@@ -6,6 +6,11 @@ memsets, memcpys, in time order) is cut into repetitions by counting: one call o
 A repetition's duration is the sum of its stage items' durations (the gaps between a stage's kernels are launch
 overhead, which CUDA events measure and CUPTI does not). When the counts do not add up, or CUPTI records nothing,
 there is no CUPTI figure and the reason says why: event mode then keeps its CUDA-event figure.
+
+The SM clock of each repetition is read on the GPU itself: a clock probe (two one-thread spins of a known number of
+SM cycles, ``torch.cuda._sleep``) runs right before and right after the stage; the difference of the two spins'
+CUPTI durations is a known cycle count over a measured time, which is the clock (MHz = cycles per microsecond) with
+the launch's fixed cost cancelled. NVML's samples (every ~20 ms) miss the power limiter's short dips; this does not.
 """
 
 from __future__ import annotations
@@ -14,10 +19,37 @@ import json
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 GPU_WORK = ("kernel", "gpu_memset", "gpu_memcpy")  # Chrome-trace categories of work that runs on the GPU
+PROBE_CYCLES = (2_000, 22_000)  # the clock probe's short and long spin, SM cycles (~1 and ~11 us at 1980 MHz)
+REST_X = 3.0  # unlocked clocks: the GPU rests (a one-thread spin) this many times the stage's duration before each
+MAX_REST_US = 5_000.0  # ... but at most this long (100 repetitions of a 10 ms stage would otherwise rest 3 s)
+CYCLES_PER_US = 1_980  # the rest's length in SM cycles per microsecond (an H100/H200's top clock; only a length)
+
+
+@dataclass(frozen=True)
+class Repetitions:
+    """CUPTI's figures for ``reps`` repetitions of a stage."""
+
+    us: list[float]  # each repetition's stage duration
+    sm_mhz: list[float | None]  # each repetition's SM clock from the probes around it (None: not probed/readable)
+
+
+def probe() -> None:
+    """The clock probe: a short then a long one-thread spin of known SM cycles."""
+    import torch
+
+    for cycles in PROBE_CYCLES:
+        torch.cuda._sleep(cycles)
+
+
+def probe_mhz(short_us: float, long_us: float) -> float | None:
+    """The SM clock the probe ran at: the two spins' cycle difference over their duration difference."""
+    took = long_us - short_us
+    return (PROBE_CYCLES[1] - PROBE_CYCLES[0]) / took if took > 0 else None
 
 
 def gpu_items(trace: dict[str, Any]) -> list[tuple[float, float]]:
@@ -31,15 +63,30 @@ def gpu_items(trace: dict[str, Any]) -> list[tuple[float, float]]:
     return sorted(items)
 
 
-def per_repetition(items: Sequence[tuple[float, float]], flush: int, stage: int, reps: int) -> list[float] | str:
-    """Each repetition's stage duration (its ``stage`` items summed, after ``flush`` items of the flush), or why
-    the items cannot be cut that way."""
+def per_repetition(
+    items: Sequence[tuple[float, float]], flush: int, stage: int, reps: int, probed: bool = False
+) -> Repetitions | str:
+    """Each repetition's stage duration (its ``stage`` items summed, after ``flush`` items of the flush and, when
+    ``probed``, between two clock probes) and clock, or why the items cannot be cut that way."""
     if stage <= 0:
         return "the stage put no work on the GPU that CUPTI recorded"
-    per = flush + stage
+    side = len(PROBE_CYCLES) if probed else 0
+    per = flush + side + stage + side
     if len(items) != per * reps:
-        return f"CUPTI recorded {len(items)} GPU activities, not {reps} x ({flush} flush + {stage} stage)"
-    return [sum(d for _, d in items[r * per + flush : (r + 1) * per]) for r in range(reps)]
+        probes = f" + 2 x {side} probe" if probed else ""
+        return f"CUPTI recorded {len(items)} GPU activities, not {reps} x ({flush} flush{probes} + {stage} stage)"
+    us: list[float] = []
+    mhz: list[float | None] = []
+    for r in range(reps):
+        rep = items[r * per : (r + 1) * per]
+        us.append(sum(d for _, d in rep[flush + side : flush + side + stage]))
+        if not probed:
+            mhz.append(None)
+            continue
+        sides = [probe_mhz(rep[i][1], rep[i + 1][1]) for i in (flush, per - side)]
+        read = [m for m in sides if m is not None]
+        mhz.append(sum(read) / len(read) if read else None)
+    return Repetitions(us, mhz)
 
 
 def _traced(body: Callable[[], object]) -> list[tuple[float, float]]:
@@ -64,27 +111,42 @@ def work_items(fn: Callable[[], object]) -> int:
 
 
 def time_cupti(
-    fn: Callable[[], object], reps: int, flush: Callable[[], object] | None, flush_items: int | None = None
-) -> list[float] | str:
-    """``reps`` CUPTI durations of ``fn`` in microseconds, each after ``flush``; or why there are none. One profiler
-    session: the stage's own item count is what each repetition holds beyond the flush's (``flush_items``, counted
-    here when not given)."""
+    fn: Callable[[], object],
+    reps: int,
+    flush: Callable[[], object] | None,
+    flush_items: int | None = None,
+    probed: bool = True,
+    rest_us: float = 0.0,
+) -> Repetitions | str:
+    """``reps`` CUPTI durations of ``fn`` in microseconds, each after ``flush``, a rest of ``rest_us`` (a one-thread
+    spin: the power limiter's average falls, so an unlocked clock stays up) and between clock probes when
+    ``probed``; or why there are none. One profiler session: the stage's own item count is what each repetition
+    holds beyond the flush's (``flush_items``, counted here when not given), the rest's and the probes'."""
     import torch
 
     torch.cuda.synchronize()
     try:
         flushed = (flush_items if flush_items is not None else work_items(flush)) if flush is not None else 0
+        rest = int(min(rest_us, MAX_REST_US) * CYCLES_PER_US)
+        flushed += 1 if rest > 0 else 0  # the rest is one more item before the stage
 
         def body() -> None:
             for _ in range(reps):
                 if flush is not None:
                     flush()
+                if rest > 0:
+                    torch.cuda._sleep(rest)
+                if probed:
+                    probe()
                 fn()
+                if probed:
+                    probe()
 
         items = _traced(body)
-        stage = len(items) // reps - flushed if len(items) % reps == 0 else -1
+        extra = flushed + (2 * len(PROBE_CYCLES) if probed else 0)
+        stage = len(items) // reps - extra if len(items) % reps == 0 else -1
         if stage < 0:
             return f"CUPTI recorded {len(items)} GPU activities, not a whole number per repetition ({reps})"
-        return per_repetition(items, flushed, stage, reps)
+        return per_repetition(items, flushed, stage, reps, probed)
     except (RuntimeError, OSError, ValueError, KeyError) as e:  # the profiler or CUPTI not usable here
         return f"the PyTorch profiler failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

@@ -5,18 +5,19 @@ know, ``ceilings.json`` (copy bandwidth and matmul rate measured on it)."""
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 from kbench.analysis.audit import cross_check
-from kbench.analysis.clocks import sagged, start_mhz, window
+from kbench.analysis.clocks import probed, sagged, start_mhz, window
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_timings
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.timing_stats import TimingStats
 from kbench.capture.artifacts import write_stage
-from kbench.capture.cupti import time_cupti, work_items
+from kbench.capture.cupti import REST_X, Repetitions, time_cupti, work_items
 from kbench.capture.phases import Stopwatch, describe
 from kbench.capture.prepare import checked, guarded, prepare_on_gpu
 from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
@@ -29,7 +30,11 @@ TIMINGS = "timings.json"
 CEILINGS = "ceilings.json"
 CUPTI_METHOD = (
     "stage durations from CUPTI (the GPU's timestamps of each repetition's kernels, summed; PyTorch profiler), "
-    "{flush} before each; CUDA events kept as a cross-check and for the whole plan"
+    "{flush} before each{rest}, the SM clock read on the GPU around each (a probe of two spins of known cycles); "
+    "CUDA events kept as a cross-check and for the whole plan"
+)
+REST = (
+    ", then the GPU resting {x:g}x the stage's duration (clocks not locked: keeps the power limiter from pulling them)"
 )
 
 
@@ -77,6 +82,7 @@ class Event:
         def measure() -> dict[str, Any]:
             stages: dict[str, Any] = {}
             flush = L2Flush(l2_flush_bytes())
+            rest_x = 0.0 if job.env.clocks.locked else REST_X
             with watch.phase("CUPTI timing"):
                 flush_items = work_items(flush) if not opts.cuda_graph else 0
             for ps in prep.stages:
@@ -87,7 +93,13 @@ class Event:
                 # the GPU's own timestamps for the same launches (not for CUDA-graph replays: events time those)
                 with watch.phase("CUPTI timing"):
                     cupti = (
-                        time_cupti(ps.launch.fn, opts.bench_runs, flush, flush_items)
+                        time_cupti(
+                            ps.launch.fn,
+                            opts.bench_runs,
+                            flush,
+                            flush_items,
+                            rest_us=rest_x * statistics.median(events.us),
+                        )
                         if not opts.cuda_graph
                         else "--cuda-graph: the stage is timed as a graph replay with CUDA events"
                     )
@@ -95,14 +107,16 @@ class Event:
                 stages[ps.stage.name] = {
                     "samples_us": events.us,
                     "warmup_reps": events.warmup_reps,
-                    "cupti_us": cupti if isinstance(cupti, list) else None,
+                    "cupti_us": cupti.us if isinstance(cupti, Repetitions) else None,
+                    "cupti_sm_mhz": cupti.sm_mhz if isinstance(cupti, Repetitions) else None,
                     "cupti_note": cupti if isinstance(cupti, str) else None,
                 }
             with watch.phase("CUDA-event timing"):
                 whole = time_cuda(prep.run_all, opts.bench_runs, cuda_graph=opts.cuda_graph)
             return {
                 "method": whole.method,
-                "cupti_method": CUPTI_METHOD.format(flush=flush.words),
+                "cupti_method": CUPTI_METHOD.format(flush=flush.words, rest=REST.format(x=rest_x) if rest_x else ""),
+                "cupti_rest_x": rest_x,
                 "stages": stages,
                 "plan": {"samples_us": whole.us, "warmup_reps": whole.warmup_reps},
             }
@@ -115,7 +129,11 @@ class Event:
             timed = timings["stages"][name]
             # the clock of the figure the stage's duration comes from (CUPTI's, else the events'), and the events'
             timed["events_clock"] = window(samples, start, middle)
-            timed["clock"] = window(samples, middle, end) if timed["cupti_us"] else timed["events_clock"]
+            timed["clock"] = (
+                probed(timed.get("cupti_sm_mhz"), window(samples, middle, end))
+                if timed["cupti_us"]
+                else timed["events_clock"]
+            )
         write_json_atomic(job.run_dir / TIMINGS, timings)  # the raw samples, kept before any analysis
         if job.device.spec is None:
             from kbench.capture import ceilings as measured
