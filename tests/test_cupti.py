@@ -80,10 +80,10 @@ def test_where_the_time_went() -> None:
 
 
 def test_a_probed_stage_clock_is_the_probes_median_with_nvml_reasons_beside_it() -> None:
-    from kbench.analysis.clocks import probed, sagged
+    from kbench.analysis.clocks import ClockWindow, probed, sagged
 
-    nvml = {"sm_mhz": 1980.0, "samples": 4, "slowdown": ["power cap"]}
-    got = probed([1990.0, None, 1700.0, 1710.0], nvml)  # type: ignore[arg-type]
+    nvml: ClockWindow = {"sm_mhz": 1980.0, "samples": 4, "slowdown": ["power cap"]}
+    got = probed([1990.0, None, 1700.0, 1710.0], nvml)
     assert got == {
         "sm_mhz": 1710.0,
         "samples": 3,
