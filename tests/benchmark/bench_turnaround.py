@@ -3,12 +3,14 @@
 
 Each command runs as a user would type it (a fresh Python process, warm autotune and Triton caches after a first
 unmeasured run); `kbench analyze` is timed on the annotation run's .ncu-rep beside a bare
-`ncu_report.load_report` of the same file. Commands go through kbench's one subprocess runner.
+`ncu_report.load_report` of the same file, in turn, 7 pairs (medians). Commands go through kbench's one subprocess
+runner.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -18,6 +20,7 @@ from kbench.capture.tools import run
 
 PLANS = ["vector_add", "matmul"]
 MODES = ["event", "annotation", "ncu"]
+ANALYZE_RUNS = 7
 
 
 def timed(argv: list[str], log: Path) -> float:
@@ -42,10 +45,19 @@ def main() -> None:
                 walls[mode] = timed(argv, out / f"{plan}-{mode}.log")
                 print(f"{plan:<12}{mode:<12}{walls[mode]:>8.2f}{walls[mode] / walls['event']:>9.2f}")
             rep = sorted((out / "p" / "annotation" / plan).rglob("profile.ncu-rep"))[-1]
-            analyze = timed([py, "-m", "kbench", "analyze", str(rep), "--out", str(out / "a")], out / "an.log")
-            bare = timed([py, "-c", f"import ncu_report; ncu_report.load_report({str(rep)!r})"], out / "bare.log")
+            pairs = [
+                (
+                    timed([py, "-m", "kbench", "analyze", str(rep), "--out", str(out / "a")], out / "an.log"),
+                    timed([py, "-c", f"import ncu_report; ncu_report.load_report({str(rep)!r})"], out / "bare.log"),
+                )
+                for _ in range(ANALYZE_RUNS + 1)
+            ][1:]  # the first pair warms the file cache and the compiled report templates
+            analyze = statistics.median(a for a, _ in pairs)
+            bare = statistics.median(b for _, b in pairs)
+            ratio = statistics.median(a / b for a, b in pairs)
             print(
-                f"{plan:<12}{'analyze':<12}{analyze:>8.2f}   ({analyze / bare:.1f}x a bare load_report: {bare:.2f} s)"
+                f"{plan:<12}{'analyze':<12}{analyze:>8.2f}   ({ratio:.1f}x a bare load_report: {bare:.3f} s; medians of"
+                f" {ANALYZE_RUNS} pairs)"
             )
 
 
