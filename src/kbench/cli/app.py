@@ -103,6 +103,28 @@ def analyze_cmd(
     typer.echo(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", err=True)
 
 
+@app.command("runs")
+def runs_cmd(
+    kernel: str | None = typer.Argument(None, help="Only this kernel package's runs."),
+    out: Path = typer.Option(Path("out/profiles"), "--out", help="Root folder of the runs."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many (the newest)."),
+    as_json: bool = typer.Option(False, "--json", help="A JSON list, one object per run, instead of the table."),
+) -> None:
+    """The earlier runs under the output root, newest first: when, mode, kernel, version, duration (the whole
+    plan's median, else the stages' sum), bottleneck, status (running, ok, failed, interrupted) and parameters."""
+    import json
+
+    from kbench.report.runs import runs, table
+
+    rows = runs(out, kernel, limit)
+    if as_json:
+        typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=1))
+    elif rows:
+        typer.echo(table(rows))
+    else:
+        typer.echo(f"no runs under {out}{f' for {kernel}' if kernel else ''}", err=True)
+
+
 @app.command("list")
 def list_cmd(
     kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),

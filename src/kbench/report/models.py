@@ -100,9 +100,8 @@ class ProfileResult(Frozen):
     tools: dict[str, Any] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
     offline: bool = False  # `kbench analyze` of an existing capture: nothing was run or checked here
-    files: list[tuple[str, str]] = Field(
-        default_factory=list
-    )  # what to open next in the run folder: relative path, what it holds
+    # what to open next in the run folder: relative path, what it holds
+    files: list[tuple[str, str]] = Field(default_factory=list)
     out_dir: str = ""
     sections: Sections = Sections()
 
