@@ -54,3 +54,46 @@ def test_runs_lists_every_folder_newest_first_with_its_status(
     assert len(json.loads(cli("runs", "--out", str(root), "--json", "--limit", "1").stdout)) == 1
     none = cli("runs", "--out", str(tmp_path / "nothing"))
     assert none.returncode == 0 and "no runs under" in none.stderr
+
+
+def test_compare_two_runs_and_a_run_with_its_previous(cli: Callable[..., Ran], tmp_path: Path, isolated: Path) -> None:
+    root = tmp_path / "profiles"
+    base, v2 = DATA / "kbench_h100" / "annotation_matmul_base.ncu-rep", DATA / "kbench_h100" / "nsys_fork_join.sqlite"
+    for _ in range(2):  # the same capture twice: every change is 0 and within noise where samples allow
+        assert cli("analyze", str(base), "--plan", "matmul", "--out", str(root)).returncode == 0
+    assert cli("analyze", str(v2), "--plan", "fork_join", "--out", str(root)).returncode == 0
+    rows = runs(root)
+    mm = [r for r in rows if r.kernel == "matmul"]
+    fj = next(r for r in rows if r.kernel == "fork_join")
+
+    same = cli("compare", mm[1].path, mm[0].path, "--format", "json")
+    assert same.returncode == 0, same.stderr
+    got = json.loads(same.stdout)
+    assert got["rows"][0]["metric"] == "Duration (us)" and got["rows"][0]["change"].startswith("+0.0%")
+    assert got["notes"] == [
+        "the plan's duration is the sum of its stage medians (one run has no whole-plan measurement)"
+    ]
+    prev = cli("compare", mm[0].path, "--previous")
+    assert prev.returncode == 0 and f"A: `{mm[1].path}`" in prev.stdout and "| Duration (us) |" in prev.stdout
+
+    across = json.loads(cli("compare", mm[0].path, fj.path, "--format", "json").stdout)
+    notes = " / ".join(across["notes"])
+    assert "different kernels (matmul, fork_join)" in notes and "different modes (annotation, nsys)" in notes
+    stages = [
+        {s["name"] for s in json.loads((Path(r.path) / folder.RESULT).read_text())["figures"]["stages"]}
+        for r in (mm[0], fj)
+    ]
+    common = sorted(stages[0] & stages[1])
+    assert "only in" in notes and common  # both plans have a stage named mm
+    expected = [[f"{s} duration (us)", f"{s} roofline efficiency (%)"] for s in common]
+    assert [r["metric"] for r in across["rows"]] == ["Duration (us)", *(m for pair in expected for m in pair)]
+
+    for args, fragment in [
+        ((mm[0].path,), "give two run folders, or one and --previous"),
+        ((mm[0].path, mm[1].path, "--previous"), "give two run folders, or one and --previous"),
+        ((str(tmp_path), mm[0].path), "has no result.json"),
+        ((mm[1].path, "--previous"), "no earlier finished run"),
+        ((mm[0].path, mm[1].path, "--format", "xml"), "--format=xml"),
+    ]:
+        bad = cli("compare", *args)
+        assert bad.returncode == 2 and fragment in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

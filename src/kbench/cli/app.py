@@ -103,6 +103,30 @@ def analyze_cmd(
     typer.echo(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", err=True)
 
 
+@app.command("compare")
+def compare_cmd(
+    a: Path = typer.Argument(..., help="A run folder (the baseline; with --previous, the run to compare)."),
+    b: Path | None = typer.Argument(None, help="The run folder compared against A."),
+    previous: bool = typer.Option(
+        False, "--previous", help="Compare A with the latest earlier finished run of its mode, kernel and parameters."
+    ),
+    fmt: str = typer.Option("md", "--format", help="md (a markdown table, also for the terminal) or json."),
+) -> None:
+    """Two finished runs side by side: the plan's duration, then per stage both have its duration and roofline
+    efficiency, with the change ('within noise' where the interquartile ranges overlap), and what differs between
+    the runs (kernel, parameters, mode, device, stages) and could not be compared."""
+    from kbench.errors import UsageError
+    from kbench.report.comparison import compare_runs, markdown, previous_of
+
+    if fmt not in ("md", "json"):
+        raise UsageError(f"--format={fmt}: choose md or json")
+    if previous == (b is not None):
+        raise UsageError("give two run folders, or one and --previous")
+    first, second = (previous_of(a), a) if b is None else (a, b)
+    c = compare_runs(first, second)
+    typer.echo(c.model_dump_json(indent=1) if fmt == "json" else markdown(c))
+
+
 @app.command("runs")
 def runs_cmd(
     kernel: str | None = typer.Argument(None, help="Only this kernel package's runs."),

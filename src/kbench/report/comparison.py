@@ -1,0 +1,87 @@
+"""`kbench compare A B`: two finished runs' figures side by side (the vs Baseline table of the report, for any two
+runs), and what cannot be compared between them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kbench.analysis.compare import BaselineRow, compare
+from kbench.errors import UsageError
+from kbench.model import Model
+from kbench.report import folder
+from kbench.report.models import ProfileResult
+
+
+class Comparison(Model):
+    a: str  # the earlier (baseline) run folder
+    b: str  # the later (current) run folder
+    a_label: str  # kernel version mode params
+    b_label: str
+    rows: list[BaselineRow]  # plan duration, then per stage both have: duration, roofline efficiency
+    notes: list[str]  # what differs between the runs and what could not be compared
+
+
+def _load(run_dir: Path) -> ProfileResult:
+    path = run_dir / folder.RESULT
+    if not path.is_file():
+        raise UsageError(f"{run_dir} has no {folder.RESULT}: name the folder of a finished run (see kbench runs)")
+    try:
+        return ProfileResult.model_validate_json(path.read_text())
+    except ValueError as e:
+        raise UsageError(f"{path} is not a kbench result ({str(e).splitlines()[0]})") from None
+
+
+def previous_of(run_dir: Path) -> Path:
+    """The latest finished run before ``run_dir`` of the same mode, kernel and parameters."""
+    found = folder.previous_run(run_dir) if run_dir.is_dir() else None
+    if found is None:
+        raise UsageError(f"{run_dir} has no earlier finished run of the same mode, kernel and parameters")
+    return found
+
+
+def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
+    a, b = _load(a_dir), _load(b_dir)
+    notes = []
+    if a.kernel != b.kernel:
+        notes.append(f"different kernels ({a.kernel}, {b.kernel}): only stages of the same name are compared")
+    if a.params != b.params:
+        notes.append(f"different parameters ({a.params} vs {b.params}): the durations are not like for like")
+    if a.mode != b.mode:
+        notes.append(
+            f"different modes ({a.mode}, {b.mode}): durations come from different timers "
+            f"({a.timing_method or 'n/a'} / {b.timing_method or 'n/a'}); compare changes, not small differences"
+        )
+    if a.device != b.device:
+        notes.append(f"different devices ({a.device}, {b.device})")
+    a_stages = {s.name for s in a.figures.stages}
+    b_stages = {s.name for s in b.figures.stages}
+    if only := sorted(a_stages - b_stages):
+        notes.append(f"only in {a_dir.name}: {', '.join(only)} (not compared)")
+    if only := sorted(b_stages - a_stages):
+        notes.append(f"only in {b_dir.name}: {', '.join(only)} (not compared)")
+    if a.plan_timing is None or b.plan_timing is None:
+        notes.append("the plan's duration is the sum of its stage medians (one run has no whole-plan measurement)")
+    return Comparison(
+        a=str(a_dir),
+        b=str(b_dir),
+        a_label=f"{a.kernel} {a.version} ({a.mode})",
+        b_label=f"{b.kernel} {b.version} ({b.mode})",
+        rows=compare(a.figures, b.figures, a.plan_timing, b.plan_timing),
+        notes=notes,
+    )
+
+
+def markdown(c: Comparison) -> str:
+    """The comparison as the report's vs Baseline table, with its notes below it."""
+    lines = [
+        f"A: `{c.a}` {c.a_label}",
+        f"B: `{c.b}` {c.b_label}",
+        "",
+        "| Metric | A | B | Change |",
+        "|---|---|---|---|",
+        *(f"| {r.metric} | {r.previous} | {r.current} | {r.change} |" for r in c.rows),
+    ]
+    lines += ["", "Durations change in percent, '(within noise)' where the two runs' interquartile ranges overlap;"]
+    lines += ["efficiencies in percentage points."]
+    lines += [f"- {n}" for n in c.notes]
+    return "\n".join(lines)
