@@ -127,6 +127,39 @@ def compare_cmd(
     typer.echo(c.model_dump_json(indent=1) if fmt == "json" else markdown(c))
 
 
+@app.command("clone")
+def clone_cmd(
+    package: str = typer.Argument(..., help="The kernel package."),
+    old: str = typer.Argument(..., metavar="FROM", help="The version to copy."),
+    new: str = typer.Argument(..., metavar="TO", help="The new version's name (a module name: v3, fused, ...)."),
+    kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
+) -> None:
+    """Copy a version module into a new one beside it: symbols it defines whose name holds the version (mla_v1_kernel,
+    MlaV1, V1_TILES) are renamed with every use (strings such as a stage's kernels=[...] included), so both versions
+    register and profile side by side with distinct kernel names. Never overwrites; the new version is imported once
+    to check it registers (removed again if it does not)."""
+    import importlib
+
+    from kbench.errors import UsageError
+    from kbench.plan.clone import clone
+    from kbench.plan.discovery import find_package, load_version
+
+    ref = find_package(package, kernel_path)
+    folder = ref.folder / package if ref.folder is not None else Path(ref.module().__path__[0])
+    if old not in ref.versions():
+        raise UsageError(f"unknown version '{old}' of {package}; versions: {', '.join(ref.versions())}")
+    done = clone(folder, package, old, new)
+    importlib.invalidate_caches()
+    try:
+        load_version(package, new, kernel_path)
+    except UsageError as e:
+        done.path.unlink(missing_ok=True)
+        raise UsageError(f"the clone did not register, so {done.path} was removed: {e}") from None
+    renamed = ", ".join(f"{a} -> {b}" for a, b in done.renamed.items()) or "no version-named symbols"
+    typer.echo(f"cloned {package} {old} -> {new}: {done.path} (renamed: {renamed})")
+    typer.echo(f"profile it: python -m kbench.kernel {package} {new} --prof_type=event")
+
+
 @app.command("runs")
 def runs_cmd(
     kernel: str | None = typer.Argument(None, help="Only this kernel package's runs."),

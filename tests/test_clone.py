@@ -1,0 +1,78 @@
+"""`kbench clone`: a version module copied into the next with its version-named symbols renamed; the clone registers
+and passes the same check as the original (under Triton's CPU interpreter, fp32); nothing is ever overwritten."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kbench.plan.clone import clone_source, defined_names, renamed_symbol
+from tests.conftest import DATA, Ran
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "expected"),
+    [
+        ("mla_v1_kernel", "v1", "v2", "mla_v2_kernel"),
+        ("MlaDecodeV1", "v1", "v2", "MlaDecodeV2"),
+        ("V1_TILES", "v1", "v2", "V1_TILES".replace("V1", "V2")),
+        ("_v1_helper", "v1", "v2", "_v2_helper"),
+        ("VectorAddBase", "base", "fused", "VectorAddFused"),
+        ("add_kernel", "base", "fused", "add_kernel"),  # no version word: unchanged
+        ("v10_kernel", "v1", "v2", "v10_kernel"),  # a longer word that starts like the version: unchanged
+    ],
+)
+def test_version_words_are_renamed_in_their_case_style(name: str, old: str, new: str, expected: str) -> None:
+    assert renamed_symbol(name, old, new) == expected
+
+
+def test_only_symbols_the_module_defines_are_renamed() -> None:
+    source = (DATA / "user_kernels_clone" / "scale" / "v1.py").read_text()
+    assert {"V1_BLOCK", "scale_v1_kernel", "ScaleV1", "PLAN", "Workspace"} <= set(defined_names(source))
+    text, renames = clone_source(source, "scale", "v1", "v2")
+    assert renames == {"V1_BLOCK": "V2_BLOCK", "scale_v1_kernel": "scale_v2_kernel", "ScaleV1": "ScaleV2"}
+    assert text.startswith('"""scale v2: one program per BLOCK elements."""')
+    assert 'kernels=["scale_v2_kernel"]' in text and "PLAN = ScaleV2" in text
+    assert not any(old in text for old in renames)
+    # layout, comments and every other line unchanged
+    assert len(text.splitlines()) == len(source.splitlines())
+    changed = [(a, b) for a, b in zip(source.splitlines(), text.splitlines(), strict=True) if a != b]
+    assert all("v1" in a.lower() for a, _ in changed)
+    # an imported name holding the version is not the module's to rename
+    imported, _ = clone_source("from x import v1_thing\n\nv1_copy = v1_thing\n", "p", "v1", "v2")
+    assert imported == "from x import v1_thing\n\nv2_copy = v1_thing\n"
+
+
+def test_clone_registers_checks_and_never_overwrites(
+    cli: Callable[..., Ran], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kernels = tmp_path / "kernels"
+    shutil.copytree(DATA / "user_kernels_clone", kernels)
+    done = cli("clone", "scale", "v1", "v2", "--kernel-path", str(kernels))
+    assert done.returncode == 0, done.stderr
+    assert "renamed: V1_BLOCK -> V2_BLOCK, scale_v1_kernel -> scale_v2_kernel, ScaleV1 -> ScaleV2" in done.stdout
+    listed = cli("list", "--kernel-path", str(kernels)).stdout
+    assert "  v1: " in listed and "  v2: " in listed
+    checked = cli("check", "scale", "v2", "--kernel-path", str(kernels))
+    assert checked.returncode == 0 and "scale {'BLOCK': 256}: PASS" in checked.stdout
+
+    before = (kernels / "scale" / "v2.py").read_text()
+    for args, fragment in [
+        (("scale", "v1", "v2"), "exists; kbench clone never overwrites"),
+        (("scale", "v9", "v3"), "unknown version 'v9' of scale"),
+        (("scale", "v1", "V3-x"), "'V3-x' cannot be a version"),
+        (("scale", "v1", "class"), "'class' cannot be a version"),
+        (("nosuch", "v1", "v2"), "unknown kernel package 'nosuch'"),
+    ]:
+        bad = cli("clone", *args, "--kernel-path", str(kernels))
+        assert bad.returncode == 2 and fragment in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    assert (kernels / "scale" / "v2.py").read_text() == before
+
+    # a clone that does not import is removed again, and says why
+    (kernels / "scale" / "v1.py").write_text("import no_such_module_anywhere\nPLAN = None\n")
+    bad = cli("clone", "scale", "v1", "v3", "--kernel-path", str(kernels))
+    assert bad.returncode == 2 and "the clone did not register" in bad.stderr
+    assert not (kernels / "scale" / "v3.py").exists()
