@@ -97,3 +97,43 @@ def test_compare_two_runs_and_a_run_with_its_previous(cli: Callable[..., Ran], t
     ]:
         bad = cli("compare", *args)
         assert bad.returncode == 2 and fragment in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_devlog_appends_entries_with_vs_previous_and_never_rewrites(
+    cli: Callable[..., Ran], tmp_path: Path, isolated: Path
+) -> None:
+    from kbench.report.devlog import MARK
+
+    root, docs = tmp_path / "profiles", tmp_path / "kernels"
+    ann = DATA / "kbench_h100" / "annotation_matmul_base.ncu-rep"
+    assert cli("analyze", str(ann), "--plan", "matmul", "--out", str(root)).returncode == 0
+    first = runs(root)[0]
+    done = cli("devlog", first.path, "--docs", str(docs), "--insight", "grouped order next", "--insight", "two")
+    assert done.returncode == 0, done.stderr
+    log = docs / "matmul.md"
+    text = log.read_text()
+    assert text.startswith("# matmul: development log") and "- grouped order next\n- two\n" in text
+    assert "vs Previous: no earlier entry with these parameters" in text
+    assert f"| Duration | {first.duration_us:.2f} μs | -- |" in text
+    assert "**Bottleneck**: Compute" in text
+
+    # the same capture analysed again: the next entry compares with the first (same mode and parameters)
+    assert cli("analyze", str(ann), "--plan", "matmul", "--out", str(root)).returncode == 0
+    second = runs(root)[0]
+    assert cli("devlog", second.path, "--docs", str(docs)).returncode == 0
+    grown = log.read_text()
+    assert grown.startswith(text)  # earlier entries untouched
+    added = grown[len(text) :]
+    assert f"vs Previous: vs base (`{first.path}`)" in added and "| Duration | " in added
+    assert "0.0% faster" in added and "| TC Util | 76% | +0.0 pp |" in added
+    assert len(MARK.findall(grown)) == 2
+
+    # another mode's entry, or other parameters, are not a previous entry
+    from kbench.report.devlog import previous_entry
+
+    params = {"dtype": "bfloat16", "k": 4096, "m": 4096, "n": 4096}
+    assert previous_entry(grown, "annotation", params)["run"] == second.path  # type: ignore[index]
+    assert previous_entry(grown, "ncu", params) is None
+    assert previous_entry(grown, "annotation", {**params, "m": 1}) is None
+    bad = cli("devlog", str(tmp_path), "--docs", str(docs))
+    assert bad.returncode == 2 and "has no result.json" in bad.stderr

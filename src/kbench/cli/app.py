@@ -160,6 +160,25 @@ def clone_cmd(
     typer.echo(f"profile it: python -m kbench.kernel {package} {new} --prof_type=event")
 
 
+@app.command("devlog")
+def devlog_cmd(
+    run: Path = typer.Argument(..., help="A finished run folder (see kbench runs)."),
+    insight: list[str] = typer.Option(
+        [], "--insight", help="A line for **Insights** (why a change worked or not; repeat for more)."
+    ),
+    docs: Path = typer.Option(Path("docs/kernels"), "--docs", help="Folder of the development logs."),
+) -> None:
+    """Append the run's development-log entry (the report contract's template: duration, TFLOP/s, GB/s, occupancy,
+    TC utilisation, each vs the previous entry of the same mode and parameters; bottleneck; issues; insights) to
+    <docs>/<kernel>.md. Earlier entries are never rewritten."""
+    from kbench.report import devlog
+    from kbench.report.comparison import load_result
+
+    path, text = devlog.append(load_result(run), run, docs, insight)
+    typer.echo(text)
+    typer.echo(f"kbench: appended to {path}", err=True)
+
+
 @app.command("runs")
 def runs_cmd(
     kernel: str | None = typer.Argument(None, help="Only this kernel package's runs."),

@@ -21,7 +21,8 @@ class Comparison(Model):
     notes: list[str]  # what differs between the runs and what could not be compared
 
 
-def _load(run_dir: Path) -> ProfileResult:
+def load_result(run_dir: Path) -> ProfileResult:
+    """A finished run's result.json; a usage error naming the folder otherwise."""
     path = run_dir / folder.RESULT
     if not path.is_file():
         raise UsageError(f"{run_dir} has no {folder.RESULT}: name the folder of a finished run (see kbench runs)")
@@ -40,7 +41,7 @@ def previous_of(run_dir: Path) -> Path:
 
 
 def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
-    a, b = _load(a_dir), _load(b_dir)
+    a, b = load_result(a_dir), load_result(b_dir)
     notes = []
     if a.kernel != b.kernel:
         notes.append(f"different kernels ({a.kernel}, {b.kernel}): only stages of the same name are compared")
