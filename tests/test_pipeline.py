@@ -90,6 +90,7 @@ def test_a_backend_from_outside_runs_the_whole_pipeline(replay_mode: Replay) -> 
         "samples.replay",
         "replay.txt",
         "result.json",
+        "report.json",
         "report.md",
     }
     assert r.check == "PASS: replayed" and r.sections == Sections() and r.stage("mm").efficiency_pct == 50.0

@@ -52,6 +52,7 @@ def test_a_run_writes_a_complete_folder(offline: Path, monkeypatch: pytest.Monke
         "report.md",
         "params.json",
         "result.json",
+        "report.json",
         "timings.json",
         "tiling",
         "compiled",

@@ -27,7 +27,7 @@ from kbench.fsutil import safe, write_json_atomic
 from kbench.modes import registry
 from kbench.modes.base import Analysis, Backend, Capture, Context, Job, RunOptions
 from kbench.plan.base import KernelPlan
-from kbench.report import folder
+from kbench.report import folder, report_json
 from kbench.report.models import Baseline, ProfileResult, Tiling
 from kbench.report.render import render_report
 
@@ -87,10 +87,11 @@ def record_clocks(env: Measuring, params: dict[str, Any], note: str = "") -> str
 def _write(
     backend: Backend, analysis: Analysis, result: ProfileResult, run_dir: Path, params: dict[str, Any]
 ) -> ProfileResult:
-    """The write step: the mode's files, result.json, report.md, then params.json's status ok."""
+    """The write step: the mode's files, result.json, report.json, report.md, then params.json's status ok."""
     backend.write(analysis, result, run_dir)
     result = result.model_copy(update={"files": folder.guide(run_dir)})
     write_json_atomic(run_dir / folder.RESULT, result.model_dump(mode="json"))
+    write_json_atomic(run_dir / folder.REPORT_JSON, report_json.build(result).model_dump(mode="json"))
     (run_dir / "report.md").write_text(render_report(result))
     params.update(analysis.record)
     params.update(status="ok", finished_at=_now())

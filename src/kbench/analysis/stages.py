@@ -27,6 +27,7 @@ class StageFigures(Model):
     precision: str
     flops: float | None  # None: no analytic model and nothing measured
     dram_bytes: float | None
+    model: str | None = None  # where flops/dram_bytes come from: "plan" (its analytic model) or "counters" (ncu)
     timing: TimingStats
     duration_us: float
     tflops: float | None
@@ -66,6 +67,7 @@ def timed(s: Stage, t: TimingStats, c: rl.Ceilings | None, roofline_known: bool)
         precision=s.precision,
         flops=s.flops,
         dram_bytes=s.dram_bytes,
+        model="plan",
         timing=t,
         duration_us=us,
         tflops=tflops,
@@ -133,6 +135,7 @@ def counted(
         precision=model.precision if model else "n/a",
         flops=flops,
         dram_bytes=nbytes,
+        model="plan" if model else "counters" if flops is not None or nbytes is not None else None,
         timing=TimingStats.of([us]),
         duration_us=us,
         tflops=None if flops is None else rl.achieved_tflops(flops, us),

@@ -13,6 +13,8 @@ from kbench.fsutil import write_json_atomic
 
 DEFAULT_ROOT = Path("out") / "profiles"
 RESULT = "result.json"
+REPORT_JSON = "report.json"  # report.md's facts with their provenance (kbench.report.report_json)
+REPORT_JSON_HOLDS = "this report's facts for programs, each number with its source (measured, analytic, derived)"
 PARAMS = "params.json"
 FAILED = "FAILED.txt"
 
@@ -96,8 +98,11 @@ GUIDE: tuple[tuple[str, str], ...] = (
 
 
 def guide(run_dir: Path) -> list[tuple[str, str]]:
-    """The run folder's files a reader opens next (relative paths), each with what it holds."""
+    """The run folder's files a reader opens next (relative paths), each with what it holds; report.json first
+    (written in the same step as report.md)."""
     return [
+        (REPORT_JSON, "this report's facts for programs, each number with its source (measured/analytic/derived)")
+    ] + [
         (p.relative_to(run_dir).as_posix(), what)
         for pattern, what in GUIDE
         for p in sorted(run_dir.glob(pattern))

@@ -1,0 +1,240 @@
+"""report.json: report.md's facts for programs, every number tagged with where it came from.
+
+``measured``: read by a tool (``by`` names the tool and the metric or timer); ``analytic``: the plan's FLOP/byte
+model; ``derived``: computed from other values (``by`` is the formula, ``inputs`` its operands); ``n/a``: not measured
+or not modelled in this run (``value`` is null). The schema is versioned (``SCHEMA_VERSION``) and exported to
+docs/schema/report.schema.json (``python -m kbench.report.report_json > docs/schema/report.schema.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import Field
+
+from kbench.analysis.compare import BaselineRow
+from kbench.analysis.ncu import ALIASES
+from kbench.analysis.stages import StageFigures
+from kbench.analysis.timing_stats import TimingStats
+from kbench.model import Model
+from kbench.report.models import ProfileResult
+
+SCHEMA_VERSION: Literal["1"] = "1"
+SCHEMA_ID = f"https://kbench.dev/schema/report-{SCHEMA_VERSION}.json"
+Source = Literal["measured", "analytic", "derived", "n/a"]
+
+
+class Value(Model):
+    value: float | None
+    unit: str
+    source: Source
+    by: str = ""  # the tool and metric or timer; the plan's model; or the formula
+    inputs: dict[str, float] = Field(default_factory=dict)  # a derived value's operands
+
+
+class StageReport(Model):
+    name: str
+    precision: str
+    duration_us: Value
+    timing: TimingStats  # the distribution behind duration_us (n = 1 for a single ncu measurement)
+    tc_pct: Value
+    dram_pct: Value
+    occ_pct: Value
+    flops: Value
+    dram_bytes: Value
+    intensity: Value
+    ridge: Value
+    tflops: Value
+    gbps: Value
+    bound_us: Value
+    efficiency_pct: Value
+    limiting_roof: str | None
+    bottleneck: str | None
+    key_issue: str
+
+
+class OpportunityReport(Model):
+    rank: int
+    name: str
+    gain_pct: Value
+    trigger_metric: str
+    trigger_value: str
+    change: str | None
+    named: bool  # the catalogue named a mechanism (or that the stage is done) from this run's data
+
+
+class PlanReport(Model):
+    duration_us: Value
+    bottleneck: str
+    root_cause: str
+
+
+class Roofline(Model):
+    ceilings_source: str
+    practical_source: str | None
+    chart: str | None
+
+
+class Environment(Model):
+    device: str
+    device_key: str | None
+    clocks: str | None
+    check: str | None
+    tools: dict[str, Any]
+    notes: list[str]
+    offline: bool
+
+
+class ReportJson(Model):
+    schema_version: Literal["1"] = SCHEMA_VERSION
+    kernel: str
+    version: str
+    mode: str
+    params: dict[str, Any]
+    timing_method: str
+    stages: list[StageReport]
+    plan: PlanReport
+    top3: list[OpportunityReport]
+    opportunities_note: str | None
+    roofline: Roofline
+    baseline: list[BaselineRow] | None
+    baseline_source: str | None
+    sections: dict[str, Any]  # the report's mode sections (timing, timeline, counters, conformance, tiling) as data
+    environment: Environment
+    files: list[tuple[str, str]]
+
+
+def _measured(value: float | None, unit: str, by: str) -> Value:
+    return Value(value=value, unit=unit, source="measured" if value is not None else "n/a", by=by)
+
+
+def _derived(value: float | None, unit: str, formula: str, **inputs: float | None) -> Value:
+    if value is None or any(v is None for v in inputs.values()):
+        return Value(value=value, unit=unit, source="n/a" if value is None else "derived", by=formula)
+    return Value(value=value, unit=unit, source="derived", by=formula, inputs={k: v for k, v in inputs.items() if v})
+
+
+def _metric(key: str) -> str:
+    return f"ncu: {ALIASES[key][0]}"
+
+
+def _duration_by(r: ProfileResult, s: StageFigures) -> str:
+    if r.mode in ("annotation", "ncu"):
+        return f"{_metric('duration_ns')} (its kernels summed)"
+    what = "median over the timeline's windows" if r.mode == "nsys" else f"median of {s.timing.n} repetitions"
+    return f"{r.timing_method or r.mode}; {what}"
+
+
+def _model(s: StageFigures, value: float | None, unit: str, field: str) -> Value:
+    if value is None:
+        return Value(value=None, unit=unit, source="n/a", by="no FLOP/byte model and nothing counted")
+    if s.model == "counters":
+        by = "ncu: tensor-core ops and FP instructions" if field == "flops" else "ncu: dram__bytes_read.sum + write"
+        return Value(value=value, unit=unit, source="measured", by=by)
+    return Value(value=value, unit=unit, source="analytic", by=f"the plan's model: Stage.{field}")
+
+
+def stage_report(r: ProfileResult, s: StageFigures) -> StageReport:
+    roof = f"roofline of {r.figures.ceilings_source}"
+    return StageReport(
+        name=s.name,
+        precision=s.precision,
+        duration_us=_measured(s.duration_us, "us", _duration_by(r, s)),
+        timing=s.timing,
+        tc_pct=_measured(s.tc_pct, "%", _metric("tc_pct")),
+        dram_pct=_measured(s.dram_pct, "%", _metric("dram_pct")),
+        occ_pct=_measured(s.occ_pct, "%", _metric("occupancy_pct")),
+        flops=_model(s, s.flops, "FLOP", "flops"),
+        dram_bytes=_model(s, s.dram_bytes, "B", "dram_bytes"),
+        intensity=_derived(s.intensity, "FLOP/B", "flops / dram_bytes", flops=s.flops, dram_bytes=s.dram_bytes),
+        ridge=_derived(s.ridge, "FLOP/B", f"peak TFLOP/s / peak GB/s ({roof})"),
+        tflops=_derived(s.tflops, "TFLOP/s", "flops / duration_us / 1e6", flops=s.flops, duration_us=s.duration_us),
+        gbps=_derived(
+            s.gbps, "GB/s", "dram_bytes / duration_us / 1e3", dram_bytes=s.dram_bytes, duration_us=s.duration_us
+        ),
+        bound_us=_derived(
+            s.bound_us,
+            "us",
+            f"max(flops / peak FLOP/s, dram_bytes / peak bandwidth) ({roof})",
+            flops=s.flops,
+            dram_bytes=s.dram_bytes,
+        ),
+        efficiency_pct=_derived(
+            s.efficiency_pct, "%", "100 * bound_us / duration_us", bound_us=s.bound_us, duration_us=s.duration_us
+        ),
+        limiting_roof=s.limiting_roof,
+        bottleneck=s.bottleneck,
+        key_issue=s.key_issue,
+    )
+
+
+def build(r: ProfileResult) -> ReportJson:
+    f = r.figures
+    against = f.practical_source or f.ceilings_source
+    plan_by = (
+        f"the whole plan measured as one ({r.timing_method or r.mode}): median of {r.plan_timing.n}"
+        if r.plan_timing
+        else None
+    )
+    plan_us = r.plan_timing.median_us if r.plan_timing else f.total_us
+    baseline = r.sections.baseline
+    return ReportJson(
+        kernel=r.kernel,
+        version=r.version,
+        mode=r.mode,
+        params=r.params,
+        timing_method=r.timing_method,
+        stages=[stage_report(r, s) for s in f.stages],
+        plan=PlanReport(
+            duration_us=_measured(plan_us, "us", plan_by)
+            if plan_by
+            else _derived(plan_us, "us", "sum of the stages' duration_us"),
+            bottleneck=f.bottleneck,
+            root_cause=f.root_cause,
+        ),
+        top3=[
+            OpportunityReport(
+                rank=i,
+                name=o.name,
+                gain_pct=Value(
+                    value=o.gain_pct,
+                    unit="% of the plan's time",
+                    source="derived",
+                    by=f"the catalogue's model of this mechanism from {o.metric} = {o.value}, against {against}",
+                ),
+                trigger_metric=o.metric,
+                trigger_value=o.value,
+                change=o.change,
+                named=o.named,
+            )
+            for i, o in enumerate(f.opportunities, 1)
+        ],
+        opportunities_note=f.opportunities_note,
+        roofline=Roofline(ceilings_source=f.ceilings_source, practical_source=f.practical_source, chart=r.chart),
+        baseline=baseline.rows if baseline else None,
+        baseline_source=baseline.source if baseline else None,
+        sections={
+            name: getattr(r.sections, name).model_dump(mode="json")
+            for name in r.sections.present(r.sections.AFTER_ROOFLINE)
+        },
+        environment=Environment(
+            device=r.device,
+            device_key=r.device_key,
+            clocks=r.clocks or None,
+            check=r.check,
+            tools=r.tools,
+            notes=r.notes,
+            offline=r.offline,
+        ),
+        files=r.files,
+    )
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of report.json, with its id and version."""
+    return {"$id": SCHEMA_ID, **ReportJson.model_json_schema()}
+
+
+if __name__ == "__main__":
+    print(json.dumps(schema(), indent=1, sort_keys=True))
