@@ -138,23 +138,9 @@ def clone_cmd(
     MlaV1, V1_TILES) are renamed with every use (strings such as a stage's kernels=[...] included), so both versions
     register and profile side by side with distinct kernel names. Never overwrites; the new version is imported once
     to check it registers (removed again if it does not)."""
-    import importlib
+    from kbench.plan.clone import clone_version
 
-    from kbench.errors import UsageError
-    from kbench.plan.clone import clone
-    from kbench.plan.discovery import find_package, load_version
-
-    ref = find_package(package, kernel_path)
-    folder = ref.folder / package if ref.folder is not None else Path(ref.module().__path__[0])
-    if old not in ref.versions():
-        raise UsageError(f"unknown version '{old}' of {package}; versions: {', '.join(ref.versions())}")
-    done = clone(folder, package, old, new)
-    importlib.invalidate_caches()
-    try:
-        load_version(package, new, kernel_path)
-    except UsageError as e:
-        done.path.unlink(missing_ok=True)
-        raise UsageError(f"the clone did not register, so {done.path} was removed: {e}") from None
+    done = clone_version(package, old, new, kernel_path)
     renamed = ", ".join(f"{a} -> {b}" for a, b in done.renamed.items()) or "no version-named symbols"
     typer.echo(f"cloned {package} {old} -> {new}: {done.path} (renamed: {renamed})")
     typer.echo(f"profile it: python -m kbench.kernel {package} {new} --prof_type=event")
@@ -177,6 +163,18 @@ def devlog_cmd(
     path, text = devlog.append(load_result(run), run, docs, insight)
     typer.echo(text)
     typer.echo(f"kbench: appended to {path}", err=True)
+
+
+@app.command("mcp")
+def mcp_cmd(
+    kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
+) -> None:
+    """Serve kbench to coding agents over MCP (stdio): list_kernels, profile (with progress), analyze, read_report,
+    compare, runs, devlog and clone_version, each answering with structured data; errors come back as one line.
+    Register it with an MCP client as the command `kbench mcp`."""
+    from kbench.cli.mcp_server import serve
+
+    serve(kernel_path)
 
 
 @app.command("runs")

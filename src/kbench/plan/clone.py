@@ -110,3 +110,24 @@ def clone(package_dir: Path, package: str, old: str, new: str) -> Cloned:
     except OSError as e:
         raise UsageError(f"cannot write {dst}: {e.strerror}") from None
     return Cloned(dst, renames)
+
+
+def clone_version(package: str, old: str, new: str, kernel_path: list[str] | None = None) -> Cloned:
+    """Clone a version of a visible kernel package (shipped or on the kernel path), then import the clone once to
+    check it registers; a clone that does not is removed again (one line says why)."""
+    import importlib
+
+    from kbench.plan.discovery import find_package, load_version
+
+    ref = find_package(package, kernel_path)
+    folder = ref.folder / package if ref.folder is not None else Path(ref.module().__path__[0])
+    if old not in ref.versions():
+        raise UsageError(f"unknown version '{old}' of {package}; versions: {', '.join(ref.versions())}")
+    done = clone(folder, package, old, new)
+    importlib.invalidate_caches()
+    try:
+        load_version(package, new, kernel_path)
+    except UsageError as e:
+        done.path.unlink(missing_ok=True)
+        raise UsageError(f"the clone did not register, so {done.path} was removed: {e}") from None
+    return done

@@ -1,0 +1,272 @@
+"""`kbench mcp`: kbench's commands as MCP tools (stdio), for coding agents, on the official `mcp` SDK (2.x).
+
+Each tool is the same function the CLI command calls, with a structured (schema'd) answer. A kbench error comes back
+as a tool error carrying its one line; anything else as a tool error naming it a kbench bug, never a traceback.
+Profiling reports progress (one notification per step the pipeline announces).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal, ParamSpec, TypeVar
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from kbench.errors import KbenchError, first_line
+from kbench.model import Model
+from kbench.report.comparison import Comparison
+from kbench.report.report_json import ReportJson
+from kbench.report.runs import RunRow
+from kbench.version import __version__
+
+P = ParamSpec("P")
+R = TypeVar("R")
+OUT = "out/profiles"
+INSTRUCTIONS = (
+    "kbench profiles GPU kernel plans (Triton/PyTorch) against the device roofline. Loop: list_kernels -> "
+    "profile (event mode first; annotation for counters) -> read_report -> change the kernel (clone_version for "
+    "the next version) -> profile it -> compare (with previous=true) -> devlog. Every number in report.json says "
+    "whether it was measured, analytic or derived; Top 3 gains are estimated against measured ceilings."
+)
+
+
+def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """A KbenchError as its one line; any other exception as a one-line kbench bug (exit 70 on the CLI)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except ToolError:
+            raise
+        except KbenchError as e:
+            raise ToolError(first_line(e)) from None
+        except Exception as e:
+            raise ToolError(f"kbench bug ({type(e).__name__}): {first_line(e)}") from None
+
+    return wrapper
+
+
+class Param(Model):
+    name: str
+    type: str
+    default: Any
+    help: str
+    choices: list[Any] = Field(default_factory=list)
+
+
+class Version(Model):
+    version: str
+    doc: str
+
+
+class KernelPackage(Model):
+    package: str
+    doc: str
+    origin: str  # "kbench" or the folder it came from
+    baseline: str
+    versions: list[Version]
+    params: list[Param]
+
+
+class Kernels(Model):
+    kernels: list[KernelPackage]
+
+
+class RunDone(Model):
+    run: str  # the run folder
+    report_md: str  # report.md as written
+    report: ReportJson  # report.json as written
+
+
+class ReportText(Model):
+    run: str
+    format: Literal["md", "json"]
+    text: str
+
+
+class Runs(Model):
+    runs: list[RunRow]
+
+
+class Logged(Model):
+    path: str
+    entry: str
+
+
+class Cloned(Model):
+    path: str
+    renamed: dict[str, str]
+
+
+def _kernels(kernel_path: list[str]) -> Kernels:
+    from kbench.plan.discovery import load_version, packages
+
+    out = []
+    for name, ref in packages(kernel_path).items():
+        versions = []
+        for v in ref.versions():
+            doc = load_version(name, v, kernel_path).__doc__ or ""
+            versions.append(Version(version=v, doc=doc.strip().splitlines()[0] if doc.strip() else ""))
+        params = [
+            Param(name=p.name, type=p.type_name, default=p.default, help=p.help, choices=list(p.choices))
+            for p in load_version(name, None, kernel_path).params()
+        ]
+        out.append(
+            KernelPackage(
+                package=name,
+                doc=ref.doc(),
+                origin=ref.origin,
+                baseline=ref.baseline(),
+                versions=versions,
+                params=params,
+            )
+        )
+    return Kernels(kernels=out)
+
+
+def _done(run_dir: Path) -> RunDone:
+    import json
+
+    from kbench.report import folder
+
+    return RunDone(
+        run=str(run_dir),
+        report_md=(run_dir / "report.md").read_text(),
+        report=ReportJson.model_validate(json.loads((run_dir / folder.REPORT_JSON).read_text())),
+    )
+
+
+def _plan(kernel: str, version: str | None, params: dict[str, str], kernel_path: list[str]) -> Any:
+    from kbench.cli.common import PlanArgs, load_plan
+
+    return load_plan(PlanArgs(kernel, version, {k: str(v) for k, v in params.items()}), kernel_path)
+
+
+def build(kernel_path: list[str] | None = None) -> MCPServer:
+    """The server, its tools bound to ``kernel_path`` (user kernel folders, besides KBENCH_KERNEL_PATH)."""
+    paths = list(kernel_path or [])
+    server = MCPServer("kbench", version=__version__, instructions=INSTRUCTIONS)
+
+    @server.tool()
+    @one_line_errors
+    def list_kernels() -> Kernels:
+        """Every kernel package: its versions (the baseline named), and its parameters with defaults and choices."""
+        return _kernels(paths)
+
+    @server.tool()
+    async def profile(
+        ctx: Context,
+        kernel: str,
+        version: str | None = None,
+        params: dict[str, str] | None = None,
+        mode: Literal["event", "annotation", "ncu", "nsys"] = "event",
+        out: str = OUT,
+        bench_runs: int | None = None,
+    ) -> RunDone:
+        """Profile a kernel version on this machine's GPU (params as in `--name=value`, defaults otherwise); the run
+        folder, report.md and report.json. Needs a CUDA GPU (and ncu / nsys for those modes)."""
+        steps = iter(range(1, 1 << 30))
+
+        def step(message: str) -> None:  # called from the worker thread the pipeline runs in
+            anyio.from_thread.run(ctx.report_progress, next(steps), None, message)
+
+        @one_line_errors
+        def work() -> RunDone:
+            from kbench import pipeline
+            from kbench.modes import registry
+            from kbench.modes.base import RunOptions
+
+            plan = _plan(kernel, version, params or {}, paths)
+            runs = bench_runs if bench_runs is not None else registry.get(mode).default_bench_runs
+            opts = dataclasses.replace(RunOptions.for_api(out, runs), progress=step)
+            return _done(Path(pipeline.profile(mode, plan, opts).out_dir))
+
+        return await anyio.to_thread.run_sync(work)
+
+    @server.tool()
+    @one_line_errors
+    def analyze(
+        capture: str,
+        mode: Literal["annotation", "ncu"] | None = None,
+        plan: str | None = None,
+        plan_version: str | None = None,
+        params: dict[str, str] | None = None,
+        out: str = OUT,
+    ) -> RunDone:
+        """The reports of an existing capture (.ncu-rep, nsys .sqlite, PyTorch-profiler .json), no GPU needed; with
+        `plan` its stages and FLOP/byte model are used."""
+        from kbench import pipeline
+        from kbench.modes import registry
+
+        path = Path(capture)
+        registry.for_capture(path, mode)
+        the_plan = _plan(plan, plan_version, params or {}, paths) if plan else None
+        return _done(Path(pipeline.analyze(path, mode, Path(out), the_plan).out_dir))
+
+    @server.tool()
+    @one_line_errors
+    def read_report(run: str, format: Literal["md", "json"] = "md") -> ReportText:
+        """A run folder's report.md, or its report.json (every number with its source)."""
+        from kbench.errors import UsageError
+        from kbench.report import folder
+
+        name = "report.md" if format == "md" else folder.REPORT_JSON
+        path = Path(run) / name
+        if not path.is_file():
+            raise UsageError(f"{run} has no {name}: name the folder of a finished run (see the runs tool)")
+        return ReportText(run=run, format=format, text=path.read_text())
+
+    @server.tool()
+    @one_line_errors
+    def compare(a: str, b: str | None = None, previous: bool = False) -> Comparison:
+        """Two finished runs side by side (a the baseline), or a run and its previous one of the same mode, kernel
+        and parameters (previous=true): changes with 'within noise' where the IQRs overlap, and what differs."""
+        from kbench.errors import UsageError
+        from kbench.report.comparison import compare_runs, previous_of
+
+        if previous == (b is not None):
+            raise UsageError("give two run folders, or one and previous=true")
+        first, second = (previous_of(Path(a)), Path(a)) if b is None else (Path(a), Path(b))
+        return compare_runs(first, second)
+
+    @server.tool()
+    @one_line_errors
+    def runs(kernel: str | None = None, out: str = OUT, limit: int | None = 20) -> Runs:
+        """The earlier runs under the output root, newest first, with status, duration and bottleneck."""
+        from kbench.report.runs import runs as listed
+
+        return Runs(runs=listed(Path(out), kernel, limit))
+
+    @server.tool()
+    @one_line_errors
+    def devlog(run: str, insights: list[str] | None = None, docs: str = "docs/kernels") -> Logged:
+        """Append the run's development-log entry (vs the previous entry of the same mode and parameters) to
+        docs/kernels/<kernel>.md; earlier entries are never rewritten."""
+        from kbench.report import devlog as log
+        from kbench.report.comparison import load_result
+
+        path, entry = log.append(load_result(Path(run)), Path(run), Path(docs), list(insights or []))
+        return Logged(path=str(path), entry=entry)
+
+    @server.tool()
+    @one_line_errors
+    def clone_version(kernel: str, source: str, target: str) -> Cloned:
+        """Copy version `source` of a kernel package into a new version `target` (version-named symbols renamed);
+        never overwrites."""
+        from kbench.plan.clone import clone_version as cloned
+
+        done = cloned(kernel, source, target, paths)
+        return Cloned(path=str(done.path), renamed=done.renamed)
+
+    return server
+
+
+def serve(kernel_path: list[str]) -> None:
+    build(kernel_path).run("stdio")
