@@ -1,0 +1,88 @@
+"""The agents' skill document cannot drift: every command, subcommand and flag docs/agents/SKILL.md and its mode
+references show exists in kbench's --help (a plan parameter in the plan named), and every MCP tool it names is
+served."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+from mcp import Client
+
+from kbench.cli.mcp_server import build
+from kbench.plan.discovery import load_version
+from tests.conftest import Ran
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "agents"
+PAGES = [DOCS / "SKILL.md", *sorted((DOCS / "references").glob("mode-*.md"))]
+COMMAND = re.compile(r"(python -m kbench\.kernel|kbench)((?: [^`\n]*)?)")
+FLAG = re.compile(r"(?<![\w<])--([a-z][a-z0-9_-]*)")
+
+
+def shown_commands() -> list[tuple[Path, str, str]]:
+    """(page, command, rest of the line) for every command in inline code or code blocks."""
+    out = []
+    for page in PAGES:
+        text = page.read_text()
+        spans = re.findall(r"`([^`\n]+)`", text) + [
+            line for block in re.findall(r"```\n(.*?)```", text, re.S) for line in block.splitlines()
+        ]
+        for span in spans:
+            for m in COMMAND.finditer(span):
+                out.append((page, m.group(1), m.group(2).strip()))
+    return out
+
+
+def test_the_pages_exist_and_show_the_loop() -> None:
+    assert [p.name for p in PAGES] == [
+        "SKILL.md", "mode-annotation.md", "mode-event.md", "mode-ncu.md", "mode-nsys.md"
+    ]  # fmt: skip
+    shown = {(cmd, rest.split(" ")[0]) for _, cmd, rest in shown_commands()}
+    for sub in ("list", "check", "clone", "compare", "devlog", "runs", "analyze", "mcp"):
+        assert ("kbench", sub) in shown, sub
+    assert any(cmd == "python -m kbench.kernel" for cmd, _ in shown)
+
+
+def test_every_command_and_flag_shown_exists(cli: Callable[..., Ran]) -> None:
+    helps: dict[str, str] = {}
+    checked = 0
+    for page, cmd, rest in shown_commands():
+        words = rest.split()
+        if cmd == "kbench":
+            if not words or words[0].startswith("-"):
+                continue
+            sub = words[0]
+            if sub not in helps:
+                got = cli(sub, "--help")
+                assert got.returncode == 0, f"{page.name}: `kbench {sub}` is not a command"
+                helps[sub] = got.stdout
+            text, params = helps[sub], set()
+        else:
+            if "kernel" not in helps:
+                helps["kernel"] = cli("--help", module="kbench.kernel").stdout
+            text = helps["kernel"]
+            package = next((w for w in words if re.fullmatch(r"[a-z_][a-z0-9_]*", w)), None)
+            params = {p.name for p in load_version(package).params()} if package else set()
+        for flag in FLAG.findall(rest):
+            name = flag.rstrip("=")
+            shown_as = {f"--{name}", f"--{name.replace('_', '-')}", f"--{name.replace('-', '_')}"}
+            assert any(s in text for s in shown_as) or name in params, f"{page.name}: {cmd} {rest}: --{name}"
+            checked += 1
+    assert checked >= 12
+
+
+def test_every_mcp_tool_named_is_served() -> None:
+    text = (DOCS / "SKILL.md").read_text()
+    line = next(line for line in text.splitlines() if "`kbench mcp`" in line)
+    paragraph = text[text.index(line) :].split("\n\n", 1)[0]
+    named = set(re.findall(r"`([a-z_]+)`", paragraph)) - {"kbench"}
+    served: set[str] = set()
+
+    async def main() -> None:
+        async with Client(build()) as c:
+            served.update(t.name for t in (await c.list_tools()).tools)
+
+    anyio.run(main)
+    assert named and named <= served, named - served
