@@ -25,6 +25,9 @@ class FakeClocks:
     def base_sm_mhz(self) -> int | None:
         return 1590
 
+    def max_sm_mhz(self) -> int | None:
+        return 1980
+
     def max_mem_mhz(self) -> int | None:
         return 2619
 
@@ -64,6 +67,7 @@ field() {
     clocks.default_applications.graphics) [ "$gpu" = 1 ] && echo 1755 || echo 1590 ;;
     clocks.sm) echo 1755 ;;
     clocks.mem|clocks.max.memory) echo 2619 ;;
+    clocks.max.sm) echo 1980 ;;
     clocks_event_reasons.active) echo 0x0000000000000004 ;;
     *) exit 2 ;;
   esac

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from kbench import signals
 from kbench.analysis.clocks import Reading, summarize
 from kbench.capture import clocks, gpulock
 from kbench.capture.clocks import SmiControl
@@ -207,6 +208,7 @@ def test_a_lock_by_the_script_is_left_alone() -> None:
 
 CHILD = """
 import sys, time
+from kbench import signals
 from kbench.capture import clocks
 from tests.clock_fakes import FakeClocks
 
@@ -216,7 +218,7 @@ class Logged(FakeClocks):
         print("reset", flush=True)
 
 fake = Logged()
-with clocks.terminate_raises(), clocks.held(fake, lock=True) as state:
+with signals.terminate_raises(), clocks.held(fake, lock=True) as state:
     print("measuring", state.locked, flush=True)
     time.sleep(60)
 """
@@ -265,7 +267,7 @@ def test_a_killed_runs_lock_is_reset_by_the_next_run() -> None:
 
 def test_terminate_raises_only_inside_the_block() -> None:
     before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(Terminated, match="terminated by SIGTERM"), clocks.terminate_raises():
+    with pytest.raises(Terminated, match="terminated by SIGTERM"), signals.terminate_raises():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)
     assert signal.getsignal(signal.SIGTERM) is before

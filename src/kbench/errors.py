@@ -37,5 +37,9 @@ class KernelError(KbenchError):
 
 
 class Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived while kbench held the GPU: raised (not an Exception, so no handler of plan code
-    swallows it) so that every cleanup runs, as on Ctrl-C."""
+    """SIGTERM or SIGHUP arrived: raised (not an Exception, so no handler of plan code swallows it) so that every
+    cleanup runs, as on Ctrl-C; the process then exits 128 + the signal's number (143, 129)."""
+
+    def __init__(self, message: str, signum: int = 15) -> None:
+        super().__init__(message)
+        self.signum = signum

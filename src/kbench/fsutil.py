@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
+import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 def safe(name: str) -> str:
@@ -17,18 +20,48 @@ def safe(name: str) -> str:
     return re.sub(r"\.{2,}", ".", cleaned) or "unknown"
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON through a temp file and a rename, so no reader ever sees half a file."""
+@functools.cache
+def _file_mode() -> int:
+    """The mode a plainly created file gets here (0666 less the umask): temp files start at 0600."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write a file through a temp file beside it and a rename: no reader (an agent, the next run) ever sees half a
+    file, and a write that fails (disk full, a file-size limit) leaves nothing under the final name."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, default=str)
-            f.write("\n")
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        Path(tmp).chmod(_file_mode())
         Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_atomic(path, lambda f: f.write(text.encode()))
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """JSON, written atomically."""
+    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def copy_atomic(src: Path, dst: Path) -> None:
+    """A copy of ``src`` (its times kept) that appears whole or not at all."""
+
+    def copy(f: IO[bytes]) -> None:
+        with src.open("rb") as r:
+            shutil.copyfileobj(r, f, 1 << 20)
+
+    write_atomic(dst, copy)
+    with contextlib.suppress(OSError):
+        shutil.copystat(src, dst)
 
 
 def state_dir() -> Path:
@@ -36,7 +69,14 @@ def state_dir() -> Path:
     /tmp/kbench-state, world-writable with the sticky bit like /tmp, so a root script and a user run share it."""
     path = Path(os.environ.get("KBENCH_STATE_DIR", "/tmp/kbench-state"))
     if not path.is_dir():
-        path.mkdir(parents=True, exist_ok=True)
+        from kbench.errors import ConfigError
+
+        if path.exists():
+            raise ConfigError(f"KBENCH_STATE_DIR={path} is not a folder; point it at a folder kbench may write")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"cannot create the state folder {path} (KBENCH_STATE_DIR): {e.strerror}") from None
         with contextlib.suppress(OSError):
             path.chmod(0o1777)
     return path

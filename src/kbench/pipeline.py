@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import shlex
-import shutil
 import sys
 import time
 from datetime import datetime, timezone
@@ -23,7 +22,7 @@ from kbench.analysis.devices import load_devices
 from kbench.capture import gpu
 from kbench.capture.clocks import Measuring, measuring
 from kbench.errors import KbenchError, KernelError, UsageError
-from kbench.fsutil import safe, write_json_atomic
+from kbench.fsutil import copy_atomic, safe, write_json_atomic, write_text_atomic
 from kbench.modes import registry
 from kbench.modes.base import Analysis, Backend, Capture, Context, Job, RunOptions
 from kbench.plan.base import KernelPlan
@@ -92,7 +91,7 @@ def _write(
     result = result.model_copy(update={"files": folder.guide(run_dir)})
     write_json_atomic(run_dir / folder.RESULT, result.model_dump(mode="json"))
     write_json_atomic(run_dir / folder.REPORT_JSON, report_json.build(result).model_dump(mode="json"))
-    (run_dir / "report.md").write_text(render_report(result))
+    write_text_atomic(run_dir / "report.md", render_report(result))
     params.update(analysis.record)
     params.update(status="ok", finished_at=_now())
     write_json_atomic(run_dir / folder.PARAMS, params)
@@ -150,6 +149,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
         "check": opts.check,
         "started_at": _now(),
         "status": "running",
+        **folder.owner(),
     }
     write_json_atomic(run_dir / folder.PARAMS, params)
     with folder.marked_on_failure(run_dir, params):
@@ -206,10 +206,11 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
         "command": shlex.join(sys.orig_argv),
         "analyzed_at": _now(),
         "status": "running",
+        **folder.owner(),
     }
     write_json_atomic(run_dir / folder.PARAMS, params)
     with folder.marked_on_failure(run_dir, params):
-        shutil.copy2(path, run_dir / path.name)
+        copy_atomic(path, run_dir / path.name)
         result = _result(
             backend.name, identity, analysis, capture, run_dir, offline=True, clocks=analysis.clock_note or ""
         )

@@ -228,6 +228,9 @@ def _nvtx(action: Any) -> list[str]:
     return [str(r) for d in state.domains() for r in state.domain_by_id(d).push_pop_ranges()]
 
 
+NCU_MAGIC = b"NVR\x00"  # the first bytes of every .ncu-rep
+
+
 class Actions(list[Any]):
     """The profiled actions of a report; holds the report too, since every action points into it."""
 
@@ -257,6 +260,9 @@ def _load(path: Path) -> Actions:
 
     if not path.is_file():
         raise ConfigError(f"no such ncu report: {path}")
+    with path.open("rb") as f:
+        if f.read(len(NCU_MAGIC)) != NCU_MAGIC:
+            raise ConfigError(f"{path} is not a readable Nsight Compute report (no NVR header)")
     try:
         report = ncu_report.load_report(str(path))
     except Exception as e:  # the library raises plain exceptions for unreadable files

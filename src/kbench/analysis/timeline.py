@@ -9,6 +9,7 @@ start_ns, end_ns, grid, block, registers, shared_bytes (None where the source do
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
@@ -164,35 +165,62 @@ def from_kineto_json(path: Path) -> pd.DataFrame:
             f"{path} is kbench's own trace for viewing; analyse the raw capture beside it (timeline.sqlite or "
             "pytorch_trace.json)"
         )
+    if not isinstance(events, list):
+        raise ConfigError(f"{path} is not a PyTorch-profiler Chrome trace: traceEvents is not a list")
     rows = []
-    for ev in events:
-        kind = KINETO_KINDS.get(ev.get("cat", ""))
-        if kind is None or ev.get("ph") != "X":
-            continue
-        args = ev.get("args", {})
-        start = round(float(ev["ts"]) * 1000)  # microseconds in the trace
-        grid, block = args.get("grid"), args.get("block")
-        gpu = kind in GPU_KINDS
-        rows.append(
-            {
-                "kind": kind,
-                "name": ev.get("name", ""),
-                "device": args.get("device"),
-                "stream": args.get("stream"),
-                "correlation": args.get("correlation"),
-                "pid": None if gpu else ev.get("pid"),
-                "tid": None if gpu else ev.get("tid"),
-                "start_ns": start,
-                "end_ns": start + round(float(ev.get("dur", 0)) * 1000),
-                "grid": tuple(grid) if grid else None,
-                "block": tuple(block) if block else None,
-                "registers": args.get("registers per thread"),
-                "shared_bytes": args.get("shared memory"),
-            }
-        )
+    for i, ev in enumerate(events):
+        try:
+            row = _kineto_row(ev)
+        except (KeyError, TypeError, ValueError) as e:
+            what = f"missing {e}" if isinstance(e, KeyError) else str(e)
+            raise ConfigError(f"{path}: trace event {i} is malformed ({what})") from None
+        if row is not None:
+            rows.append(row)
     if not any(r["kind"] == "kernel" for r in rows):
         raise ConfigError(f"{path} holds no GPU kernel (was the profiler run with ProfilerActivity.CUDA?)")
     return _frame(rows)
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TypeError(f"{what} is {type(value).__name__}, not a number")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{what} is {value}")
+    return v
+
+
+def _kineto_row(ev: Any) -> dict[str, Any] | None:
+    """One Chrome-trace event as a timeline row (None: an event kind kbench does not use)."""
+    if not isinstance(ev, dict):
+        raise TypeError(f"an event is {type(ev).__name__}, not an object")
+    kind = KINETO_KINDS.get(ev.get("cat", "")) if isinstance(ev.get("cat", ""), str) else None
+    if kind is None or ev.get("ph") != "X":
+        return None
+    args = ev.get("args") or {}
+    if not isinstance(args, dict):
+        raise TypeError(f"args is {type(args).__name__}, not an object")
+    start = round(_number(ev["ts"], "ts") * 1000)  # microseconds in the trace
+    dur = _number(ev.get("dur", 0), "dur")
+    if dur < 0:
+        raise ValueError(f"dur is {dur}")
+    grid, block = args.get("grid"), args.get("block")
+    gpu = kind in GPU_KINDS
+    return {
+        "kind": kind,
+        "name": str(ev.get("name", "")),
+        "device": args.get("device"),
+        "stream": args.get("stream"),
+        "correlation": args.get("correlation"),
+        "pid": None if gpu else ev.get("pid"),
+        "tid": None if gpu else ev.get("tid"),
+        "start_ns": start,
+        "end_ns": start + round(dur * 1000),
+        "grid": tuple(grid) if isinstance(grid, list | tuple) and grid else None,
+        "block": tuple(block) if isinstance(block, list | tuple) and block else None,
+        "registers": args.get("registers per thread"),
+        "shared_bytes": args.get("shared memory"),
+    }
 
 
 def ranges(tl: pd.DataFrame, name: str) -> list[tuple[int, int]]:

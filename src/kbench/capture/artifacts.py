@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from kbench.capture.prepare import PreparedStage
+from kbench.fsutil import write_json_atomic
 
 # Triton's CompiledKernel.asm keys and the file suffix each is written with
 ASM_FILES = {"ttir": "ttir", "ttgir": "ttgir", "llir": "llir", "ptx": "ptx", "cubin": "cubin", "source": "source"}
@@ -14,7 +14,7 @@ ASM_FILES = {"ttir": "ttir", "ttgir": "ttgir", "llir": "llir", "ptx": "ptx", "cu
 
 def _json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    write_json_atomic(path, data)
 
 
 def kernel_facts(compiled: Any) -> dict[str, Any]:

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import os
 import shlex
-import signal
 import sys
 import threading
 import time
@@ -26,8 +25,9 @@ from typing import Any, Protocol
 
 from kbench.analysis.clocks import ClockSummary, Reading, summarize
 from kbench.capture import gpulock
-from kbench.errors import KbenchError, Terminated
-from kbench.fsutil import state_dir
+from kbench.errors import KbenchError, UsageError
+from kbench.fsutil import state_dir, write_text_atomic
+from kbench.signals import terminate_raises
 
 log = logging.getLogger(__name__)
 SAMPLE_INTERVAL_S = 0.02
@@ -49,6 +49,8 @@ class ClockControl(Protocol):
     def read(self) -> Reading: ...
 
     def base_sm_mhz(self) -> int | None: ...
+
+    def max_sm_mhz(self) -> int | None: ...
 
     def max_mem_mhz(self) -> int | None: ...
 
@@ -81,6 +83,9 @@ class NvmlControl:
 
     def base_sm_mhz(self) -> int | None:
         return self._get("nvmlDeviceGetDefaultApplicationsClock", self.nv.NVML_CLOCK_GRAPHICS)
+
+    def max_sm_mhz(self) -> int | None:
+        return self._get("nvmlDeviceGetMaxClockInfo", self.nv.NVML_CLOCK_SM)
 
     def max_mem_mhz(self) -> int | None:
         return self._get("nvmlDeviceGetMaxClockInfo", self.nv.NVML_CLOCK_MEM)
@@ -138,6 +143,10 @@ class SmiControl:
 
     def base_sm_mhz(self) -> int | None:
         v = self._query("clocks.default_applications.graphics")
+        return self._int(v[0]) if v else None
+
+    def max_sm_mhz(self) -> int | None:
+        v = self._query("clocks.max.sm")
         return self._int(v[0]) if v else None
 
     def max_mem_mhz(self) -> int | None:
@@ -231,28 +240,9 @@ def read_record(index: int) -> LockRecord | None:
 def write_record(index: int, record: LockRecord) -> None:
     lines = [f"{k}={'none' if v is None else v}" for k, v in vars(record).items()]
     path = record_path(index)
-    path.write_text("\n".join(lines) + "\n")
+    write_text_atomic(path, "\n".join(lines) + "\n")
     with contextlib.suppress(OSError):
         path.chmod(0o644)
-
-
-@contextlib.contextmanager
-def terminate_raises() -> Iterator[None]:
-    """Turn SIGTERM and SIGHUP into Terminated for the block (main thread only; elsewhere signals stay as they
-    are), so finally-blocks (the clock reset, the run folder's failure mark) run as they do on Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def raise_terminated(signum: int, frame: object) -> None:
-        raise Terminated(f"terminated by {signal.Signals(signum).name}")
-
-    old = {s: signal.signal(s, raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
 
 
 def recover_stale(ctl: ClockControl) -> str | None:
@@ -281,9 +271,12 @@ def chosen_sm_mhz(ctl: ClockControl) -> tuple[int | None, str]:
     """The SM clock to lock to and where it came from: KBENCH_LOCK_SM_MHZ, else the driver's default applications
     clock (the base clock it reports; on an H100 SXM that is its 1980 MHz maximum, which the power cap pulls down
     under sustained load, so a lower KBENCH_LOCK_SM_MHZ holds better)."""
-    if env := os.environ.get("KBENCH_LOCK_SM_MHZ"):
-        if not env.isdigit():
+    if (env := os.environ.get("KBENCH_LOCK_SM_MHZ")) is not None:
+        if not env.strip().isdigit() or int(env) <= 0:
             return None, f"KBENCH_LOCK_SM_MHZ={env} is not a clock in MHz"
+        top = ctl.max_sm_mhz()
+        if top is not None and int(env) > top:
+            return None, f"KBENCH_LOCK_SM_MHZ={env} is above this GPU's highest SM clock, {top} MHz"
         return int(env), "KBENCH_LOCK_SM_MHZ"
     base = ctl.base_sm_mhz()
     if base is None:
@@ -407,6 +400,16 @@ def measuring(lock: bool, wait: bool, progress: Callable[[str], None]) -> Iterat
             yield Measuring(state, ctl)
 
 
+LOCK_ON, LOCK_OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
 def lock_by_default() -> bool:
-    """KBENCH_LOCK_CLOCKS=0/false/no/off turns clock locking off unless --lock-clocks asks for it."""
-    return os.environ.get("KBENCH_LOCK_CLOCKS", "1").strip().lower() not in ("0", "false", "no", "off")
+    """KBENCH_LOCK_CLOCKS=0/false/no/off turns clock locking off unless --lock-clocks asks for it (1/true/yes/on or
+    unset: on); any other value is refused rather than read as either."""
+    value = os.environ.get("KBENCH_LOCK_CLOCKS", "1").strip().lower()
+    if value not in LOCK_ON + LOCK_OFF:
+        raise UsageError(
+            f"KBENCH_LOCK_CLOCKS={os.environ['KBENCH_LOCK_CLOCKS']} is neither on ({'/'.join(LOCK_ON)}) "
+            f"nor off ({'/'.join(LOCK_OFF)})"
+        )
+    return value in LOCK_ON

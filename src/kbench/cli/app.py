@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from kbench.cli import kernel
-from kbench.cli.common import load_plan, parse_plan_args, run_command, setup_logging
+from kbench.cli.common import load_plan, out_folder, parse_plan_args, run_command, setup_logging
 
 app = typer.Typer(
     add_completion=False,
@@ -72,7 +72,7 @@ def analyze_cmd(
         help="For .ncu-rep: annotation (default; compact) or ncu (adds report-verbose.md, annotated source, SASS, "
         "and ranks Top 3 by ncu's rules). Timelines are always analysed as nsys mode.",
     ),
-    out: Path = typer.Option(Path("out/profiles"), "--out", help="Root folder of the output."),
+    out: str = typer.Option("out/profiles", "--out", help="Root folder of the output."),
     plan: str | None = typer.Option(
         None,
         "--plan",
@@ -98,7 +98,7 @@ def analyze_cmd(
     if ctx.args and plan is None:
         raise UsageError(f"unexpected argument(s) {' '.join(ctx.args)}; plan parameters need --plan <pkg>")
     the_plan = load_plan(parse_plan_args([plan, *ctx.args]), kernel_path) if plan else None
-    result = pipeline.analyze(capture, mode, out, the_plan)
+    result = pipeline.analyze(capture, mode, out_folder(out), the_plan)
     typer.echo(result.report_md)
     typer.echo(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", err=True)
 

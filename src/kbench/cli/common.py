@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -32,7 +34,10 @@ def parse_plan_args(tokens: list[str]) -> PlanArgs:
             name, eq, value = tok.lstrip("-").partition("=")
             if not eq or not name:
                 raise UsageError(f"unknown option {tok}; plan parameters are written --name=value (see --list)")
-            out.values[name.replace("-", "_")] = value
+            key = name.replace("-", "_")
+            if key in out.values:
+                raise UsageError(f"--{name} is given twice ({out.values[key]} and {value}); give it once")
+            out.values[key] = value
         elif out.package is None:
             out.package = tok
         elif out.version is None:
@@ -40,6 +45,13 @@ def parse_plan_args(tokens: list[str]) -> PlanArgs:
         else:
             raise UsageError(f"unexpected argument '{tok}'; usage: <kernel_package> [<version>] --name=value ...")
     return out
+
+
+def out_folder(value: str) -> Path:
+    """An --out value: a folder name, never empty (an empty one would write into the current directory)."""
+    if not value.strip():
+        raise UsageError("--out is empty; name the output folder (default out/profiles)")
+    return Path(value)
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -55,19 +67,36 @@ def setup_logging(verbose: bool) -> None:
     )
 
 
+# errors of the machine, not of kbench: the disk is full, a file-size limit, a read-only or forbidden folder
+WRITE_FAILURES = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
 def run_command(cmd: Any, argv: list[str] | None, prog: str) -> NoReturn:
     """Run a click command; every error ends as one line on stderr and a non-zero exit code."""
+    from kbench.signals import terminate_raises
+
     try:
-        code = cmd.main(args=argv, prog_name=prog, standalone_mode=False)
+        with terminate_raises():  # SIGTERM/SIGHUP anywhere (analyze, check, --list too) end as one line
+            code = cmd.main(args=argv, prog_name=prog, standalone_mode=False)
     except KeyboardInterrupt:
         fail(
             "interrupted (Ctrl-C); earlier profiles are untouched and this run's folder, if any, is marked interrupted",
             130,
         )
     except Terminated as e:
-        fail(f"{e}; clocks kbench locked were reset, and this run's folder, if any, is marked interrupted", 143)
+        fail(
+            f"{e}; clocks kbench locked were reset, and this run's folder, if any, is marked interrupted",
+            128 + e.signum,
+        )
     except KbenchError as e:
         fail(str(e), e.exit_code)
+    except OSError as e:
+        if e.errno not in WRITE_FAILURES:
+            internal(e)
+        where = f" {e.filename}" if e.filename else ""
+        fail(
+            f"cannot write{where}: {e.strerror}; earlier profiles are untouched, this run's folder is marked failed", 1
+        )
     except Exception as e:
         # click's own errors (typer vendors click in recent releases, so they are matched by shape)
         if type(e).__name__ == "NoArgsIsHelpError":  # `kbench` alone: the help, not an error line
@@ -78,10 +107,15 @@ def run_command(cmd: Any, argv: list[str] | None, prog: str) -> NoReturn:
         code = getattr(e, "exit_code", None)
         if hasattr(e, "format_message") and isinstance(code, int):
             fail(f"{e.format_message()} (see {prog} --help)", code or 1)
-        if os.environ.get("KBENCH_DEBUG"):
-            raise
-        fail(f"internal error: {type(e).__name__}: {e} (set KBENCH_DEBUG=1 for the traceback)", 70)
+        internal(e)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def internal(e: Exception) -> NoReturn:
+    """A bug in kbench: exit 70 with one line (the traceback with KBENCH_DEBUG=1)."""
+    if os.environ.get("KBENCH_DEBUG"):
+        raise e
+    fail(f"internal error: {type(e).__name__}: {e} (set KBENCH_DEBUG=1 for the traceback)", 70)
 
 
 @contextmanager

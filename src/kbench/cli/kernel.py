@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from kbench.cli.common import load_plan, parse_plan_args, progress, run_command, setup_logging
+from kbench.cli.common import load_plan, out_folder, parse_plan_args, progress, run_command, setup_logging
 from kbench.errors import UsageError
 
 EPILOG = (
@@ -30,7 +30,7 @@ def profile(
     list_plans: bool = typer.Option(False, "--list", help="List kernel packages, versions, parameters and defaults."),
     predict: bool = typer.Option(False, "--predict", help="Print each stage's roofline lower bound; run nothing."),
     device: str | None = typer.Option(None, "--device", help="With --predict: a device key of conf/devices.json."),
-    out: Path = typer.Option(Path("out/profiles"), "--out", help="Root folder of profile output."),
+    out: str = typer.Option("out/profiles", "--out", help="Root folder of profile output."),
     bench_runs: int = typer.Option(
         100, "--bench-runs", "--bench_runs", min=1, help="Timed repetitions per stage (nsys: iterations captured)."
     ),
@@ -80,7 +80,7 @@ def profile(
     if prof_type not in (*registry.names(), "disabled"):
         raise UsageError(f"unknown --prof_type={prof_type}; choose one of {', '.join(registry.names())}, disabled")
     opts = RunOptions(
-        out_root=out,
+        out_root=out_folder(out),
         bench_runs=bench_runs,
         check=check,
         cuda_graph=cuda_graph,

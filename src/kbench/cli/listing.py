@@ -9,20 +9,21 @@ from kbench.analysis.devices import load_devices, named_device
 from kbench.capture.gpu import active_device
 from kbench.errors import UsageError
 from kbench.plan.base import KernelPlan
-from kbench.plan.discovery import load_version, packages
+from kbench.plan.discovery import catalogue
 
 
 def print_listing(kernel_path: list[str]) -> None:
-    for name, ref in packages(kernel_path).items():
-        origin = "" if ref.origin == "kbench" else f"  [from {ref.origin}]"
-        typer.echo(f"{name}: {ref.doc()}{origin}")
-        baseline = ref.baseline()
-        for version in ref.versions():
-            cls = load_version(name, version, kernel_path)
-            tag = "  (baseline)" if version == baseline else ""
-            typer.echo(f"  {version}{tag}: {(cls.__doc__ or '').strip().splitlines()[0] if cls.__doc__ else ''}")
+    for pkg in catalogue(kernel_path):
+        origin = "" if pkg.origin == "kbench" else f"  [from {pkg.origin}]"
+        if pkg.broken:
+            typer.echo(f"{pkg.name}: BROKEN: {pkg.broken}{origin}")
+            continue
+        typer.echo(f"{pkg.name}: {pkg.doc}{origin}")
+        for v in pkg.versions:
+            tag = "  (baseline)" if v.version == pkg.baseline else ""
+            typer.echo(f"  {v.version}{tag}: {'BROKEN: ' + v.broken if v.broken else v.doc}")
         typer.echo("  parameters:")
-        for p in load_version(name, None, kernel_path).params():
+        for p in pkg.params:
             typer.echo(f"    {p.describe()}")
 
 

@@ -64,6 +64,7 @@ class Param(Model):
 class Version(Model):
     version: str
     doc: str
+    broken: str | None = None  # why it cannot be imported
 
 
 class KernelPackage(Model):
@@ -73,6 +74,7 @@ class KernelPackage(Model):
     baseline: str
     versions: list[Version]
     params: list[Param]
+    broken: str | None = None  # why the package cannot be imported
 
 
 class Kernels(Model):
@@ -106,29 +108,25 @@ class Cloned(Model):
 
 
 def _kernels(kernel_path: list[str]) -> Kernels:
-    from kbench.plan.discovery import load_version, packages
+    from kbench.plan.discovery import catalogue
 
-    out = []
-    for name, ref in packages(kernel_path).items():
-        versions = []
-        for v in ref.versions():
-            doc = load_version(name, v, kernel_path).__doc__ or ""
-            versions.append(Version(version=v, doc=doc.strip().splitlines()[0] if doc.strip() else ""))
-        params = [
-            Param(name=p.name, type=p.type_name, default=p.default, help=p.help, choices=list(p.choices))
-            for p in load_version(name, None, kernel_path).params()
-        ]
-        out.append(
+    return Kernels(
+        kernels=[
             KernelPackage(
-                package=name,
-                doc=ref.doc(),
-                origin=ref.origin,
-                baseline=ref.baseline(),
-                versions=versions,
-                params=params,
+                package=pkg.name,
+                doc=pkg.doc,
+                origin=pkg.origin,
+                baseline=pkg.baseline,
+                versions=[Version(version=v.version, doc=v.doc, broken=v.broken) for v in pkg.versions],
+                params=[
+                    Param(name=p.name, type=p.type_name, default=p.default, help=p.help, choices=list(p.choices))
+                    for p in pkg.params
+                ],
+                broken=pkg.broken,
             )
-        )
-    return Kernels(kernels=out)
+            for pkg in catalogue(kernel_path)
+        ]
+    )
 
 
 def _done(run_dir: Path) -> RunDone:

@@ -4,6 +4,7 @@ it (``Job`` to capture, ``Context`` to analyse) and gets back (``Capture``, ``An
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -39,6 +40,15 @@ class RunOptions:
     lock_clocks: bool = field(default_factory=lock_by_default)  # lock SM (and memory) clocks when permitted
     wait: bool = True  # queue behind another kbench on the same GPU (False: stop at once)
     progress: Callable[[str], None] = log.info
+
+    def __post_init__(self) -> None:
+        """Refuse what no run can use, before any GPU work (CLI, API and MCP alike)."""
+        if not str(self.out_root).strip():
+            raise UsageError("the output folder is empty; name one with --out (default out/profiles)")
+        if not math.isfinite(self.timeout_s) or self.timeout_s <= 0:
+            raise UsageError(f"--timeout={self.timeout_s:g}: give the profiler run's limit in seconds, above 0")
+        if self.bench_runs < 1:
+            raise UsageError(f"--bench-runs={self.bench_runs}: at least 1")
 
     @classmethod
     def for_api(cls, out_dir: Path | str | None, bench_runs: int, **options: Any) -> RunOptions:

@@ -25,7 +25,7 @@ from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_counters
 from kbench.capture import child, tools
 from kbench.capture.ncu_argv import ncu_argv
-from kbench.errors import KbenchError, KernelError
+from kbench.errors import ConfigError, KbenchError, KernelError
 from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
 from kbench.nvtx import stage_range
 from kbench.plan.base import KernelPlan
@@ -151,6 +151,8 @@ class CounterMode:
     def analyse(self, capture: Capture, ctx: Context) -> Analysis:
         rep, plan = capture.files["report"], ctx.plan
         kernels = ncu.kernels(rep)
+        if not kernels and not capture.live:  # a file given to `kbench analyze`: damaged, or empty
+            raise ConfigError(f"{rep} holds no profiled kernel: an empty or truncated Nsight Compute report")
         if not kernels:
             raise KbenchError(f"{rep} holds no profiled kernel")
         device = resolve(ctx.table, kernels[0].device or "unknown device")  # the GPU the report names

@@ -21,6 +21,7 @@ from kbench.analysis.figures import Facts, from_timeline
 from kbench.capture import child, tools
 from kbench.capture.nsys_argv import export_argv, profile_argv
 from kbench.errors import KbenchError, KernelError, UsageError
+from kbench.fsutil import write_text_atomic
 from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
 from kbench.report.models import ProfileResult, Sections, Timeline
 from kbench.report.trace import chrome_trace
@@ -216,7 +217,7 @@ class Nsys:
         frame.to_csv(run_dir / "timeline.csv", index=False)
         for name, table in ts.frames(result.sections.timeline.analysis).items():
             table.to_csv(run_dir / f"{name}.csv", index=False)
-        (run_dir / TRACE).write_text(json.dumps(chrome_trace(frame)))
+        write_text_atomic(run_dir / TRACE, json.dumps(chrome_trace(frame)))
 
 
 NSYS = Nsys()

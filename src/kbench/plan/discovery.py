@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbench.errors import UsageError, first_line
-from kbench.plan.base import KernelPlan
+from kbench.plan.base import KernelPlan, ParamInfo
 
 SHIPPED = "kbench.kernel"
 USER_NS = "kbench_user_kernels"
@@ -150,3 +150,46 @@ def load_version(
 def with_version(plan: KernelPlan, version: str) -> KernelPlan:
     """The same parameters in another version of the plan's package."""
     return load_version(plan.package, version, like=type(plan)).from_values(plan.values())
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    version: str
+    doc: str  # the plan class's first docstring line
+    broken: str | None = None  # why it cannot be imported (one line); None when it can
+
+
+@dataclass(frozen=True)
+class PackageInfo:
+    name: str
+    doc: str
+    origin: str
+    baseline: str
+    versions: list[VersionInfo]
+    params: list[ParamInfo]
+    broken: str | None = None  # why the package itself cannot be imported
+
+
+def catalogue(extra_paths: list[str] | None = None) -> list[PackageInfo]:
+    """Every visible package with its versions and parameters; one that cannot be imported is listed with the
+    reason (and so is a broken version), never hiding the rest."""
+    out = []
+    for name, ref in packages(extra_paths).items():
+        try:
+            doc, baseline, versions = ref.doc(), ref.baseline(), ref.versions()
+        except UsageError as e:
+            out.append(PackageInfo(name, "", ref.origin, "", [], [], broken=str(e)))
+            continue
+        infos: list[VersionInfo] = []
+        params: list[ParamInfo] = []
+        for v in versions:
+            try:
+                cls = load_version(name, v, extra_paths)
+            except UsageError as e:
+                infos.append(VersionInfo(v, "", broken=str(e)))
+                continue
+            infos.append(VersionInfo(v, (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""))
+            if v == (baseline if baseline in versions else versions[0]) or not params:
+                params = cls.params()
+        out.append(PackageInfo(name, doc, ref.origin, baseline, infos, params))
+    return out

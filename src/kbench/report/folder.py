@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kbench.fsutil import write_json_atomic
+from kbench.fsutil import write_json_atomic, write_text_atomic
 
 DEFAULT_ROOT = Path("out") / "profiles"
 RESULT = "result.json"
@@ -17,6 +20,25 @@ REPORT_JSON = "report.json"  # report.md's facts with their provenance (kbench.r
 REPORT_JSON_HOLDS = "this report's facts for programs, each number with its source (measured, analytic, derived)"
 PARAMS = "params.json"
 FAILED = "FAILED.txt"
+
+
+def owner() -> dict[str, Any]:
+    """Who writes a run folder (params.json ``pid``, ``host``): a folder still "running" whose process is gone died."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def died(params: dict[str, Any]) -> bool:
+    """A run recorded as running on this host whose process no longer exists (killed, or the machine restarted)."""
+    pid, host = params.get("pid"), params.get("host")
+    if params.get("status") != "running" or not isinstance(pid, int) or host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's
+        return False
+    return False
 
 
 def timestamp(now: datetime | None = None) -> str:
@@ -56,11 +78,12 @@ def mark_failed(run_dir: Path, params: dict[str, Any], error: BaseException) -> 
         if interrupted
         else f"{type(error).__name__}: {error}"
     )
-    write_json_atomic(run_dir / PARAMS, {**params, "status": status, "error": message})
-    (run_dir / FAILED).write_text(
-        f"{status}: {message}\n\n" + "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    )
-    (run_dir / "report.md").unlink(missing_ok=True)
+    # best effort: on a full disk the mark may not fit either, and the original error is the one to report
+    with contextlib.suppress(OSError):
+        (run_dir / "report.md").unlink(missing_ok=True)
+        write_json_atomic(run_dir / PARAMS, {**params, "status": status, "error": message})
+        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        write_text_atomic(run_dir / FAILED, f"{status}: {message}\n\n{trace}")
 
 
 @contextmanager

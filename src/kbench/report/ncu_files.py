@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis import ncu, ncu_source
-from kbench.fsutil import safe
+from kbench.fsutil import safe, write_text_atomic
 from kbench.report.models import ProfileResult
 from kbench.report.render import render_verbose
 
@@ -41,7 +41,7 @@ def deep_dive(result: ProfileResult, grouped: Grouped, run_dir: Path) -> None:
             {"name": name, "kernels": ks, "metrics": {k.index: ncu.all_metrics(actions[k.index]) for k in ks}}
         )
         _source(run_dir, name, [(k, actions[k.index]) for k in ks])
-    (run_dir / "report-verbose.md").write_text(render_verbose(result, stages))
+    write_text_atomic(run_dir / "report-verbose.md", render_verbose(result, stages))
 
 
 def _source(run_dir: Path, stage: str, kernels: list[tuple[ncu.Kernel, Any]]) -> None:
@@ -77,4 +77,4 @@ def _source(run_dir: Path, stage: str, kernels: list[tuple[ncu.Kernel, Any]]) ->
         lines.append("")
         if not src:
             lines += ["(no source counters in this report: profile with --prof_type=ncu, which imports the source)", ""]
-    (run_dir / "source" / f"{safe(stage)}.md").write_text("\n".join(lines) + "\n")
+    write_text_atomic(run_dir / "source" / f"{safe(stage)}.md", "\n".join(lines) + "\n")

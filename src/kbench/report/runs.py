@@ -24,7 +24,7 @@ class RunRow(Model):
     kernel: str
     version: str
     params: dict[str, Any]
-    status: str  # running (or died without a word), ok, failed, interrupted, unreadable
+    status: str  # running, ok, failed, interrupted, died (its process is gone), unreadable
     duration_us: float | None  # the whole plan's measured median, else the sum of the stage medians
     bottleneck: str | None
     device: str | None
@@ -70,7 +70,9 @@ def read_run(run_dir: Path) -> RunRow:
         kernel=str(p.get("kernel") or kernel),
         version=str(p.get("version") or "n/a"),
         params=p.get("params") if isinstance(p.get("params"), dict) else {},
-        status=str(p.get("status") or "unknown") if params is not None else "unreadable",
+        status=(str(p.get("status") or "unknown") if not folder.died(p) else "died")
+        if params is not None
+        else "unreadable",
         duration_us=duration,
         bottleneck=result.figures.bottleneck if result is not None else None,
         device=result.device if result is not None else (p.get("device") or {}).get("name"),
