@@ -37,7 +37,12 @@ if [ "$gpu" = all ]; then targets=$all; else
   targets=$gpu
 fi
 state=${KBENCH_STATE_DIR:-/tmp/kbench-state}
-if [ "$dry" = 0 ]; then mkdir -p "$state" && chmod 1777 "$state" 2>/dev/null || true; fi
+if [ "$dry" = 0 ]; then
+  # the record is what lets reset-gpu-clock.sh (and kbench) undo the lock: no usable folder, no lock
+  { mkdir -p "$state" 2>/dev/null && [ -d "$state" ] && [ -w "$state" ]; } ||
+    die "cannot write the state folder $state (KBENCH_STATE_DIR), so the lock could not be recorded; nothing was locked" 1
+  chmod 1777 "$state" 2>/dev/null || true
+fi
 run() { echo "+ $*"; [ "$dry" = 1 ] || "$@"; }
 
 for i in $targets; do
@@ -69,8 +74,14 @@ for i in $targets; do
     else echo "GPU $i: this GPU does not lock its memory clock; the SM clock is locked alone"; fi
   fi
   if [ "$dry" = 1 ]; then echo "GPU $i: would lock SM at $want MHz, memory $locked_mem (dry run: nothing changed)"; continue; fi
-  printf 'owner=script\npid=%s\nsm_mhz=%s\nmem_mhz=%s\nsince=%s\ncommand=%s\n' \
-    "$$" "$want" "$locked_mem" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$prog $args" > "$file"
+  if ! { printf 'owner=script\npid=%s\nsm_mhz=%s\nmem_mhz=%s\nsince=%s\ncommand=%s\n' \
+          "$$" "$want" "$locked_mem" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$prog $args" > "$file.tmp.$$" &&
+        mv -f "$file.tmp.$$" "$file"; } 2>/dev/null; then
+    rm -f "$file.tmp.$$"
+    run "$smi" -i "$i" -rgc || true
+    [ "$locked_mem" = none ] || run "$smi" -i "$i" -rmc || true
+    die "GPU $i: could not record the lock in $file, so it was reset again" 1
+  fi
   chmod 644 "$file"
   echo "GPU $i: locked SM at $want MHz, memory $locked_mem; recorded in $file (scripts/reset-gpu-clock.sh undoes it)"
 done

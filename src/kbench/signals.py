@@ -12,17 +12,21 @@ from kbench.errors import Terminated
 
 
 @contextlib.contextmanager
-def terminate_raises() -> Iterator[None]:
-    """Turn SIGTERM and SIGHUP into Terminated for the block (main thread only; elsewhere signals stay as they
-    are). Nested blocks are harmless: each restores what it found."""
+def terminate_raises(interrupt: bool = False) -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP (and SIGINT when ``interrupt``: the CLI, where the command framework would swallow
+    a KeyboardInterrupt into a silent exit) into Terminated for the block (main thread only; elsewhere signals stay
+    as they are). Nested blocks are harmless: each restores what it found."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def raise_terminated(signum: int, frame: object) -> None:
+        if signum == signal.SIGINT:
+            raise Terminated("interrupted (Ctrl-C)", signum)
         raise Terminated(f"terminated by {signal.Signals(signum).name}", signum)
 
-    old = {s: signal.signal(s, raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
+    wanted = (signal.SIGTERM, signal.SIGHUP, *((signal.SIGINT,) if interrupt else ()))
+    old = {s: signal.signal(s, raise_terminated) for s in wanted}
     try:
         yield
     finally:

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
 
@@ -88,9 +89,19 @@ class DeviceSpec(Model):
 
 class DeviceTable(Model):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    schema_version: int = Field(alias="schema")
+    schema_version: Literal[1] = Field(alias="schema")  # the layout this kbench reads; another is refused
     note: str = ""
     devices: dict[str, DeviceSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> DeviceTable:
+        seen: dict[str, str] = {}
+        for key, spec in self.devices.items():
+            for name in spec.nvml_names:
+                if name in seen:
+                    raise ValueError(f"GPU name '{name}' is listed under both {seen[name]} and {key}")
+                seen[name] = key
+        return self
 
     def match(self, name: str) -> tuple[str, DeviceSpec] | None:
         """The entry whose nvml_names contains ``name`` exactly (NVML's product name)."""
@@ -110,16 +121,29 @@ def devices_path() -> Path:
     return Path(__file__).resolve().parents[3] / "conf" / "devices.json"
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if dup := sorted({k for k in keys if keys.count(k) > 1}):
+        raise _DuplicateKey(f"key '{dup[0]}' appears twice in one object (the second would silently win)")
+    return dict(pairs)
+
+
 def load_devices(path: Path | None = None) -> DeviceTable:
     path = path or devices_path()
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(path.read_text(), object_pairs_hook=_no_duplicate_keys)
     except OSError as e:
         raise ConfigError(
             f"cannot read device table {path}: {e.strerror} (set KBENCH_DEVICES to a valid file)"
         ) from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: not valid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    except _DuplicateKey as e:
+        raise ConfigError(f"{path}: {e}") from None
     try:
         return DeviceTable.model_validate(raw)
     except ValidationError as e:

@@ -190,6 +190,23 @@ def _number(value: Any, what: str) -> float:
     return v
 
 
+def _whole(value: Any, what: str) -> int | None:
+    """An id or count field: absent, or a whole number."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value % 1:
+        raise TypeError(f"{what} is {value!r}, not a whole number")
+    return int(value)
+
+
+def _dims(value: Any, what: str) -> tuple[int, ...] | None:
+    if value is None or value == []:
+        return None
+    if not isinstance(value, list | tuple) or not 1 <= len(value) <= 3:
+        raise TypeError(f"{what} is {value!r}, not 1 to 3 whole numbers")
+    return tuple(_whole(v, what) or 0 for v in value)
+
+
 def _kineto_row(ev: Any) -> dict[str, Any] | None:
     """One Chrome-trace event as a timeline row (None: an event kind kbench does not use)."""
     if not isinstance(ev, dict):
@@ -204,22 +221,25 @@ def _kineto_row(ev: Any) -> dict[str, Any] | None:
     dur = _number(ev.get("dur", 0), "dur")
     if dur < 0:
         raise ValueError(f"dur is {dur}")
-    grid, block = args.get("grid"), args.get("block")
+    name = ev.get("name", "")
+    if not isinstance(name, str):
+        raise TypeError(f"name is {name!r}, not text")
     gpu = kind in GPU_KINDS
+    thread = {k: _whole(ev.get(k), k) for k in ("pid", "tid")}  # a process / thread id (the kinds used here)
     return {
         "kind": kind,
-        "name": str(ev.get("name", "")),
-        "device": args.get("device"),
-        "stream": args.get("stream"),
-        "correlation": args.get("correlation"),
-        "pid": None if gpu else ev.get("pid"),
-        "tid": None if gpu else ev.get("tid"),
+        "name": name,
+        "device": _whole(args.get("device"), "device"),
+        "stream": _whole(args.get("stream"), "stream"),
+        "correlation": _whole(args.get("correlation"), "correlation"),
+        "pid": None if gpu else thread["pid"],
+        "tid": None if gpu else thread["tid"],
         "start_ns": start,
         "end_ns": start + round(dur * 1000),
-        "grid": tuple(grid) if isinstance(grid, list | tuple) and grid else None,
-        "block": tuple(block) if isinstance(block, list | tuple) and block else None,
-        "registers": args.get("registers per thread"),
-        "shared_bytes": args.get("shared memory"),
+        "grid": _dims(args.get("grid"), "grid"),
+        "block": _dims(args.get("block"), "block"),
+        "registers": _whole(args.get("registers per thread"), "registers per thread"),
+        "shared_bytes": _whole(args.get("shared memory"), "shared memory"),
     }
 
 

@@ -76,7 +76,7 @@ def run_command(cmd: Any, argv: list[str] | None, prog: str) -> NoReturn:
     from kbench.signals import terminate_raises
 
     try:
-        with terminate_raises():  # SIGTERM/SIGHUP anywhere (analyze, check, --list too) end as one line
+        with terminate_raises(interrupt=True):  # SIGINT/SIGTERM/SIGHUP anywhere end as one line
             code = cmd.main(args=argv, prog_name=prog, standalone_mode=False)
     except KeyboardInterrupt:
         fail(
