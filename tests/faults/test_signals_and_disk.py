@@ -150,3 +150,53 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+CHILD_RUNNER = """
+import sys
+from pathlib import Path
+from kbench.cli.common import run_command
+from kbench.capture import tools
+import typer
+
+app = typer.Typer()
+
+@app.command()
+def main() -> None:
+    # a profiler stand-in that starts a grandchild and waits: both must end with kbench
+    tools.run(["bash", "-c", "sleep 300 & echo $! > " + sys.argv[1] + "; wait"], timeout_s=600,
+              log_path=Path(sys.argv[1] + ".log"))
+
+run_command(typer.main.get_command(app), [], "kbench")
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_signal_while_a_profiler_runs_ends_its_whole_process_group(sig: signal.Signals, tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    p = subprocess.Popen(
+        [sys.executable, "-c", CHILD_RUNNER, str(pidfile)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
+    )
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.1)
+    grandchild = int(pidfile.read_text())
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 128 + sig, err
+    one_line(err, "interrupted (Ctrl-C)" if sig == signal.SIGINT else "terminated by SIGTERM")
+    time.sleep(0.2)
+    assert not _running(grandchild)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a killed process stays one until whoever adopted it reaps it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
