@@ -72,7 +72,7 @@ def test_help_explains_usage_modes_and_parameters(run) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "fragment"),
     [
-        (["nope"], 2, "unknown kernel package 'nope'; available: fork_join, matmul, vector_add"),
+        (["nope"], 2, "unknown kernel package 'nope'; available: fork_join, matmul, mla_decode, vector_add"),
         (["vector_add", "v7"], 2, "unknown version 'v7' of vector_add; versions: base, v2"),
         (["vector_add", "--n=abc"], 2, "bad parameter --n=abc: Input should be a valid integer"),
         (["vector_add", "--b=32"], 2, "unknown parameter --b for vector_add base; valid: --n=67108864"),

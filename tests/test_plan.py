@@ -64,7 +64,7 @@ def test_stage_names_cannot_nest_nvtx_ranges() -> None:
 
 
 def test_unknown_package_and_version() -> None:
-    with pytest.raises(UsageError, match=r"unknown kernel package 'nope'; available: .*matmul, vector_add"):
+    with pytest.raises(UsageError, match=r"unknown kernel package 'nope'; available: .*matmul, mla_decode, vector_add"):
         find_package("nope")
     with pytest.raises(UsageError, match="unknown version 'v9' of vector_add; versions: base, v2"):
         load_version("vector_add", "v9")

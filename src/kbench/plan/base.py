@@ -226,7 +226,12 @@ class KernelPlan(Model):
             plan = cls.model_validate(values)
         except ValidationError as e:
             err = e.errors()[0]
-            name = str(err["loc"][0]) if err["loc"] else "?"
+            if not err["loc"]:  # the plan's own check of a combination of parameters
+                why = str(err["msg"]).removeprefix("Value error, ")
+                raise UsageError(
+                    f"{cls.package_name()} {cls.version_name()} cannot run these parameters: {why}"
+                ) from None
+            name = str(err["loc"][0])
             info = next((p for p in known if p.name == name), None)
             hint = f" (expected {info.describe()})" if info else ""
             raise UsageError(f"bad parameter --{name}={values.get(name)!s}: {err['msg']}{hint}") from None

@@ -1,0 +1,55 @@
+"""Triton pieces the Triton MLA decode versions share. Rows are the s*h query rows of one sequence, token-major
+(row r is token r // h, head r % h); a row of token i sees cache rows j <= t - s + i."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def qk_block(q_nope_ptr, q_pe_ptr, kv_ptr, b, rows, cols, R, t, D: tl.constexpr, P: tl.constexpr,  # type: ignore[no-untyped-def]
+             BLOCK_D: tl.constexpr):  # fmt: skip
+    """scores[rows, cols] = q_nope[rows] . kv[cols, :D] + q_pe[rows] . kv[cols, D:], fp32, masked rows/cols 0."""
+    rmask = rows < R
+    cmask = cols < t
+    acc = tl.zeros((rows.shape[0], cols.shape[0]), dtype=tl.float32)
+    for d0 in range(0, D, BLOCK_D):
+        dd = d0 + tl.arange(0, BLOCK_D)
+        q = tl.load(q_nope_ptr + (b * R + rows[:, None]) * D + dd[None, :], mask=rmask[:, None], other=0.0)
+        k = tl.load(kv_ptr + (b * t + cols[None, :]) * (D + P) + dd[:, None], mask=cmask[None, :], other=0.0)
+        acc += tl.dot(q, k)
+    pp = tl.arange(0, P)
+    qp = tl.load(q_pe_ptr + (b * R + rows[:, None]) * P + pp[None, :], mask=rmask[:, None], other=0.0)
+    kp = tl.load(kv_ptr + (b * t + cols[None, :]) * (D + P) + D + pp[:, None], mask=cmask[None, :], other=0.0)
+    return acc + tl.dot(qp, kp)
+
+
+@triton.jit
+def visible(rows, cols, s, t, H: tl.constexpr):  # type: ignore[no-untyped-def]
+    """Whether each row's token may see each cache row (causal among the last s positions)."""
+    return (cols[None, :] <= t - s + rows[:, None] // H) & (cols[None, :] < t)
+
+
+@triton.jit
+def attend(q_nope_ptr, q_pe_ptr, kv_ptr, b, rows, start, stop, scale, s, t, R, H: tl.constexpr,  # type: ignore[no-untyped-def]
+           D: tl.constexpr, P: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):  # fmt: skip
+    """Online softmax attention of ``rows`` over cache rows [start, stop): the unnormalised output [rows, D]
+    (fp32), the running maximum m and the running sum of exp (natural-log domain)."""
+    m = tl.full((rows.shape[0],), float("-inf"), tl.float32)
+    total = tl.zeros((rows.shape[0],), tl.float32)
+    acc = tl.zeros((rows.shape[0], D), tl.float32)
+    dd = tl.arange(0, D)
+    for c0 in range(start, stop, BLOCK_N):
+        cols = c0 + tl.arange(0, BLOCK_N)
+        sc = qk_block(q_nope_ptr, q_pe_ptr, kv_ptr, b, rows, cols, R, t, D, P, BLOCK_D) * scale
+        sc = tl.where(visible(rows, cols, s, t, H) & (cols[None, :] < stop), sc, float("-inf"))
+        m_new = tl.maximum(m, tl.max(sc, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing yet stays empty
+        alpha = tl.exp(m - m_safe)
+        prob = tl.exp(sc - m_safe[:, None])
+        total = total * alpha + tl.sum(prob, axis=1)
+        v = tl.load(kv_ptr + (b * t + cols[:, None]) * (D + P) + dd[None, :], mask=cols[:, None] < stop, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(prob.to(v.dtype), v)
+        m = m_new
+    return acc, m, total

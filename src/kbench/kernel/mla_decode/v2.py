@@ -1,0 +1,80 @@
+"""mla_decode v2: Triton, fused flash-decoding: one kernel per block of query rows, online softmax over the cache
+(scores and probabilities never leave the SM; each program reads its sequence's latent cache once for all its
+rows: the s tokens and h heads of one sequence share it)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import triton
+import triton.language as tl
+
+from kbench.plan.base import Config, Launch, Precision, Stage
+
+from ._common import MlaDecode, Workspace
+from ._triton import attend
+
+
+@triton.jit
+def mla_v2_fused_kernel(q_nope_ptr, q_pe_ptr, kv_ptr, o_ptr, scale, s, t, R, H: tl.constexpr,  # type: ignore[no-untyped-def]
+                        D: tl.constexpr, P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_D: tl.constexpr):  # fmt: skip
+    b = tl.program_id(0)
+    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    acc, _m, total = attend(q_nope_ptr, q_pe_ptr, kv_ptr, b, rows, 0, t, scale, s, t, R, H, D, P, BLOCK_N, BLOCK_D)
+    out = acc / total[:, None]
+    dd = tl.arange(0, D)
+    tl.store(o_ptr + (b * R + rows[:, None]) * D + dd[None, :], out.to(o_ptr.dtype.element_ty), mask=rows[:, None] < R)
+
+
+class MlaDecodeFused(MlaDecode):
+    """One Triton kernel: scores, online softmax and P.V fused (flash-decoding)."""
+
+    POW2_WIDTHS: ClassVar[bool] = True
+    FP32_AS: ClassVar[Precision] = "tf32"
+    TILES: ClassVar[list[Config]] = [
+        {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_D": 64, "num_warps": 4, "num_stages": 2},
+        {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_D": 64, "num_warps": 8, "num_stages": 2},
+        {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_D": 64, "num_warps": 8, "num_stages": 1},
+    ]
+
+    def stages(self) -> list[Stage]:
+        return [
+            Stage(
+                "attention",
+                flops=self.qk_flops() + self.pv_flops(),
+                dram_bytes=self.q_bytes() + self.kv_bytes() + self.out_bytes(),
+                precision=self.precision,
+                build=self._build,
+                tuning=self.TILES,
+                kernels=["mla_v2_fused_kernel"],
+            )
+        ]
+
+    def _build(self, ws: Workspace, cfg: Config) -> Launch:
+        R = self.s * self.h
+        grid = (self.b, triton.cdiv(R, cfg["BLOCK_M"]))
+        kernel = mla_v2_fused_kernel[grid]
+        block_d = min(cfg["BLOCK_D"], self.d)
+        tiles = {k: v for k, v in cfg.items() if k != "BLOCK_D"}
+        return Launch(
+            lambda: kernel(
+                ws.q_nope,
+                ws.q_pe,
+                ws.kv,
+                ws.out,
+                self.scale,
+                self.s,
+                self.t,
+                R,
+                H=self.h,
+                D=self.d,
+                P=self.p,
+                BLOCK_D=block_d,
+                **tiles,
+            ),
+            grid,
+        )
+
+
+PLAN = MlaDecodeFused
