@@ -9,12 +9,13 @@ tokens, out = P . kv[:, :d]. The s new tokens are the last s positions: token i 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
-from kbench.plan.base import KernelPlan, Precision, param
+from kbench.plan.base import Config, KernelPlan, Launch, Precision, Stage, param
 
 
 @dataclass
@@ -77,6 +78,32 @@ class MlaDecode(KernelPlan):
 
     def out_bytes(self) -> float:
         return float(self.element_bytes() * self.b * self.s * self.h * self.d)
+
+    @property
+    def rows(self) -> int:
+        """Query rows per sequence: its s tokens x h heads (token-major)."""
+        return self.s * self.h
+
+    def attention_stage(
+        self, build: Callable[[Any, Config], Launch], tuning: list[Config], kernels: list[str]
+    ) -> Stage:
+        """The whole attention as one stage: every FLOP, and only the compulsory bytes (q, the cache once, out)."""
+        return Stage(
+            "attention",
+            flops=self.qk_flops() + self.pv_flops(),
+            dram_bytes=self.q_bytes() + self.kv_bytes() + self.out_bytes(),
+            precision=self.precision,
+            build=build,
+            tuning=tuning,
+            kernels=kernels,
+        )
+
+    def kernel_args(self, cfg: Config, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The Triton kernels' shape arguments and the config's tiles (BLOCK_D no wider than d; ``drop``: keys that
+        are not kernel arguments)."""
+        tiles = {k: v for k, v in cfg.items() if k not in ("BLOCK_D", *drop)}
+        shape = {"scale": self.scale, "s": self.s, "t": self.t, "R": self.rows, "H": self.h, "D": self.d, "P": self.p}
+        return {**shape, "BLOCK_D": min(cfg.get("BLOCK_D", 64), self.d), **tiles}
 
     def setup(self, device: str, seed: int) -> Workspace:
         import torch

@@ -13,16 +13,7 @@ class MlaDecodeTorch(MlaDecode):
     """scores = [q_nope, q_pe] @ kv^T, causal mask, softmax (fp32), out = P @ kv[:, :d]: torch bmm + softmax."""
 
     def stages(self) -> list[Stage]:
-        return [
-            Stage(
-                "attention",
-                flops=self.qk_flops() + self.pv_flops(),
-                dram_bytes=self.q_bytes() + self.kv_bytes() + self.out_bytes(),
-                precision=self.precision,
-                build=self._build,
-                kernels=[""],
-            )
-        ]
+        return [self.attention_stage(self._build, [{}], [""])]
 
     def _build(self, ws: Workspace, cfg: Config) -> Launch:
         import torch

@@ -83,7 +83,7 @@ class MlaDecodeUnfused(MlaDecode):
         import torch
 
         ws = super().setup(device, seed)
-        rows = self.s * self.h
+        rows = self.rows
         return UnfusedWorkspace(
             **vars(ws),
             scores=torch.empty(self.b, rows, self.t, device=device, dtype=torch.float32),
@@ -103,44 +103,21 @@ class MlaDecodeUnfused(MlaDecode):
         ]  # fmt: skip
 
     def _scores(self, ws: UnfusedWorkspace, cfg: Config) -> Launch:
-        R = self.s * self.h
-        grid = (self.b, triton.cdiv(R, cfg["BLOCK_M"]), triton.cdiv(self.t, cfg["BLOCK_N"]))
-        kernel = mla_v1_scores_kernel[grid]
-        block_d = min(cfg["BLOCK_D"], self.d)
-        tiles = {k: v for k, v in cfg.items() if k != "BLOCK_D"}
-        return Launch(
-            lambda: kernel(
-                ws.q_nope,
-                ws.q_pe,
-                ws.kv,
-                ws.scores,
-                self.scale,
-                self.s,
-                self.t,
-                R,
-                H=self.h,
-                D=self.d,
-                P=self.p,
-                BLOCK_D=block_d,
-                **tiles,
-            ),
-            grid,
-        )
+        grid = (self.b, triton.cdiv(self.rows, cfg["BLOCK_M"]), triton.cdiv(self.t, cfg["BLOCK_N"]))
+        kernel, args = mla_v1_scores_kernel[grid], self.kernel_args(cfg)
+        return Launch(lambda: kernel(ws.q_nope, ws.q_pe, ws.kv, ws.scores, **args), grid)
 
     def _softmax(self, ws: UnfusedWorkspace, cfg: Config) -> Launch:
-        grid = (self.b * self.s * self.h,)
+        grid = (self.b * self.rows,)
         kernel = mla_v1_softmax_kernel[grid]
         return Launch(lambda: kernel(ws.scores, ws.probs, self.t, **cfg), grid)
 
     def _pv(self, ws: UnfusedWorkspace, cfg: Config) -> Launch:
-        R = self.s * self.h
-        block_d = min(cfg["BLOCK_D"], self.d)
-        grid = (self.b, triton.cdiv(R, cfg["BLOCK_M"]), self.d // block_d)
+        args = self.kernel_args(cfg)
+        grid = (self.b, triton.cdiv(self.rows, cfg["BLOCK_M"]), self.d // args["BLOCK_D"])
         kernel = mla_v1_pv_kernel[grid]
-        tiles = {k: v for k, v in cfg.items() if k != "BLOCK_D"}
-        return Launch(
-            lambda: kernel(ws.probs, ws.kv, ws.out, self.t, R, D=self.d, P=self.p, BLOCK_D=block_d, **tiles), grid
-        )
+        keep = ("t", "R", "D", "P", "BLOCK_D", *cfg)
+        return Launch(lambda: kernel(ws.probs, ws.kv, ws.out, **{k: args[k] for k in keep}), grid)
 
 
 PLAN = MlaDecodeUnfused

@@ -39,42 +39,12 @@ class MlaDecodeFused(MlaDecode):
     ]
 
     def stages(self) -> list[Stage]:
-        return [
-            Stage(
-                "attention",
-                flops=self.qk_flops() + self.pv_flops(),
-                dram_bytes=self.q_bytes() + self.kv_bytes() + self.out_bytes(),
-                precision=self.precision,
-                build=self._build,
-                tuning=self.TILES,
-                kernels=["mla_v2_fused_kernel"],
-            )
-        ]
+        return [self.attention_stage(self._build, self.TILES, ["mla_v2_fused_kernel"])]
 
     def _build(self, ws: Workspace, cfg: Config) -> Launch:
-        R = self.s * self.h
-        grid = (self.b, triton.cdiv(R, cfg["BLOCK_M"]))
-        kernel = mla_v2_fused_kernel[grid]
-        block_d = min(cfg["BLOCK_D"], self.d)
-        tiles = {k: v for k, v in cfg.items() if k != "BLOCK_D"}
-        return Launch(
-            lambda: kernel(
-                ws.q_nope,
-                ws.q_pe,
-                ws.kv,
-                ws.out,
-                self.scale,
-                self.s,
-                self.t,
-                R,
-                H=self.h,
-                D=self.d,
-                P=self.p,
-                BLOCK_D=block_d,
-                **tiles,
-            ),
-            grid,
-        )
+        grid = (self.b, triton.cdiv(self.rows, cfg["BLOCK_M"]))
+        kernel, args = mla_v2_fused_kernel[grid], self.kernel_args(cfg)
+        return Launch(lambda: kernel(ws.q_nope, ws.q_pe, ws.kv, ws.out, **args), grid)
 
 
 PLAN = MlaDecodeFused

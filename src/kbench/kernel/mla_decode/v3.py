@@ -101,7 +101,7 @@ class MlaDecodeSplitKV(MlaDecode):
         import torch
 
         ws = super().setup(device, seed)
-        most, rows = max(c["SPLITS"] for c in self.tuning()), self.s * self.h
+        most, rows = max(c["SPLITS"] for c in self.tuning()), self.rows
         return SplitWorkspace(
             **vars(ws),
             partial=torch.empty(self.b, most, rows, self.d, device=device, dtype=torch.float32),
@@ -126,37 +126,20 @@ class MlaDecodeSplitKV(MlaDecode):
         return int(ws.lse.shape[1])
 
     def _partial(self, ws: SplitWorkspace, cfg: Config) -> Launch:
-        R, splits = self.s * self.h, cfg["SPLITS"]
+        splits = cfg["SPLITS"]
         chunk = triton.cdiv(triton.cdiv(self.t, splits), cfg["BLOCK_N"]) * cfg["BLOCK_N"]
-        grid = (self.b, triton.cdiv(R, cfg["BLOCK_M"]), splits)
-        kernel = mla_v3_partial_kernel[grid]
-        block_d = min(cfg["BLOCK_D"], self.d)
-        tiles = {k: v for k, v in cfg.items() if k not in ("BLOCK_D", "SPLITS")}
+        grid = (self.b, triton.cdiv(self.rows, cfg["BLOCK_M"]), splits)
+        kernel, args = mla_v3_partial_kernel[grid], self.kernel_args(cfg, drop=("SPLITS",))
+        most = self._splits(ws)
         return Launch(
             lambda: kernel(
-                ws.q_nope,
-                ws.q_pe,
-                ws.kv,
-                ws.partial,
-                ws.lse,
-                ws.splits,
-                self.scale,
-                self.s,
-                self.t,
-                R,
-                chunk,
-                self._splits(ws),
-                H=self.h,
-                D=self.d,
-                P=self.p,
-                BLOCK_D=block_d,
-                **tiles,
+                ws.q_nope, ws.q_pe, ws.kv, ws.partial, ws.lse, ws.splits, chunk=chunk, SPLITS_MAX=most, **args
             ),
             grid,
         )
 
     def _combine(self, ws: SplitWorkspace, cfg: Config) -> Launch:
-        R = self.s * self.h
+        R = self.rows
         grid = (self.b, triton.cdiv(R, self.BLOCK_M))
         kernel = mla_v3_combine_kernel[grid]
         return Launch(
