@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import typer
 
 from kbench.cli import kernel
 from kbench.cli.common import load_plan, out_folder, parse_plan_args, run_command, setup_logging
+from kbench.errors import UsageError
 
 app = typer.Typer(
     add_completion=False,
@@ -177,6 +179,61 @@ def mcp_cmd(
     serve(kernel_path)
 
 
+@app.command("sweep", context_settings=kernel.CONTEXT)
+def sweep_cmd(
+    ctx: typer.Context,
+    prof_type: str = typer.Option("event", "--prof_type", "--prof-type", help="The mode of every point."),
+    out: str = typer.Option("out/profiles", "--out", help="Root folder of the points' profiles."),
+    sweep_out: str = typer.Option("out/sweeps", "--sweep-out", help="Root folder of the sweep's table and plots."),
+    bench_runs: int | None = typer.Option(None, "--bench-runs", "--bench_runs", min=1, help="Repetitions per stage."),
+    resume: Path | None = typer.Option(None, "--resume", help="An interrupted sweep's folder: run what it lacks."),
+    kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
+    verbose: bool = typer.Option(False, "--verbose", "-v"),
+) -> None:
+    """Profile versions over a grid: <kernel_package> [<version> ...] --<param>=<v1>,<v2>,... [--<param>=<v>].
+
+    A comma list sweeps a parameter; every version (all of the package's by default) runs at every combination.
+    Writes <sweep-out>/<kernel>/<timestamp>/ with sweep.csv, sweep.md (the table and the bound-flip map: where
+    along each swept parameter the classification changes, and which version is fastest where) and plots/; each
+    point is an ordinary run folder under --out. A point a version cannot run is a row saying why.
+    """
+    setup_logging(verbose)
+    from kbench import pipeline, sweep
+    from kbench.cli.common import PlanArgs, progress
+    from kbench.errors import UsageError
+    from kbench.modes import registry
+    from kbench.modes.base import RunOptions
+    from kbench.plan.discovery import find_package
+
+    if resume is not None:
+        if ctx.args:
+            raise UsageError("--resume takes the sweep as it was asked; give no kernel or parameters with it")
+        spec, sweep_dir = sweep.resumed(resume), resume
+    else:
+        args = parse_sweep_args(list(ctx.args))
+        ref = find_package(args.package or "", kernel_path)
+        versions = args.versions or ref.versions()
+        unknown = [v for v in versions if v not in ref.versions()]
+        if unknown:
+            raise UsageError(f"unknown version '{unknown[0]}' of {ref.name}; versions: {', '.join(ref.versions())}")
+        swept, fixed = sweep.split_values(args.values)
+        runs = bench_runs if bench_runs is not None else registry.get(prof_type).default_bench_runs
+        spec = {"kernel": ref.name, "versions": versions, "swept": swept, "fixed": fixed, "mode": prof_type,
+                "out": out, "bench_runs": runs}  # fmt: skip
+        sweep_dir = sweep.new_dir(out_folder(sweep_out), ref.name)
+    registry.get(spec["mode"])
+    with progress() as status:
+
+        def point(version: str, values: dict[str, str]) -> Any:
+            plan = load_plan(PlanArgs(spec["kernel"], version, dict(values)), kernel_path)
+            opts = RunOptions(out_root=Path(spec["out"]), bench_runs=spec["bench_runs"], progress=status)
+            return pipeline.profile(spec["mode"], plan, opts)
+
+        rows = sweep.run(spec, sweep_dir, point, status)
+    typer.echo(sweep.write(rows, spec, sweep_dir))
+    typer.echo(f"kbench: wrote {sweep_dir / 'sweep.md'}", err=True)
+
+
 @app.command("runs")
 def runs_cmd(
     kernel: str | None = typer.Argument(None, help="Only this kernel package's runs."),
@@ -207,6 +264,31 @@ def list_cmd(
     from kbench.cli.listing import print_listing
 
     print_listing(kernel_path)
+
+
+@dataclass
+class SweepArgs:
+    package: str | None = None
+    versions: list[str] = field(default_factory=list)
+    values: dict[str, str] = field(default_factory=dict)
+
+
+def parse_sweep_args(tokens: list[str]) -> SweepArgs:
+    """<kernel_package> [<version> ...] --name=a,b,... : like the profile command's, with several versions."""
+    out = SweepArgs()
+    for tok in tokens:
+        if tok.startswith("-"):
+            one = parse_plan_args([tok]).values
+            if dup := set(one) & set(out.values):
+                raise UsageError(f"--{dup.pop()} is given twice; give it once (a comma list sweeps it)")
+            out.values.update(one)
+        elif out.package is None:
+            out.package = tok
+        else:
+            out.versions.append(tok)
+    if out.package is None:
+        raise UsageError("name a kernel package to sweep, e.g. `kbench sweep mla_decode v1 v2 --s=1,4,16`")
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,297 @@
+"""`kbench sweep`: versions x a grid of parameters, each point one profile through the pipeline, then one table,
+plots and the bound-flip map (where along each swept parameter the classification changes, and which version is
+fastest where).
+
+The sweep folder (``<out>/sweeps/<kernel>/<timestamp>/``) holds ``sweep.json`` (what was asked), ``points.jsonl``
+(one line per finished point, appended as it finishes: an interrupted sweep resumes from it with ``--resume``),
+``sweep.csv`` and ``sweep.md`` (the table and the map) and ``plots/``. The profiles themselves are ordinary run
+folders under ``<out>``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from kbench.errors import KbenchError, UsageError
+from kbench.fsutil import safe, write_json_atomic, write_text_atomic
+from kbench.model import Model
+from kbench.report import folder
+
+SPEC = "sweep.json"
+POINTS = "points.jsonl"
+
+
+class Row(Model):
+    """One point of the sweep: a version at one combination of parameters."""
+
+    version: str
+    params: dict[str, str]  # the swept and the fixed values, as given
+    status: str  # ok, or refused / failed with the one line that said why
+    duration_us: float | None = None  # the whole plan (its measured median, else the stages' sum)
+    tflops: float | None = None
+    gbps: float | None = None
+    roof_pct: float | None = None  # the stages' roofline bounds over the duration
+    bottleneck: str | None = None
+    run: str | None = None
+
+    def key(self) -> str:
+        return json.dumps([self.version, sorted(self.params.items())])
+
+
+def grid(
+    versions: Sequence[str], swept: dict[str, list[str]], fixed: dict[str, str]
+) -> list[tuple[str, dict[str, str]]]:
+    """Every version at every combination of the swept values (in the order given), the fixed values beside them."""
+    names = list(swept)
+    combos = itertools.product(*(swept[n] for n in names))
+    points = [{**fixed, **dict(zip(names, c, strict=True))} for c in combos]
+    return [(v, p) for p in points for v in versions]
+
+
+def split_values(values: dict[str, str]) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """``--s=1,4,16`` is swept, ``--h=16`` fixed; an empty item (``--s=1,,4``) is refused."""
+    swept, fixed = {}, {}
+    for name, raw in values.items():
+        items = [v.strip() for v in raw.split(",")]
+        if any(not v for v in items):
+            raise UsageError(f"--{name}={raw}: an empty value in the list")
+        if len(items) > 1:
+            swept[name] = list(dict.fromkeys(items))
+        else:
+            fixed[name] = items[0]
+    return swept, fixed
+
+
+def row_of(version: str, params: dict[str, str], result: Any) -> Row:
+    """The point's figures from a ProfileResult."""
+    f = result.figures
+    total = result.plan_timing.median_us if result.plan_timing else f.total_us
+    flops = [s.flops for s in f.stages]
+    nbytes = [s.dram_bytes for s in f.stages]
+    bounds = [s.bound_us for s in f.stages]
+    return Row(
+        version=version,
+        params=params,
+        status="ok",
+        duration_us=total,
+        tflops=sum(flops) / total / 1e6 if total and None not in flops else None,
+        gbps=sum(nbytes) / total / 1e3 if total and None not in nbytes else None,
+        roof_pct=100.0 * sum(bounds) / total if total and None not in bounds else None,
+        bottleneck=f.bottleneck,
+        run=result.out_dir,
+    )
+
+
+def done_rows(sweep_dir: Path) -> list[Row]:
+    path = sweep_dir / POINTS
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(Row.model_validate_json(line))
+        except ValueError:
+            continue  # a line cut by an interruption: that point runs again
+    return rows
+
+
+def run(
+    spec: dict[str, Any],
+    sweep_dir: Path,
+    profile_point: Callable[[str, dict[str, str]], Any],
+    progress: Callable[[str], None],
+) -> list[Row]:
+    """Profile every point not yet in ``points.jsonl`` (appending each as it finishes); all rows, in grid order.
+    A point whose parameters its version refuses, or whose profile fails, is a row with that line, not the end."""
+    write_json_atomic(sweep_dir / SPEC, spec)
+    points = grid(spec["versions"], spec["swept"], spec["fixed"])
+    have = {r.key(): r for r in done_rows(sweep_dir)}
+    todo = [(v, p) for v, p in points if Row(version=v, params=p, status="").key() not in have]
+    if have:
+        progress(f"resuming: {len(points) - len(todo)} of {len(points)} point(s) already done")
+    for i, (version, params) in enumerate(todo, 1):
+        shown = " ".join(f"{k}={v}" for k, v in params.items())
+        progress(f"sweep point {len(points) - len(todo) + i}/{len(points)}: {version} {shown}")
+        try:
+            row = row_of(version, params, profile_point(version, params))
+        except UsageError as e:
+            row = Row(version=version, params=params, status=f"refused: {e}")
+        except KbenchError as e:
+            row = Row(version=version, params=params, status=f"failed: {e}")
+        with (sweep_dir / POINTS).open("a") as f:
+            f.write(row.model_dump_json() + "\n")
+        have[row.key()] = row
+    return [have[Row(version=v, params=p, status="").key()] for v, p in points]
+
+
+def _num(v: float | None, digits: int = 2) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}"
+
+
+def _sort_key(value: str) -> tuple[int, float | str]:
+    try:
+        return (0, float(value))
+    except ValueError:
+        return (1, value)
+
+
+def table_md(rows: list[Row], swept: Sequence[str]) -> str:
+    head = ["version", *swept, "duration (us)", "TFLOP/s", "GB/s", "% of roof", "bottleneck", "status"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r.version, *(r.params[n] for n in swept), _num(r.duration_us), _num(r.tflops), _num(r.gbps, 1),
+                 _num(r.roof_pct, 1), r.bottleneck or "n/a", r.status.replace("|", "/")]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def table_csv(rows: list[Row], path: Path, swept: Sequence[str]) -> None:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["version", *swept, "duration_us", "tflops", "gbps", "roof_pct", "bottleneck", "status", "run"])
+    for r in rows:
+        w.writerow([r.version, *(r.params[n] for n in swept), r.duration_us, r.tflops, r.gbps, r.roof_pct,
+                    r.bottleneck, r.status, r.run])  # fmt: skip
+    write_text_atomic(path, buf.getvalue())
+
+
+def _lines(
+    rows: list[Row], along: str, swept: Sequence[str]
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], list[Row]]:
+    """Rows grouped into lines along one parameter: per version and combination of the other swept values."""
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], list[Row]] = {}
+    for r in rows:
+        if r.status != "ok":
+            continue
+        others = tuple((n, r.params[n]) for n in swept if n != along)
+        out.setdefault((r.version, others), []).append(r)
+    return {k: sorted(v, key=lambda r: _sort_key(r.params[along])) for k, v in out.items()}
+
+
+def flip_map(rows: list[Row], swept: Sequence[str]) -> list[str]:
+    """Where the classification changes along each swept parameter, per version; and the fastest version at each
+    point (with its lead over the next), where more than one version ran."""
+    out = []
+    for along in swept:
+        for (version, others), line in _lines(rows, along, swept).items():
+            where = ", ".join(f"{n}={v}" for n, v in others) or "all points"
+            flips = [
+                f"{a.bottleneck} -> {b.bottleneck} between {along}={a.params[along]} and {along}={b.params[along]}"
+                for a, b in itertools.pairwise(line)
+                if a.bottleneck != b.bottleneck
+            ]
+            classes = " / ".join(dict.fromkeys(r.bottleneck or "n/a" for r in line))
+            what = "; ".join(flips) if flips else f"{classes}-bound throughout"
+            out.append(f"- along {along} ({version}, {where}): {what}")
+    by_point: dict[str, list[Row]] = {}
+    for r in rows:
+        if r.status == "ok" and r.duration_us:
+            by_point.setdefault(json.dumps(sorted((n, r.params[n]) for n in swept)), []).append(r)
+    for key, contenders in by_point.items():
+        if len(contenders) < 2:
+            continue
+        best, second = sorted(contenders, key=lambda r: r.duration_us or 0.0)[:2]
+        point = ", ".join(f"{n}={v}" for n, v in json.loads(key)) or "the point"
+        lead = (second.duration_us or 0.0) / (best.duration_us or 1.0)
+        out.append(f"- fastest at {point}: {best.version} ({_num(best.duration_us)} us, {lead:.2f}x {second.version})")
+    return out
+
+
+def plots(rows: list[Row], swept: Sequence[str], plot_dir: Path) -> list[Path]:
+    """For each swept parameter, duration and % of roof against it: one line per version (and combination of the
+    other swept values), markers by bottleneck class."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    markers = {"Memory": "o", "Compute": "s", "Latency": "^"}
+    written = []
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    for along in swept:
+        lines = _lines(rows, along, swept)
+        if not lines:
+            continue
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+        for (version, others), line in lines.items():
+            label = version + ("" if not others else " (" + ", ".join(f"{n}={v}" for n, v in others) + ")")
+            xs = [float(r.params[along]) if _sort_key(r.params[along])[0] == 0 else i for i, r in enumerate(line)]
+            for ax, ys in ((left, [r.duration_us for r in line]), (right, [r.roof_pct for r in line])):
+                drawn = ax.plot(xs, [y if y is not None else float("nan") for y in ys], label=label)[0]
+                for x, y, r in zip(xs, ys, line, strict=True):
+                    if y is not None:
+                        ax.scatter([x], [y], marker=markers.get(r.bottleneck or "", "x"), color=drawn.get_color())
+        for ax, what in ((left, "duration (us)"), (right, "% of roof")):
+            ax.set_xlabel(along)
+            ax.set_ylabel(what)
+            ax.set_xscale("log", base=2)
+            ax.grid(True, alpha=0.3)
+        left.set_yscale("log")
+        right.legend(fontsize=7, title="markers: o Memory, s Compute, ^ Latency", title_fontsize=7)
+        fig.tight_layout()
+        path = plot_dir / f"{along}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def write(rows: list[Row], spec: dict[str, Any], sweep_dir: Path) -> str:
+    """sweep.csv, plots/ and sweep.md (the table, then the bound-flip map); returns sweep.md's text."""
+    swept = list(spec["swept"])
+    table_csv(rows, sweep_dir / "sweep.csv", swept)
+    drawn = plots(rows, swept, sweep_dir / "plots")
+    fixed = ", ".join(f"{k}={v}" for k, v in spec["fixed"].items()) or "defaults"
+    ranges = "; ".join(f"{k} in " + ",".join(v) for k, v in spec["swept"].items()) or "nothing"
+    text = "\n".join(
+        [
+            f"# Sweep: {spec['kernel']} ({spec['mode']} mode)",
+            "",
+            f"Versions {', '.join(spec['versions'])}; swept {ranges}; fixed {fixed}.",
+            "% of roof is the stages' roofline bounds (datasheet peaks) over the measured duration.",
+            "",
+            table_md(rows, swept),
+            "",
+            "## Bound-flip map",
+            "",
+            *(flip_map(rows, swept) or ["- nothing to map (no point finished)"]),
+            "",
+            "## Plots",
+            "",
+            *[f"- `plots/{p.name}`" for p in drawn],
+            "",
+        ]
+    )
+    write_text_atomic(sweep_dir / "sweep.md", text)
+    return text
+
+
+def new_dir(sweep_root: Path, kernel: str) -> Path:
+    """A fresh ``<sweep_root>/<kernel>/<timestamp>/`` (never reused)."""
+    parent = sweep_root / safe(kernel)
+    parent.mkdir(parents=True, exist_ok=True)
+    stamp = folder.timestamp()
+    for i in range(100):
+        candidate = parent / (stamp if i == 0 else f"{stamp}-{i:02d}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise KbenchError(f"more than 100 sweeps in one second under {parent}")
+
+
+def resumed(sweep_dir: Path) -> dict[str, Any]:
+    """The spec of an earlier sweep folder, to finish it."""
+    try:
+        spec: dict[str, Any] = json.loads((sweep_dir / SPEC).read_text())
+    except (OSError, ValueError):
+        raise UsageError(f"--resume {sweep_dir}: no readable {SPEC}; name a sweep folder kbench made") from None
+    return spec

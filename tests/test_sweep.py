@@ -1,0 +1,99 @@
+"""`kbench sweep` on CPU: mla_decode versions over s and t through a registered backend that 'measures' each stage
+at twice its roofline bound (tests/test_pipeline.py's Replay), so the classification follows the roofline and the
+bound-flip map must show Memory -> Compute along s; a version that cannot run a point is a row saying why; an
+interrupted sweep resumes without re-running what it finished."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from kbench import sweep
+from kbench.modes import registry
+from tests.conftest import Ran
+from tests.pipeline_fakes import offline_gpu
+from tests.test_pipeline import Replay
+
+
+@pytest.fixture
+def replay(monkeypatch: pytest.MonkeyPatch, isolated: Path) -> Iterator[Path]:
+    offline_gpu(monkeypatch)
+    registry.register(Replay())
+    try:
+        yield isolated
+    finally:
+        registry.unregister("replay")
+
+
+def test_a_sweep_writes_the_table_plots_and_the_bound_flip_map(cli: Callable[..., Ran], replay: Path) -> None:
+    done = cli(
+        "sweep", "mla_decode", "base", "v2", "v1", "--s=1,16", "--t=1024,4096", "--b=32", "--d=48",
+        "--prof_type=replay", "--out", "profiles", "--sweep-out", "sweeps",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [folder] = list((replay / "sweeps" / "mla_decode").iterdir())
+    rows = list(csv.DictReader((folder / "sweep.csv").read_text().splitlines()))
+    assert len(rows) == 3 * 2 * 2
+    # d=48 is not a power of two: the Triton versions refuse every point, the PyTorch one runs them
+    assert {r["status"] for r in rows if r["version"] == "base"} == {"ok"}
+    refused = [r for r in rows if r["version"] != "base"]
+    assert all(r["status"].startswith("refused: mla_decode v") and "powers of two" in r["status"] for r in refused)
+    base = {(r["s"], r["t"]): r for r in rows if r["version"] == "base"}
+    assert base[("1", "4096")]["bottleneck"] == "Memory" and base[("16", "4096")]["bottleneck"] == "Compute"
+    assert float(base[("16", "4096")]["roof_pct"]) == pytest.approx(50.0)  # twice the bound
+    text = (folder / "sweep.md").read_text()
+    assert "- along s (base, t=4096): Memory -> Compute between s=1 and s=16" in text
+    assert "- along t (base, s=1): Memory-bound throughout" in text
+    assert sorted(p.name for p in (folder / "plots").iterdir()) == ["s.png", "t.png"]
+    assert json.loads((folder / "sweep.json").read_text())["versions"] == ["base", "v2", "v1"]
+    assert len(list((replay / "profiles" / "replay" / "mla_decode").rglob("report.md"))) == 4
+
+
+def test_two_versions_that_run_get_a_winner_per_point(cli: Callable[..., Ran], replay: Path) -> None:
+    done = cli("sweep", "mla_decode", "base", "v1", "--s=1,4", "--prof_type=replay", "--out", "p", "--sweep-out", "s")
+    assert done.returncode == 0, done.stderr
+    # the replay times each stage at twice its bound: v1 moves its scores through DRAM, so base wins
+    assert "- fastest at s=1: base (" in done.stdout and "x v1)" in done.stdout
+
+
+def test_an_interrupted_sweep_resumes_from_what_it_finished(replay: Path) -> None:
+    spec = {"kernel": "k", "versions": ["a", "b"], "swept": {"s": ["1", "2", "4"]}, "fixed": {}, "mode": "replay"}
+    folder = sweep.new_dir(replay / "sweeps", "k")
+    calls: list[tuple[str, dict[str, str]]] = []
+
+    def point(version: str, params: dict[str, str]) -> SimpleNamespace:  # a result with what a row reads
+        calls.append((version, params))
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        figures = SimpleNamespace(stages=[], total_us=float(params["s"]), bottleneck="Memory")
+        return SimpleNamespace(plan_timing=None, out_dir="run", figures=figures)
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run(spec, folder, point, lambda m: None)
+    assert len(sweep.done_rows(folder)) == 3
+    calls.clear()
+    notes: list[str] = []
+    rows = sweep.run(sweep.resumed(folder), folder, point, notes.append)
+    assert len(calls) == 3 and len(rows) == 6 and notes[0] == "resuming: 3 of 6 point(s) already done"
+    assert [r.duration_us for r in rows] == [1.0, 1.0, 2.0, 2.0, 4.0, 4.0]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["mla_decode", "--s=1,,4"], "--s=1,,4: an empty value in the list"),
+        (["mla_decode", "--s=1", "--s=2"], "--s is given twice"),
+        (["mla_decode", "v9"], "unknown version 'v9' of mla_decode"),
+        (["nosuch"], "unknown kernel package 'nosuch'"),
+        ([], "name a kernel package to sweep"),
+        (["--resume", "/nonexistent"], "no readable sweep.json"),
+    ],
+)
+def test_bad_sweeps_are_one_line(cli: Callable[..., Ran], isolated: Path, args: list[str], fragment: str) -> None:
+    done = cli("sweep", *args)
+    assert done.returncode == 2 and fragment in done.stderr and len(done.stderr.strip().splitlines()) == 1
