@@ -15,6 +15,13 @@ from kbench.plan.discovery import find_package, load_version
 POINTS: dict[str, list[dict[str, Any]]] = {
     "vector_add": [{"n": 1 << 20}, {"n": 1 << 24}, {"n": 1 << 28}],
     "matmul": [{"m": 1024, "n": 1024, "k": 1024}, {"m": 4096, "n": 4096, "k": 4096}, {"m": 8192, "n": 8192, "k": 8192}],
+    # the memory-bound and compute-bound points, plain decode at the full model's 128 heads, and a small batch
+    "mla_decode": [
+        {"b": 32, "s": 1, "t": 8192},
+        {"b": 32, "s": 16, "t": 4096},
+        {"b": 32, "s": 1, "t": 4096, "h": 128},
+        {"b": 4, "s": 1, "t": 16384},
+    ],
 }
 
 
