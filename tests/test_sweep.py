@@ -97,3 +97,25 @@ def test_an_interrupted_sweep_resumes_from_what_it_finished(replay: Path) -> Non
 def test_bad_sweeps_are_one_line(cli: Callable[..., Ran], isolated: Path, args: list[str], fragment: str) -> None:
     done = cli("sweep", *args)
     assert done.returncode == 2 and fragment in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_two_workers_split_the_points_and_the_parent_merges_them(cli: Callable[..., Ran], isolated: Path) -> None:
+    """One worker per 'GPU' (two CPU workers here: each point then fails with the one no-GPU line, which is still a
+    row); every point is done once, by the worker its index gives, and the table has them all."""
+    done = cli("sweep", "mla_decode", "base", "v2", "--s=1,2,4", "--gpus", "0,1", "--out", "p", "--sweep-out", "s")
+    assert done.returncode == 0, done.stderr
+    [folder] = list((isolated / "s" / "mla_decode").iterdir())
+    rows = sweep.done_rows(folder)
+    assert len(rows) == 6 and len({r.key() for r in rows}) == 6
+    order = sweep.grid(["base", "v2"], {"s": ["1", "2", "4"]}, {})
+    for i, (version, params) in enumerate(order):
+        row = next(r for r in rows if r.version == version and r.params == params)
+        assert row.gpu == str(i % 2) and row.status.startswith("failed: --prof_type=event needs a CUDA GPU")
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith("worker-")) == ["worker-0.log", "worker-1.log"]
+    assert len(list(csv.DictReader((folder / "sweep.csv").read_text().splitlines()))) == 6
+
+
+@pytest.mark.parametrize(("gpus", "fragment"), [("0,0", "distinct GPU indices"), ("x", "distinct GPU indices")])
+def test_bad_gpu_lists_are_one_line(cli: Callable[..., Ran], isolated: Path, gpus: str, fragment: str) -> None:
+    done = cli("sweep", "mla_decode", "--s=1,2", "--gpus", gpus)
+    assert done.returncode == 2 and fragment in done.stderr

@@ -37,6 +37,7 @@ class Row(Model):
     roof_pct: float | None = None  # the stages' roofline bounds over the duration
     bottleneck: str | None = None
     run: str | None = None
+    gpu: str | None = None  # the worker's CUDA_VISIBLE_DEVICES when the sweep ran one worker per GPU
 
     def key(self) -> str:
         return json.dumps([self.version, sorted(self.params.items())])
@@ -104,28 +105,50 @@ def run(
     sweep_dir: Path,
     profile_point: Callable[[str, dict[str, str]], Any],
     progress: Callable[[str], None],
+    share: tuple[int, int] = (0, 1),
+    gpu: str | None = None,
 ) -> list[Row]:
     """Profile every point not yet in ``points.jsonl`` (appending each as it finishes); all rows, in grid order.
-    A point whose parameters its version refuses, or whose profile fails, is a row with that line, not the end."""
-    write_json_atomic(sweep_dir / SPEC, spec)
+    A point whose parameters its version refuses, or whose profile fails, is a row with that line, not the end.
+    ``share`` (i, n): a worker of n takes every n-th point from the i-th; the rows returned are then only its own."""
+    if share == (0, 1):
+        write_spec(spec, sweep_dir)
     points = grid(spec["versions"], spec["swept"], spec["fixed"])
+    mine = points[share[0] :: share[1]]
     have = {r.key(): r for r in done_rows(sweep_dir)}
-    todo = [(v, p) for v, p in points if Row(version=v, params=p, status="").key() not in have]
+    todo = [(v, p) for v, p in mine if Row(version=v, params=p, status="").key() not in have]
     if have:
-        progress(f"resuming: {len(points) - len(todo)} of {len(points)} point(s) already done")
+        progress(f"resuming: {len(mine) - len(todo)} of {len(mine)} point(s) already done")
     for i, (version, params) in enumerate(todo, 1):
         shown = " ".join(f"{k}={v}" for k, v in params.items())
-        progress(f"sweep point {len(points) - len(todo) + i}/{len(points)}: {version} {shown}")
+        progress(f"sweep point {len(mine) - len(todo) + i}/{len(mine)}: {version} {shown}")
         try:
             row = row_of(version, params, profile_point(version, params))
         except UsageError as e:
             row = Row(version=version, params=params, status=f"refused: {e}")
         except KbenchError as e:
             row = Row(version=version, params=params, status=f"failed: {e}")
-        with (sweep_dir / POINTS).open("a") as f:
+        row.gpu = gpu
+        with (sweep_dir / POINTS).open("a") as f:  # one short line per append: workers share the file
             f.write(row.model_dump_json() + "\n")
         have[row.key()] = row
-    return [have[Row(version=v, params=p, status="").key()] for v, p in points]
+    return [have[Row(version=v, params=p, status="").key()] for v, p in mine]
+
+
+def write_spec(spec: dict[str, Any], sweep_dir: Path) -> None:
+    """sweep.json: what was asked (a resumed sweep, and each worker, reads it back)."""
+    write_json_atomic(sweep_dir / SPEC, spec)
+
+
+def collect(spec: dict[str, Any], sweep_dir: Path, missing: str) -> list[Row]:
+    """Every point's row in grid order from ``points.jsonl``, after workers ran; a point none finished says
+    ``missing``."""
+    have = {r.key(): r for r in done_rows(sweep_dir)}
+    rows = []
+    for v, p in grid(spec["versions"], spec["swept"], spec["fixed"]):
+        key = Row(version=v, params=p, status="").key()
+        rows.append(have.get(key) or Row(version=v, params=p, status=missing))
+    return rows
 
 
 def _num(v: float | None, digits: int = 2) -> str:

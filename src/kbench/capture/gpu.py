@@ -17,6 +17,13 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def device_count() -> int:
+    """How many CUDA GPUs torch sees (0 without any)."""
+    import torch
+
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
 def require_cuda(what: str) -> None:
     if not cuda_available():
         raise NoGpuError(

@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,34 @@ def run(argv: list[str], *, timeout_s: float, log_path: Path, env: dict[str, str
             _kill_group(proc)
             raise
     return Finished(code, log_path.read_text(errors="replace"))
+
+
+def run_all(jobs: list[tuple[list[str], dict[str, str], Path]], *, timeout_s: float) -> list[Finished]:
+    """Run several commands at once (argv, environment, log file each); wait for all. On timeout or interrupt every
+    process group still running is killed (ToolTimeout names the first log)."""
+    procs: list[subprocess.Popen[bytes]] = []
+    logs = [path.open("w") for _, _, path in jobs]
+    try:
+        for (argv, env, _), log in zip(jobs, logs, strict=True):
+            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True))  # noqa: S603
+        deadline = time.monotonic() + timeout_s
+        codes = []
+        for proc in procs:
+            try:
+                codes.append(proc.wait(timeout=max(0.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                raise ToolTimeout(
+                    f"ran past {timeout_s:.0f} s and was killed with its children; see {jobs[0][2]}"
+                ) from None
+    except OSError as e:
+        raise ToolMissing(f"cannot start {jobs[len(procs)][0][0]}: {e.strerror}") from None
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                _kill_group(proc)
+        for log in logs:
+            log.close()
+    return [Finished(code, path.read_text(errors="replace")) for code, (_, _, path) in zip(codes, jobs, strict=True)]
 
 
 def output(argv: list[str], *, timeout_s: float = 30.0) -> Finished:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,6 +188,10 @@ def sweep_cmd(
     sweep_out: str = typer.Option("out/sweeps", "--sweep-out", help="Root folder of the sweep's table and plots."),
     bench_runs: int | None = typer.Option(None, "--bench-runs", "--bench_runs", min=1, help="Repetitions per stage."),
     resume: Path | None = typer.Option(None, "--resume", help="An interrupted sweep's folder: run what it lacks."),
+    gpus: str | None = typer.Option(
+        None, "--gpus", help="all, or GPU indices (0,1): one worker per GPU, each under that GPU's lock; merged."
+    ),
+    worker: str | None = typer.Option(None, "--worker", hidden=True, help="i/n: run the i-th share (internal)."),
     kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
 ) -> None:
@@ -222,14 +227,45 @@ def sweep_cmd(
                 "out": out, "bench_runs": runs}  # fmt: skip
         sweep_dir = sweep.new_dir(out_folder(sweep_out), ref.name)
     registry.get(spec["mode"])
-    with progress() as status:
+    share = sweep_share(worker)
+    devices = [] if gpus is None else sweep_gpus(gpus)
+    if devices and worker is None:  # one worker per named GPU, even one: it runs on that GPU
+        from kbench.capture import tools
 
-        def point(version: str, values: dict[str, str]) -> Any:
-            plan = load_plan(PlanArgs(spec["kernel"], version, dict(values)), kernel_path)
-            opts = RunOptions(out_root=Path(spec["out"]), bench_runs=spec["bench_runs"], progress=status)
-            return pipeline.profile(spec["mode"], plan, opts)
+        sweep.write_spec(spec, sweep_dir)
+        jobs = [
+            (
+                [
+                    sys.executable,
+                    "-m",
+                    "kbench",
+                    "sweep",
+                    "--resume",
+                    str(sweep_dir),
+                    "--worker",
+                    f"{i}/{len(devices)}",
+                    *(f"--kernel-path={k}" for k in kernel_path),
+                ],
+                {**os.environ, "CUDA_VISIBLE_DEVICES": gpu},
+                sweep_dir / f"worker-{i}.log",
+            )
+            for i, gpu in enumerate(devices)
+        ]
+        typer.echo(f"kbench: {len(jobs)} workers, one per GPU ({', '.join(devices)}); logs in {sweep_dir}", err=True)
+        tools.run_all(jobs, timeout_s=7 * 24 * 3600.0)
+        rows = sweep.collect(spec, sweep_dir, missing="missing: its worker stopped early (see worker-*.log)")
+    else:
+        with progress() as status:
 
-        rows = sweep.run(spec, sweep_dir, point, status)
+            def point(version: str, values: dict[str, str]) -> Any:
+                plan = load_plan(PlanArgs(spec["kernel"], version, dict(values)), kernel_path)
+                opts = RunOptions(out_root=Path(spec["out"]), bench_runs=spec["bench_runs"], progress=status)
+                return pipeline.profile(spec["mode"], plan, opts)
+
+            gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if worker else None
+            rows = sweep.run(spec, sweep_dir, point, status, share=share, gpu=gpu)
+        if worker is not None:
+            return  # the parent merges the workers' rows
     typer.echo(sweep.write(rows, spec, sweep_dir))
     typer.echo(f"kbench: wrote {sweep_dir / 'sweep.md'}", err=True)
 
@@ -264,6 +300,30 @@ def list_cmd(
     from kbench.cli.listing import print_listing
 
     print_listing(kernel_path)
+
+
+def sweep_share(worker: str | None) -> tuple[int, int]:
+    if worker is None:
+        return (0, 1)
+    i, _, n = worker.partition("/")
+    if not (i.isdigit() and n.isdigit() and int(i) < int(n)):
+        raise UsageError(f"--worker={worker}: i/n with 0 <= i < n")
+    return (int(i), int(n))
+
+
+def sweep_gpus(gpus: str) -> list[str]:
+    """--gpus all (every GPU NVML or torch sees) or a list of indices."""
+    if gpus == "all":
+        from kbench.capture import gpu
+
+        count = gpu.device_count()
+        if count == 0:
+            raise UsageError("--gpus all: no CUDA GPU is visible")
+        return [str(i) for i in range(count)]
+    found = [g.strip() for g in gpus.split(",")]
+    if not found or not all(g.isdigit() for g in found) or len(set(found)) != len(found):
+        raise UsageError(f"--gpus={gpus}: all, or distinct GPU indices such as 0,1")
+    return found
 
 
 @dataclass
