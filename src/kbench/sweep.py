@@ -298,17 +298,7 @@ def write(rows: list[Row], spec: dict[str, Any], sweep_dir: Path) -> str:
 
 def new_dir(sweep_root: Path, kernel: str) -> Path:
     """A fresh ``<sweep_root>/<kernel>/<timestamp>/`` (never reused)."""
-    parent = sweep_root / safe(kernel)
-    parent.mkdir(parents=True, exist_ok=True)
-    stamp = folder.timestamp()
-    for i in range(100):
-        candidate = parent / (stamp if i == 0 else f"{stamp}-{i:02d}")
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            continue
-    raise KbenchError(f"more than 100 sweeps in one second under {parent}")
+    return folder.fresh_dir(sweep_root / safe(kernel))
 
 
 def resumed(sweep_dir: Path) -> dict[str, Any]:

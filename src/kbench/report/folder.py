@@ -47,7 +47,11 @@ def timestamp(now: datetime | None = None) -> str:
 
 def new_run_dir(root: Path, mode: str, kernel: str, params_slug: str, now: datetime | None = None) -> Path:
     """Create a fresh folder; a second run in the same second gets a -01, -02 ... suffix (still sortable)."""
-    parent = root / mode / kernel / params_slug
+    return fresh_dir(root / mode / kernel / params_slug, now)
+
+
+def fresh_dir(parent: Path, now: datetime | None = None) -> Path:
+    """A new ``<parent>/<UTC timestamp>[-NN]`` folder, never one that exists (parents made as needed)."""
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
