@@ -188,6 +188,8 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
     them); no GPU or profiler needed."""
     if not path.is_file():
         raise UsageError(f"{path}: no such capture file")
+    if plan is not None:
+        _same_plan(path, plan)
     backend = registry.for_capture(path, mode)
     capture = backend.open(path)
     analysis = backend.analyse(capture, Context(plan, load_devices()))
@@ -215,6 +217,27 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
             backend.name, identity, analysis, capture, run_dir, offline=True, clocks=analysis.clock_note or ""
         )
         return _write(backend, analysis, result, run_dir, params)
+
+
+def _same_plan(path: Path, plan: KernelPlan) -> None:
+    """A capture kbench made names its kernel and parameters in params.json beside it: --plan must agree, or the
+    FLOP/byte model and the stages would be another kernel's."""
+    import json
+
+    try:
+        made = json.loads((path.parent / folder.PARAMS).read_text())
+    except (OSError, ValueError):
+        return  # a capture from elsewhere: nothing to compare with
+    kernel, values = made.get("kernel"), made.get("params")
+    if not isinstance(values, dict) or kernel is None:
+        return
+    if kernel != plan.package or {k: str(v) for k, v in values.items()} != {
+        k: str(v) for k, v in plan.values().items()
+    }:
+        raise UsageError(
+            f"{path} was captured for {kernel} {made.get('version', '')} {values}, but --plan gives {plan.package} "
+            f"{plan.version} {plan.values()}: its model would be another kernel's; give the capture's parameters"
+        )
 
 
 def run_unprofiled(plan: KernelPlan, do_check: bool) -> str:

@@ -15,6 +15,7 @@ from tests.conftest import DATA
 from tests.faults.helpers import CAPTURE, earlier_run, kbench, one_line, snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
+V2 = DATA / "validation_h100" / "matmul-v2" / "annotation" / "profile.ncu-rep"  # params.json beside it
 K = "kbench.kernel"
 
 CASES = [
@@ -48,6 +49,8 @@ CASES = [
     ("kbench", ["analyze", str(CAPTURE), "--out", ""], {}, 2, "--out is empty"),
     ("kbench", ["analyze", str(CAPTURE), "extra"], {}, 2, "need --plan"),
     ("kbench", ["compare", "/nonexistent"], {}, 2, "give two run folders"),
+    ("kbench", ["analyze", str(V2), "--plan", "matmul", "v2", "--m=1024"], {}, 2, "but --plan gives matmul v2"),
+    ("kbench", ["analyze", str(V2), "--plan", "vector_add"], {}, 2, "was captured for matmul v2"),
     ("kbench", ["runs", "--limit", "0"], {}, 2, "--limit"),
     ("kbench", ["nosuchcommand"], {}, 2, "No such command"),
 ]
