@@ -152,3 +152,38 @@ def test_kbench_mcp_serves_over_stdio(tmp_path: Path) -> None:
     assert names == [
         "analyze", "clone_version", "compare", "devlog", "list_kernels", "profile", "read_report", "runs"
     ]  # fmt: skip
+
+
+def test_profile_through_mcp_reports_progress(tmp_path: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profile tool on a registered CPU backend (tests/test_pipeline.py's Replay): the pipeline's progress
+    lines arrive as MCP progress notifications, and the answer is the run's report."""
+    from kbench.modes import registry
+    from tests.pipeline_fakes import offline_gpu
+    from tests.test_pipeline import Replay
+
+    offline_gpu(monkeypatch)
+    registry.register(Replay())
+    got: list[tuple[float, float | None, str | None]] = []
+    answer: dict[str, Any] = {}
+
+    async def main() -> None:
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            got.append((progress, total, message))
+
+        async with Client(build()) as c:
+            r = await c.call_tool(
+                "profile",
+                {"kernel": "matmul", "mode": "replay", "out": str(tmp_path / "p"), "params": {"m": "1024"}},
+                progress_callback=on_progress,
+            )
+            assert not r.is_error, r.content
+            answer.update(r.structured_content or {})
+
+    try:
+        anyio.run(main)
+    finally:
+        registry.unregister("replay")
+    assert got and [p for p, _, _ in got] == list(range(1, len(got) + 1))
+    assert all(isinstance(m, str) and m for _, _, m in got)
+    assert answer["report"]["mode"] == "replay" and answer["report"]["params"]["m"] == 1024
+    assert answer["report_md"].startswith("# Profile: matmul base")

@@ -152,6 +152,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
         **folder.owner(),
     }
     write_json_atomic(run_dir / folder.PARAMS, params)
+    opts.progress(f"{mode} mode: {plan.package} {plan.version} into {run_dir}")
     with folder.marked_on_failure(run_dir, params):
         with measuring(opts.lock_clocks, opts.wait, opts.progress) as env:
             job = Job(plan, opts, run_dir, seed, device, params, env, found)
@@ -160,6 +161,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
             finally:  # a failed capture's folder says what the clocks did too
                 clocks = record_clocks(env, params, job.clock_note)
         write_json_atomic(run_dir / folder.PARAMS, params)
+        opts.progress("analysing the capture")
         analysis = backend.analyse(capture, Context(plan, load_devices(), device))
         if analysis.clock_note:
             clocks = params["clocks"] = f"{clocks}; {analysis.clock_note}"
@@ -180,6 +182,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
             tools=params["tools"],
             sections=sections,
         )
+        opts.progress("writing report.md and report.json")
         return _write(backend, analysis, result, run_dir, params)
 
 

@@ -164,12 +164,13 @@ def build(kernel_path: list[str] | None = None) -> MCPServer:
         kernel: str,
         version: str | None = None,
         params: dict[str, str] | None = None,
-        mode: Literal["event", "annotation", "ncu", "nsys"] = "event",
+        mode: str = "event",
         out: str = OUT,
         bench_runs: int | None = None,
     ) -> RunDone:
-        """Profile a kernel version on this machine's GPU (params as in `--name=value`, defaults otherwise); the run
-        folder, report.md and report.json. Needs a CUDA GPU (and ncu / nsys for those modes)."""
+        """Profile a kernel version on this machine's GPU (params as in `--name=value`, defaults otherwise) in a
+        mode (event, annotation, ncu, nsys); the run folder, report.md and report.json. Needs a CUDA GPU (and ncu /
+        nsys for those modes); reports progress as it goes."""
         steps = iter(range(1, 1 << 30))
 
         def step(message: str) -> None:  # called from the worker thread the pipeline runs in
