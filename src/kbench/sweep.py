@@ -22,6 +22,7 @@ from kbench.model import Model
 from kbench.report import folder
 
 SPEC = "sweep.json"
+PointFn = Callable[[str, dict[str, str]], Any]  # profiles one point: a version at some values -> its result
 POINTS = "points.jsonl"
 
 
@@ -103,7 +104,7 @@ def done_rows(sweep_dir: Path) -> list[Row]:
 def run(
     spec: dict[str, Any],
     sweep_dir: Path,
-    profile_point: Callable[[str, dict[str, str]], Any],
+    profile_point: PointFn,
     progress: Callable[[str], None],
     share: tuple[int, int] = (0, 1),
     gpu: str | None = None,
@@ -308,3 +309,50 @@ def resumed(sweep_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         raise UsageError(f"--resume {sweep_dir}: no readable {SPEC}; name a sweep folder kbench made") from None
     return spec
+
+
+def profiler(spec: dict[str, Any], kernel_path: list[str], progress: Callable[[str], None]) -> PointFn:
+    """Profile one point as the sweep asked (its mode, repetitions and output root) through the pipeline."""
+
+    def point(version: str, values: dict[str, str]) -> Any:
+        from kbench import pipeline
+        from kbench.modes.base import RunOptions
+        from kbench.plan.discovery import load_version
+
+        plan = load_version(spec["kernel"], version, kernel_path).from_values(dict(values))
+        opts = RunOptions(out_root=Path(spec["out"]), bench_runs=spec["bench_runs"], progress=progress)
+        return pipeline.profile(spec["mode"], plan, opts)
+
+    return point
+
+
+def run_workers(spec: dict[str, Any], sweep_dir: Path, devices: list[str], kernel_path: list[str]) -> list[Row]:
+    """One `kbench sweep --resume <dir> --worker i/n` process per GPU (CUDA_VISIBLE_DEVICES), all at once; their rows
+    merged in grid order (a point no worker finished says so)."""
+    import os
+    import sys
+
+    from kbench.capture import tools
+
+    write_spec(spec, sweep_dir)
+    paths = [f"--kernel-path={k}" for k in kernel_path]
+    jobs = [
+        (
+            [
+                sys.executable,
+                "-m",
+                "kbench",
+                "sweep",
+                "--resume",
+                str(sweep_dir),
+                "--worker",
+                f"{i}/{len(devices)}",
+                *paths,
+            ],
+            {**os.environ, "CUDA_VISIBLE_DEVICES": gpu},
+            sweep_dir / f"worker-{i}.log",
+        )
+        for i, gpu in enumerate(devices)
+    ]
+    tools.run_all(jobs, timeout_s=7 * 24 * 3600.0)
+    return collect(spec, sweep_dir, missing="missing: its worker stopped early (see worker-*.log)")

@@ -203,11 +203,9 @@ def sweep_cmd(
     point is an ordinary run folder under --out. A point a version cannot run is a row saying why.
     """
     setup_logging(verbose)
-    from kbench import pipeline, sweep
-    from kbench.cli.common import PlanArgs, progress
-    from kbench.errors import UsageError
+    from kbench import sweep
+    from kbench.cli.common import progress
     from kbench.modes import registry
-    from kbench.modes.base import RunOptions
     from kbench.plan.discovery import find_package
 
     if resume is not None:
@@ -227,43 +225,17 @@ def sweep_cmd(
                 "out": out, "bench_runs": runs}  # fmt: skip
         sweep_dir = sweep.new_dir(out_folder(sweep_out), ref.name)
     registry.get(spec["mode"])
-    share = sweep_share(worker)
     devices = [] if gpus is None else sweep_gpus(gpus)
     if devices and worker is None:  # one worker per named GPU, even one: it runs on that GPU
-        from kbench.capture import tools
-
-        sweep.write_spec(spec, sweep_dir)
-        jobs = [
-            (
-                [
-                    sys.executable,
-                    "-m",
-                    "kbench",
-                    "sweep",
-                    "--resume",
-                    str(sweep_dir),
-                    "--worker",
-                    f"{i}/{len(devices)}",
-                    *(f"--kernel-path={k}" for k in kernel_path),
-                ],
-                {**os.environ, "CUDA_VISIBLE_DEVICES": gpu},
-                sweep_dir / f"worker-{i}.log",
-            )
-            for i, gpu in enumerate(devices)
-        ]
-        typer.echo(f"kbench: {len(jobs)} workers, one per GPU ({', '.join(devices)}); logs in {sweep_dir}", err=True)
-        tools.run_all(jobs, timeout_s=7 * 24 * 3600.0)
-        rows = sweep.collect(spec, sweep_dir, missing="missing: its worker stopped early (see worker-*.log)")
+        typer.echo(
+            f"kbench: {len(devices)} worker(s), one per GPU ({', '.join(devices)}); logs in {sweep_dir}", err=True
+        )
+        rows = sweep.run_workers(spec, sweep_dir, devices, kernel_path)
     else:
         with progress() as status:
-
-            def point(version: str, values: dict[str, str]) -> Any:
-                plan = load_plan(PlanArgs(spec["kernel"], version, dict(values)), kernel_path)
-                opts = RunOptions(out_root=Path(spec["out"]), bench_runs=spec["bench_runs"], progress=status)
-                return pipeline.profile(spec["mode"], plan, opts)
-
             gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if worker else None
-            rows = sweep.run(spec, sweep_dir, point, status, share=share, gpu=gpu)
+            point = sweep.profiler(spec, kernel_path, status)
+            rows = sweep.run(spec, sweep_dir, point, status, share=sweep_share(worker), gpu=gpu)
         if worker is not None:
             return  # the parent merges the workers' rows
     typer.echo(sweep.write(rows, spec, sweep_dir))
