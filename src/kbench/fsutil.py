@@ -1,4 +1,4 @@
-"""File writing shared by every layer."""
+"""File writing, the state folder and process liveness, shared by every layer."""
 
 from __future__ import annotations
 
@@ -80,3 +80,14 @@ def state_dir() -> Path:
         with contextlib.suppress(OSError):
             path.chmod(0o1777)
     return path
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this machine (someone else's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True

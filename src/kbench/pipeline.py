@@ -27,7 +27,7 @@ from kbench.modes import registry
 from kbench.modes.base import Analysis, Backend, Capture, Context, Job, RunOptions
 from kbench.plan.base import KernelPlan
 from kbench.report import folder, report_json
-from kbench.report.models import Baseline, ProfileResult, Tiling
+from kbench.report.models import Baseline, ProfileResult, Tiling, read_result
 from kbench.report.render import render_report
 
 log = logging.getLogger(__name__)
@@ -35,14 +35,6 @@ log = logging.getLogger(__name__)
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
-
-
-def read_result(run_dir: Path) -> ProfileResult | None:
-    """The result.json of a finished run, or None when it is missing or unreadable."""
-    try:
-        return ProfileResult.model_validate_json((run_dir / folder.RESULT).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def named_baseline(path: Path, plan: KernelPlan) -> ProfileResult:

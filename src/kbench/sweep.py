@@ -20,6 +20,7 @@ from kbench.errors import KbenchError, UsageError
 from kbench.fsutil import safe, write_json_atomic, write_text_atomic
 from kbench.model import Model
 from kbench.report import folder
+from kbench.report.render import num
 
 SPEC = "sweep.json"
 PointFn = Callable[[str, dict[str, str]], Any]  # profiles one point: a version at some values -> its result
@@ -41,7 +42,12 @@ class Row(Model):
     gpu: str | None = None  # the worker's CUDA_VISIBLE_DEVICES when the sweep ran one worker per GPU
 
     def key(self) -> str:
-        return json.dumps([self.version, sorted(self.params.items())])
+        return key(self.version, self.params)
+
+
+def key(version: str, params: dict[str, str]) -> str:
+    """A point's identity in points.jsonl: its version and parameter values, in any order."""
+    return json.dumps([version, sorted(params.items())])
 
 
 def grid(
@@ -70,20 +76,20 @@ def split_values(values: dict[str, str]) -> tuple[dict[str, list[str]], dict[str
 
 def row_of(version: str, params: dict[str, str], result: Any) -> Row:
     """The point's figures from a ProfileResult."""
-    f = result.figures
-    total = result.plan_timing.median_us if result.plan_timing else f.total_us
-    flops = [s.flops for s in f.stages]
-    nbytes = [s.dram_bytes for s in f.stages]
-    bounds = [s.bound_us for s in f.stages]
+    from kbench.report.models import totals
+
+    plan = totals(result)
+    bounds = [s.bound_us for s in result.figures.stages]
+    total = plan.duration_us
     return Row(
         version=version,
         params=params,
         status="ok",
         duration_us=total,
-        tflops=sum(flops) / total / 1e6 if total and None not in flops else None,
-        gbps=sum(nbytes) / total / 1e3 if total and None not in nbytes else None,
-        roof_pct=100.0 * sum(bounds) / total if total and None not in bounds else None,
-        bottleneck=f.bottleneck,
+        tflops=plan.tflops,
+        gbps=plan.gbps,
+        roof_pct=100.0 * sum(b for b in bounds if b is not None) / total if total and None not in bounds else None,
+        bottleneck=result.figures.bottleneck,
         run=result.out_dir,
     )
 
@@ -117,7 +123,7 @@ def run(
     points = grid(spec["versions"], spec["swept"], spec["fixed"])
     mine = points[share[0] :: share[1]]
     have = {r.key(): r for r in done_rows(sweep_dir)}
-    todo = [(v, p) for v, p in mine if Row(version=v, params=p, status="").key() not in have]
+    todo = [(v, p) for v, p in mine if key(v, p) not in have]
     if have:
         progress(f"resuming: {len(mine) - len(todo)} of {len(mine)} point(s) already done")
     for i, (version, params) in enumerate(todo, 1):
@@ -133,7 +139,7 @@ def run(
         with (sweep_dir / POINTS).open("a") as f:  # one short line per append: workers share the file
             f.write(row.model_dump_json() + "\n")
         have[row.key()] = row
-    return [have[Row(version=v, params=p, status="").key()] for v, p in mine]
+    return [have[key(v, p)] for v, p in mine]
 
 
 def write_spec(spec: dict[str, Any], sweep_dir: Path) -> None:
@@ -147,13 +153,8 @@ def collect(spec: dict[str, Any], sweep_dir: Path, missing: str) -> list[Row]:
     have = {r.key(): r for r in done_rows(sweep_dir)}
     rows = []
     for v, p in grid(spec["versions"], spec["swept"], spec["fixed"]):
-        key = Row(version=v, params=p, status="").key()
-        rows.append(have.get(key) or Row(version=v, params=p, status=missing))
+        rows.append(have.get(key(v, p)) or Row(version=v, params=p, status=missing))
     return rows
-
-
-def _num(v: float | None, digits: int = 2) -> str:
-    return "n/a" if v is None else f"{v:.{digits}f}"
 
 
 def _sort_key(value: str) -> tuple[int, float | str]:
@@ -167,8 +168,8 @@ def table_md(rows: list[Row], swept: Sequence[str]) -> str:
     head = ["version", *swept, "duration (us)", "TFLOP/s", "GB/s", "% of roof", "bottleneck", "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r.version, *(r.params[n] for n in swept), _num(r.duration_us), _num(r.tflops), _num(r.gbps, 1),
-                 _num(r.roof_pct, 1), r.bottleneck or "n/a", r.status.replace("|", "/")]  # fmt: skip
+        cells = [r.version, *(r.params[n] for n in swept), num(r.duration_us), num(r.tflops), num(r.gbps, 1),
+                 num(r.roof_pct, 1), r.bottleneck or "n/a", r.status.replace("|", "/")]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -224,7 +225,7 @@ def flip_map(rows: list[Row], swept: Sequence[str]) -> list[str]:
         best, second = sorted(contenders, key=lambda r: r.duration_us or 0.0)[:2]
         point = ", ".join(f"{n}={v}" for n, v in json.loads(key)) or "the point"
         lead = (second.duration_us or 0.0) / (best.duration_us or 1.0)
-        out.append(f"- fastest at {point}: {best.version} ({_num(best.duration_us)} us, {lead:.2f}x {second.version})")
+        out.append(f"- fastest at {point}: {best.version} ({num(best.duration_us)} us, {lead:.2f}x {second.version})")
     return out
 
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from kbench.analysis.clocks import ClockSummary, Reading, summarize
 from kbench.capture import gpulock
 from kbench.errors import KbenchError, UsageError
-from kbench.fsutil import state_dir, write_text_atomic
+from kbench.fsutil import pid_alive, state_dir, write_text_atomic
 from kbench.signals import terminate_raises
 
 log = logging.getLogger(__name__)
@@ -209,13 +209,7 @@ class LockRecord:
     command: str = ""
 
     def alive(self) -> bool:
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # exists, owned by someone else
-            return True
-        return True
+        return pid_alive(self.pid)
 
 
 def record_path(index: int) -> Path:

@@ -119,14 +119,11 @@ def compare_cmd(
     efficiency, with the change ('within noise' where the interquartile ranges overlap), and what differs between
     the runs (kernel, parameters, mode, device, stages) and could not be compared."""
     from kbench.errors import UsageError
-    from kbench.report.comparison import compare_runs, markdown, previous_of
+    from kbench.report.comparison import compare_asked, markdown
 
     if fmt not in ("md", "json"):
         raise UsageError(f"--format={fmt}: choose md or json")
-    if previous == (b is not None):
-        raise UsageError("give two run folders, or one and --previous")
-    first, second = (previous_of(a), a) if b is None else (a, b)
-    c = compare_runs(first, second)
+    c = compare_asked(a, b, previous, "--previous")
     typer.echo(c.model_dump_json(indent=1) if fmt == "json" else markdown(c))
 
 

@@ -21,6 +21,7 @@ from pydantic import Field
 from kbench.errors import KbenchError, first_line
 from kbench.model import Model
 from kbench.report.comparison import Comparison
+from kbench.report.models import ProfileResult
 from kbench.report.report_json import ReportJson
 from kbench.report.runs import RunRow
 from kbench.version import __version__
@@ -129,16 +130,12 @@ def _kernels(kernel_path: list[str]) -> Kernels:
     )
 
 
-def _done(run_dir: Path) -> RunDone:
-    import json
+def _done(result: ProfileResult) -> RunDone:
+    """The answer to a profile or analyze: the run folder, its report.md as written, and report.json's facts (built
+    from the same result the pipeline wrote them from)."""
+    from kbench.report import report_json
 
-    from kbench.report import folder
-
-    return RunDone(
-        run=str(run_dir),
-        report_md=(run_dir / "report.md").read_text(),
-        report=ReportJson.model_validate(json.loads((run_dir / folder.REPORT_JSON).read_text())),
-    )
+    return RunDone(run=result.out_dir, report_md=result.report_md, report=report_json.build(result))
 
 
 def _plan(kernel: str, version: str | None, params: dict[str, str], kernel_path: list[str]) -> Any:
@@ -185,7 +182,7 @@ def build(kernel_path: list[str] | None = None) -> MCPServer:
             plan = _plan(kernel, version, params or {}, paths)
             runs = bench_runs if bench_runs is not None else registry.get(mode).default_bench_runs
             opts = dataclasses.replace(RunOptions.for_api(out, runs), progress=step)
-            return _done(Path(pipeline.profile(mode, plan, opts).out_dir))
+            return _done(pipeline.profile(mode, plan, opts))
 
         return await anyio.to_thread.run_sync(work)
 
@@ -207,7 +204,7 @@ def build(kernel_path: list[str] | None = None) -> MCPServer:
         path = Path(capture)
         registry.for_capture(path, mode)
         the_plan = _plan(plan, plan_version, params or {}, paths) if plan else None
-        return _done(Path(pipeline.analyze(path, mode, Path(out), the_plan).out_dir))
+        return _done(pipeline.analyze(path, mode, Path(out), the_plan))
 
     @server.tool()
     @one_line_errors
@@ -227,13 +224,9 @@ def build(kernel_path: list[str] | None = None) -> MCPServer:
     def compare(a: str, b: str | None = None, previous: bool = False) -> Comparison:
         """Two finished runs side by side (a the baseline), or a run and its previous one of the same mode, kernel
         and parameters (previous=true): changes with 'within noise' where the IQRs overlap, and what differs."""
-        from kbench.errors import UsageError
-        from kbench.report.comparison import compare_runs, previous_of
+        from kbench.report.comparison import compare_asked
 
-        if previous == (b is not None):
-            raise UsageError("give two run folders, or one and previous=true")
-        first, second = (previous_of(Path(a)), Path(a)) if b is None else (Path(a), Path(b))
-        return compare_runs(first, second)
+        return compare_asked(Path(a), Path(b) if b is not None else None, previous, "previous=true")
 
     @server.tool()
     @one_line_errors

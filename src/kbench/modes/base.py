@@ -43,8 +43,6 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         """Refuse what no run can use, before any GPU work (CLI, API and MCP alike)."""
-        if not str(self.out_root).strip():
-            raise UsageError("the output folder is empty; name one with --out (default out/profiles)")
         if not math.isfinite(self.timeout_s) or self.timeout_s <= 0:
             raise UsageError(f"--timeout={self.timeout_s:g}: give the profiler run's limit in seconds, above 0")
         if self.bench_runs < 1:
@@ -59,6 +57,8 @@ class RunOptions:
             raise UsageError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         if options.get("lock_clocks") is None:
             options.pop("lock_clocks", None)
+        if out_dir is not None and not str(out_dir).strip():  # Path("") would be the current directory
+            raise UsageError("out_dir is empty; name the output folder (default out/profiles)")
         if options.get("baseline") is not None:
             options["baseline"] = Path(options["baseline"])
         return cls(out_root=Path(out_dir) if out_dir is not None else DEFAULT_ROOT, bench_runs=bench_runs, **options)

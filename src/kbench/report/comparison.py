@@ -40,6 +40,13 @@ def previous_of(run_dir: Path) -> Path:
     return found
 
 
+def compare_asked(a: Path, b: Path | None, previous: bool, flag: str) -> Comparison:
+    """Two run folders, or one and its previous run (``flag`` names how the caller spells that option)."""
+    if previous == (b is not None):
+        raise UsageError(f"give two run folders, or one and {flag}")
+    return compare_runs(previous_of(a), a) if b is None else compare_runs(a, b)
+
+
 def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
     a, b = load_result(a_dir), load_result(b_dir)
     notes = []

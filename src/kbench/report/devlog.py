@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kbench.report.models import ProfileResult
+from kbench.report.models import ProfileResult, totals
+from kbench.report.render import num
 
 MARK = re.compile(r"^<!-- kbench-devlog (\{.*\}) -->$", re.M)
 
@@ -22,9 +23,7 @@ def figures(r: ProfileResult) -> dict[str, Any]:
     """The plan-level figures of the entry: duration, achieved TFLOP/s and GB/s, and (counter modes) occupancy and
     tensor-core utilisation weighted by stage time; None where not measured or not modelled."""
     stages = r.figures.stages
-    total = r.plan_timing.median_us if r.plan_timing else r.figures.total_us
-    flops = [s.flops for s in stages]
-    nbytes = [s.dram_bytes for s in stages]
+    plan = totals(r)
 
     def weighted(key: str) -> float | None:
         have = [(getattr(s, key), s.duration_us) for s in stages if getattr(s, key) is not None]
@@ -32,9 +31,9 @@ def figures(r: ProfileResult) -> dict[str, Any]:
         return sum(v * d for v, d in have) / weight if have and weight else None
 
     return {
-        "duration_us": total,
-        "tflops": sum(f for f in flops if f is not None) / total / 1e6 if total and None not in flops else None,
-        "gbps": sum(b for b in nbytes if b is not None) / total / 1e3 if total and None not in nbytes else None,
+        "duration_us": plan.duration_us,
+        "tflops": plan.tflops,
+        "gbps": plan.gbps,
         "occ_pct": weighted("occ_pct"),
         "tc_pct": weighted("tc_pct"),
     }
@@ -51,10 +50,6 @@ def previous_entry(text: str, mode: str, params: dict[str, Any]) -> dict[str, An
         if entry.get("mode") == mode and entry.get("params") == params:
             found = entry
     return found
-
-
-def _num(v: float | None, digits: int = 2) -> str:
-    return "n/a" if v is None else f"{v:.{digits}f}"
 
 
 def _faster(prev: float | None, cur: float | None) -> str:
@@ -107,9 +102,9 @@ def entry(r: ProfileResult, run_dir: Path, insights: list[str], previous: dict[s
         "",
         "| Metric | Value | vs Previous |",
         "|---|---|---|",
-        f"| Duration | {_num(f['duration_us'])} μs | {_faster(p.get('duration_us'), f['duration_us'])} |",
-        f"| Achieved TFLOPs/s | {_num(f['tflops'])} | {_delta(p.get('tflops'), f['tflops'])} |",
-        f"| Achieved GB/s | {_num(f['gbps'])} | {_delta(p.get('gbps'), f['gbps'])} |",
+        f"| Duration | {num(f['duration_us'])} μs | {_faster(p.get('duration_us'), f['duration_us'])} |",
+        f"| Achieved TFLOPs/s | {num(f['tflops'])} | {_delta(p.get('tflops'), f['tflops'])} |",
+        f"| Achieved GB/s | {num(f['gbps'])} | {_delta(p.get('gbps'), f['gbps'])} |",
         f"| Occupancy | {_pct(f['occ_pct'])} | {_delta(p.get('occ_pct'), f['occ_pct'], points=True)} |",
         f"| TC Util | {_pct(f['tc_pct'])} | {_delta(p.get('tc_pct'), f['tc_pct'], points=True)} |",
         "",

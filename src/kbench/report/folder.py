@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kbench.fsutil import write_json_atomic, write_text_atomic
+from kbench.fsutil import pid_alive, write_json_atomic, write_text_atomic
 
 DEFAULT_ROOT = Path("out") / "profiles"
 RESULT = "result.json"
@@ -32,13 +32,7 @@ def died(params: dict[str, Any]) -> bool:
     pid, host = params.get("pid"), params.get("host")
     if params.get("status") != "running" or not isinstance(pid, int) or host != socket.gethostname():
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, someone else's
-        return False
-    return False
+    return not pid_alive(pid)
 
 
 def timestamp(now: datetime | None = None) -> str:

@@ -7,6 +7,7 @@ A section is present when the mode measured what it shows; report.md includes a 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,10 +17,12 @@ from kbench.analysis.clocks import ClockSummary
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.figures import PlanFigures
+from kbench.analysis.roofline import achieved_gbps, achieved_tflops
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timeline_stages import TimelineAnalysis
 from kbench.analysis.timing_stats import TimingStats
 from kbench.model import Model
+from kbench.report.folder import RESULT
 
 
 class Frozen(Model):
@@ -120,3 +123,32 @@ class ProfileResult(Frozen):
 
     def stage(self, name: str) -> StageFigures:
         return next(s for s in self.figures.stages if s.name == name)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The whole plan's figures: its duration (the measured whole-plan median where the mode timed it as one, else
+    the stages' sum) and the rates its stages' FLOP/byte models give over it (None where a stage has no model)."""
+
+    duration_us: float
+    tflops: float | None
+    gbps: float | None
+
+
+def totals(r: ProfileResult) -> Totals:
+    us = r.plan_timing.median_us if r.plan_timing else r.figures.total_us
+    flops = [s.flops for s in r.figures.stages]
+    nbytes = [s.dram_bytes for s in r.figures.stages]
+    return Totals(
+        duration_us=us,
+        tflops=achieved_tflops(sum(f for f in flops if f is not None), us) if us and None not in flops else None,
+        gbps=achieved_gbps(sum(b for b in nbytes if b is not None), us) if us and None not in nbytes else None,
+    )
+
+
+def read_result(run_dir: Path) -> ProfileResult | None:
+    """The result.json of a finished run, or None when it is missing or unreadable."""
+    try:
+        return ProfileResult.model_validate_json((run_dir / RESULT).read_text())
+    except (OSError, ValueError):
+        return None

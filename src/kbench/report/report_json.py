@@ -18,7 +18,7 @@ from kbench.analysis.ncu import ALIASES
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.model import Model
-from kbench.report.models import ProfileResult
+from kbench.report.models import ProfileResult, totals
 
 SCHEMA_VERSION: Literal["1"] = "1"
 SCHEMA_ID = f"https://kbench.dev/schema/report-{SCHEMA_VERSION}.json"
@@ -177,7 +177,7 @@ def build(r: ProfileResult) -> ReportJson:
         if r.plan_timing
         else None
     )
-    plan_us = r.plan_timing.median_us if r.plan_timing else f.total_us
+    plan_us = totals(r).duration_us
     baseline = r.sections.baseline
     return ReportJson(
         kernel=r.kernel,

@@ -10,8 +10,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from kbench.model import Model
 from kbench.report import folder
 
@@ -49,21 +47,14 @@ def _json(path: Path) -> dict[str, Any] | None:
 
 
 def read_run(run_dir: Path) -> RunRow:
-    from kbench.report.models import ProfileResult
+    from kbench.report.models import read_result, totals
 
     params = _json(run_dir / folder.PARAMS)
-    result: ProfileResult | None = None
-    if (run_dir / folder.RESULT).is_file():
-        try:
-            result = ProfileResult.model_validate_json((run_dir / folder.RESULT).read_text())
-        except (OSError, ValueError, ValidationError):
-            result = None
+    result = read_result(run_dir)
     # <root>/<mode>/<kernel>/<params>/<stamp>: the path names what params.json cannot
     mode, kernel = run_dir.parent.parent.parent.name, run_dir.parent.parent.name
     p = params or {}
-    duration = None
-    if result is not None:
-        duration = result.plan_timing.median_us if result.plan_timing else result.figures.total_us
+    duration = totals(result).duration_us if result is not None else None
     return RunRow(
         started=_started(run_dir.name),
         mode=str(p.get("mode") or mode),
