@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import stat
 import sys
 import time
@@ -100,6 +102,51 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     stat_file = Path(f"/proc/{grandchild}/stat")
     # gone, or a zombie waiting for a reaper (a container's init may not reap): either way no longer running
     assert not stat_file.exists() or stat_file.read_text().split(")")[-1].split()[0] == "Z"
+
+
+def _running(pid: int) -> bool:
+    stat_file = Path(f"/proc/{pid}/stat")
+    return stat_file.exists() and stat_file.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def test_an_interrupt_ends_what_the_tool_started_in_sessions_of_its_own(tmp_path: Path) -> None:
+    """As Nsight Systems does: the profiled program and an agent in new sessions, out of the process group's reach;
+    the ones whose command line carries a marker (the child's spec, the agent's session named after the tool's pid)
+    are ended too, and an unrelated one in its own session is left alone."""
+    pids = tmp_path / "pids"
+    sleeper = "import time; time.sleep(60)"
+    code = (
+        "import os, subprocess, sys, time\n"
+        "def start(*extra):\n"
+        f"    return subprocess.Popen([sys.executable, '-c', {sleeper!r}, *extra], start_new_session=True).pid\n"
+        f"ids = [start('marker-spec.json'), start('--session-name', f'profile-{{os.getpid()}}'), start('bystander')]\n"
+        f"open({str(pids)!r}, 'w').write(' '.join(map(str, ids)))\n"
+        "time.sleep(60)\n"
+    )
+    with pytest.raises(tools.ToolTimeout):
+        tools.run(
+            [sys.executable, "-c", code],
+            timeout_s=3,
+            log_path=tmp_path / "log",
+            strays=("marker-spec.json", "--session-name profile-{pid}"),
+        )
+    child, agent, bystander = (int(x) for x in pids.read_text().split())
+    time.sleep(0.3)
+    try:
+        assert not _running(child) and not _running(agent)
+        assert _running(bystander)
+    finally:
+        os.kill(bystander, signal.SIGKILL)
+
+
+def test_matching_processes_reads_command_lines(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    for pid, cmd in [(11, b"python\0-m\0kbench.capture.child\0/r/child-spec.json\0"), (12, b"bash\0")]:
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cmdline").write_bytes(cmd)
+    (proc / "13").mkdir()  # gone meanwhile: no cmdline to read
+    assert tools.matching_processes(["/r/child-spec.json"], proc) == [11]
+    assert tools.matching_processes([], proc) == []
 
 
 def test_a_missing_program_is_one_line(tmp_path: Path) -> None:

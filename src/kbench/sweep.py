@@ -38,6 +38,9 @@ class Row(Model):
     gbps: float | None = None
     roof_pct: float | None = None  # the stages' roofline bounds over the duration
     bottleneck: str | None = None
+    # which roof bounds the plan's own model (the roof holding the larger share of its stages' bound times):
+    # analytic, where the intensity sits against the ridge point, whatever the kernel reaches
+    roof: str | None = None
     run: str | None = None
     gpu: str | None = None  # the worker's CUDA_VISIBLE_DEVICES when the sweep ran one worker per GPU
 
@@ -90,8 +93,18 @@ def row_of(version: str, params: dict[str, str], result: Any) -> Row:
         gbps=plan.gbps,
         roof_pct=100.0 * sum(b for b in bounds if b is not None) / total if total and None not in bounds else None,
         bottleneck=result.figures.bottleneck,
+        roof=model_roof(result),
         run=result.out_dir,
     )
+
+
+def model_roof(result: Any) -> str | None:
+    """'memory' or 'compute': the roof under which the plan's model puts most of its lower-bound time."""
+    held: dict[str, float] = {}
+    for s in result.figures.stages:
+        if s.limiting_roof and s.bound_us is not None:
+            held[s.limiting_roof] = held.get(s.limiting_roof, 0.0) + s.bound_us
+    return max(held, key=lambda r: held[r]) if held else None
 
 
 def done_rows(sweep_dir: Path) -> list[Row]:
@@ -165,11 +178,11 @@ def _sort_key(value: str) -> tuple[int, float | str]:
 
 
 def table_md(rows: list[Row], swept: Sequence[str]) -> str:
-    head = ["version", *swept, "duration (us)", "TFLOP/s", "GB/s", "% of roof", "bottleneck", "status"]
+    head = ["version", *swept, "duration (us)", "TFLOP/s", "GB/s", "% of roof", "roof (model)", "bottleneck", "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r.version, *(r.params[n] for n in swept), num(r.duration_us), num(r.tflops), num(r.gbps, 1),
-                 num(r.roof_pct, 1), r.bottleneck or "n/a", r.status.replace("|", "/")]  # fmt: skip
+                 num(r.roof_pct, 1), r.roof or "n/a", r.bottleneck or "n/a", r.status.replace("|", "/")]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -180,9 +193,9 @@ def table_csv(rows: list[Row], path: Path, swept: Sequence[str]) -> None:
 
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["version", *swept, "duration_us", "tflops", "gbps", "roof_pct", "bottleneck", "status", "run"])
+    w.writerow(["version", *swept, "duration_us", "tflops", "gbps", "roof_pct", "roof", "bottleneck", "status", "run"])
     for r in rows:
-        w.writerow([r.version, *(r.params[n] for n in swept), r.duration_us, r.tflops, r.gbps, r.roof_pct,
+        w.writerow([r.version, *(r.params[n] for n in swept), r.duration_us, r.tflops, r.gbps, r.roof_pct, r.roof,
                     r.bottleneck, r.status, r.run])  # fmt: skip
     write_text_atomic(path, buf.getvalue())
 
@@ -200,21 +213,30 @@ def _lines(
     return {k: sorted(v, key=lambda r: _sort_key(r.params[along])) for k, v in out.items()}
 
 
+def _changes(line: list[Row], along: str, what: Callable[[Row], str | None], suffix: str) -> str:
+    flips = [
+        f"{what(a)} -> {what(b)} between {along}={a.params[along]} and {along}={b.params[along]}"
+        for a, b in itertools.pairwise(line)
+        if what(a) != what(b)
+    ]
+    return "; ".join(flips) if flips else " / ".join(dict.fromkeys(what(r) or "n/a" for r in line)) + suffix
+
+
 def flip_map(rows: list[Row], swept: Sequence[str]) -> list[str]:
-    """Where the classification changes along each swept parameter, per version; and the fastest version at each
-    point (with its lead over the next), where more than one version ran."""
+    """Where the measured classification changes along each swept parameter, per version; where the roof that
+    bounds the plan's model changes (memory to compute as the intensity crosses the ridge point); and the fastest
+    version at each point (with its lead over the next), where more than one version ran."""
     out = []
     for along in swept:
         for (version, others), line in _lines(rows, along, swept).items():
             where = ", ".join(f"{n}={v}" for n, v in others) or "all points"
-            flips = [
-                f"{a.bottleneck} -> {b.bottleneck} between {along}={a.params[along]} and {along}={b.params[along]}"
-                for a, b in itertools.pairwise(line)
-                if a.bottleneck != b.bottleneck
-            ]
-            classes = " / ".join(dict.fromkeys(r.bottleneck or "n/a" for r in line))
-            what = "; ".join(flips) if flips else f"{classes}-bound throughout"
-            out.append(f"- along {along} ({version}, {where}): {what}")
+            classes = _changes(line, along, lambda r: r.bottleneck, "-bound throughout")
+            out.append(f"- along {along} ({version}, {where}): {classes}")
+    for along in swept:
+        for (version, others), line in _lines(rows, along, swept).items():
+            where = ", ".join(f"{n}={v}" for n, v in others) or "all points"
+            roofs = _changes(line, along, lambda r: r.roof, " roof throughout")
+            out.append(f"- roof of the model along {along} ({version}, {where}): {roofs}")
     by_point: dict[str, list[Row]] = {}
     for r in rows:
         if r.status == "ok" and r.duration_us:
@@ -280,7 +302,9 @@ def write(rows: list[Row], spec: dict[str, Any], sweep_dir: Path) -> str:
             f"# Sweep: {spec['kernel']} ({spec['mode']} mode)",
             "",
             f"Versions {', '.join(spec['versions'])}; swept {ranges}; fixed {fixed}.",
-            "% of roof is the stages' roofline bounds (datasheet peaks) over the measured duration.",
+            "% of roof is the stages' roofline bounds (datasheet peaks) over the measured duration; roof (model) is the"
+            " roof that bounds the version's own FLOP/byte model (analytic: its intensity against the ridge point);"
+            " bottleneck is the measured class (Latency: far from both roofs, report contract section 4).",
             "",
             table_md(rows, swept),
             "",

@@ -34,6 +34,10 @@ class Row:
     gbps: float
     efficiency: float | None
     speedup: float | None = None
+    # the baseline's model at the same point over this version's time: the useful work's rates, the same FLOPs and
+    # compulsory bytes for every version (a version's own model counts its intermediates' traffic too)
+    useful_tflops: float = 0.0
+    useful_gbps: float = 0.0
 
 
 def run(package: str, versions: list[str], bench_runs: int, out_dir: str) -> list[Row]:
@@ -50,9 +54,14 @@ def run(package: str, versions: list[str], bench_runs: int, out_dir: str) -> lis
             effs = [s.efficiency_pct for s in r.stages]
             eff = None if any(e is None for e in effs) else min(e for e in effs if e is not None)
             timed[version] = Row(version, plan.slug(), us, flops / us / 1e6, nbytes / us / 1e3, eff)
+        base_plan = load_version(package, baseline).from_values(point)
+        useful_flops = sum(s.flops or 0.0 for s in base_plan.stages())
+        useful_bytes = sum(s.dram_bytes or 0.0 for s in base_plan.stages())
         for version, row in timed.items():
             if version in versions or version == baseline:
                 row.speedup = timed[baseline].us / row.us
+                row.useful_tflops = useful_flops / row.us / 1e6
+                row.useful_gbps = useful_bytes / row.us / 1e3
                 rows.append(row)
     return rows
 

@@ -24,11 +24,15 @@ def main() -> None:
     measured = spec.measured if spec else {}
     copy = measured.get("dram_gbps")
     mm = measured.get("peak_tflops_bf16")
-    print("\nshare of the measured ceilings (copy GB/s, bf16 matmul TFLOP/s):")
+    print(
+        "\nshare of the measured ceilings at the useful work (every version credited with the baseline's model: the"
+        " attention's FLOPs and its compulsory bytes, q + the cache once + out):"
+    )
+    print(f"{'version':<10}{'parameters':<40}{'GB/s':>8}{'of copy':>9}{'TFLOP/s':>9}{'of bf16 mm':>11}")
     for r in rows:
-        gb = f"{100 * r.gbps / copy.value:.1f}%" if copy else "n/a"
-        tf = f"{100 * r.tflops / mm.value:.1f}%" if mm else "n/a"
-        print(f"{r.version:<10}{r.params:<40}{gb:>10}{tf:>10}")
+        gb = f"{100 * r.useful_gbps / copy.value:.1f}%" if copy else "n/a"
+        tf = f"{100 * r.useful_tflops / mm.value:.1f}%" if mm else "n/a"
+        print(f"{r.version:<10}{r.params:<40}{r.useful_gbps:>8.0f}{gb:>9}{r.useful_tflops:>9.1f}{tf:>11}")
 
 
 if __name__ == "__main__":

@@ -90,8 +90,18 @@ def find_nsys() -> Path:
     )
 
 
-def run(argv: list[str], *, timeout_s: float, log_path: Path, env: dict[str, str] | None = None) -> Finished:
-    """Run ``argv`` with output to ``log_path``; kill its process group on timeout or interrupt."""
+def run(
+    argv: list[str],
+    *,
+    timeout_s: float,
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    strays: tuple[str, ...] = (),
+) -> Finished:
+    """Run ``argv`` with output to ``log_path``; kill its process group on timeout or interrupt, and with it every
+    process whose command line holds one of ``strays`` ("{pid}" stands for the started process's id): the processes
+    a tool starts in sessions of their own (Nsight Systems runs the profiled program and its agent so), which
+    outlive their process group's end."""
     with log_path.open("w") as log:
         try:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)  # noqa: S603
@@ -100,12 +110,12 @@ def run(argv: list[str], *, timeout_s: float, log_path: Path, env: dict[str, str
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            _kill_group(proc, strays)
             raise ToolTimeout(
                 f"{Path(argv[0]).name} ran past {timeout_s:.0f} s and was killed with its children; see {log_path}"
             ) from None
         except BaseException:
-            _kill_group(proc)
+            _kill_group(proc, strays)
             raise
     return Finished(code, log_path.read_text(errors="replace"))
 
@@ -153,10 +163,30 @@ def nvidia_smi() -> Path | None:
     return Path(found) if found and _executable(Path(found)) else None
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+def _kill_group(proc: subprocess.Popen[bytes], strays: tuple[str, ...] = ()) -> None:
     with contextlib.suppress(ProcessLookupError):  # already gone
         os.killpg(proc.pid, signal.SIGKILL)
+    markers = [m.replace("{pid}", str(proc.pid)) for m in strays]
+    for pid in matching_processes(markers):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait()
+
+
+def matching_processes(markers: list[str], proc_root: Path = Path("/proc")) -> list[int]:
+    """The ids of the processes (not this one) whose command line holds one of ``markers``; none where there is no
+    /proc to read."""
+    if not markers:
+        return []
+    found = []
+    for entry in proc_root.glob("[0-9]*"):
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if int(entry.name) != os.getpid() and any(m in cmdline for m in markers):
+            found.append(int(entry.name))
+    return found
 
 
 def version(tool: Path, timeout_s: float = 60) -> str:

@@ -124,7 +124,7 @@ class CounterMode:
         started = time.monotonic()
         log_path = run_dir / "ncu.log"
         with env.sampled():
-            done = tools.run(argv, timeout_s=opts.timeout_s, log_path=log_path)
+            done = tools.run(argv, timeout_s=opts.timeout_s, log_path=log_path, strays=(argv_child[-1],))
         wall = time.monotonic() - started
         if "ERR_NVGPUCTRPERM" in done.log:
             raise KbenchError(PERMISSION)

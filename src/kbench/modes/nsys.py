@@ -66,7 +66,9 @@ def capture_nsys(nsys: Path, argv_child: list[str], run_dir: Path, opts: RunOpti
     argv = profile_argv(nsys, run_dir / REPORT, argv_child)
     params["nsys_command"] = shlex.join(argv)
     try:
-        done = tools.run(argv, timeout_s=opts.timeout_s, log_path=log_path)
+        # nsys starts the profiled program and its agent in sessions of their own: end them with it on interrupt
+        strays = (argv_child[-1], "--session-name profile-{pid}")
+        done = tools.run(argv, timeout_s=opts.timeout_s, log_path=log_path, strays=strays)
     except tools.ToolMissing as e:
         raise CaptureFailed(str(e)) from None
     _plan_failed(done.log, log_path, "nsys")

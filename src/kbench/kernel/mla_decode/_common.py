@@ -103,7 +103,15 @@ class MlaDecode(KernelPlan):
         are not kernel arguments)."""
         tiles = {k: v for k, v in cfg.items() if k not in ("BLOCK_D", *drop)}
         shape = {"scale": self.scale, "s": self.s, "t": self.t, "R": self.rows, "H": self.h, "D": self.d, "P": self.p}
-        return {**shape, "BLOCK_D": min(cfg.get("BLOCK_D", 64), self.d), **tiles}
+        if "BLOCK_D" in cfg:
+            shape["BLOCK_D"] = min(cfg["BLOCK_D"], self.d)
+        return {**shape, **tiles}
+
+    def row_tiles(self, tiles: list[Config]) -> list[Config]:
+        """The tiles whose BLOCK_M wastes less than half a block of rows: s*h = 16 (plain decode at 16 heads) takes
+        only 16-row blocks; larger tiles come in as the rows grow."""
+        fit = max(16, 1 << (self.rows - 1).bit_length())
+        return [c for c in tiles if c["BLOCK_M"] <= fit] or tiles[:1]
 
     def setup(self, device: str, seed: int) -> Workspace:
         import torch

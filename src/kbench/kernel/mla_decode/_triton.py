@@ -33,23 +33,33 @@ def visible(rows, cols, s, t, H: tl.constexpr):  # type: ignore[no-untyped-def]
 
 @triton.jit
 def attend(q_nope_ptr, q_pe_ptr, kv_ptr, b, rows, start, stop, scale, s, t, R, H: tl.constexpr,  # type: ignore[no-untyped-def]
-           D: tl.constexpr, P: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):  # fmt: skip
+           D: tl.constexpr, P: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
     """Online softmax attention of ``rows`` over cache rows [start, stop): the unnormalised output [rows, D]
-    (fp32), the running maximum m and the running sum of exp (natural-log domain)."""
+    (fp32), the running maximum m and the running sum of exp, both in the base-2 domain (scores times
+    scale * log2(e), so exp2 does the exponentials). The queries are loaded once; each cache tile [BLOCK_N, D + P]
+    is read once and used twice: its D columns as keys and again as values."""
+    LOG2E: tl.constexpr = 1.4426950408889634
+    rmask = rows < R
+    dd = tl.arange(0, D)
+    pp = tl.arange(0, P)
+    qn = tl.load(q_nope_ptr + (b * R + rows[:, None]) * D + dd[None, :], mask=rmask[:, None], other=0.0)
+    qp = tl.load(q_pe_ptr + (b * R + rows[:, None]) * P + pp[None, :], mask=rmask[:, None], other=0.0)
     m = tl.full((rows.shape[0],), float("-inf"), tl.float32)
     total = tl.zeros((rows.shape[0],), tl.float32)
     acc = tl.zeros((rows.shape[0], D), tl.float32)
-    dd = tl.arange(0, D)
     for c0 in range(start, stop, BLOCK_N):
         cols = c0 + tl.arange(0, BLOCK_N)
-        sc = qk_block(q_nope_ptr, q_pe_ptr, kv_ptr, b, rows, cols, R, t, D, P, BLOCK_D) * scale
-        sc = tl.where(visible(rows, cols, s, t, H) & (cols[None, :] < stop), sc, float("-inf"))
+        cmask = cols < stop
+        tile = kv_ptr + (b * t + cols[:, None]) * (D + P)
+        v = tl.load(tile + dd[None, :], mask=cmask[:, None], other=0.0)  # [BLOCK_N, D]: keys, then values
+        kp = tl.load(tile + D + pp[None, :], mask=cmask[:, None], other=0.0)  # [BLOCK_N, P]
+        sc = (tl.dot(qn, tl.trans(v)) + tl.dot(qp, tl.trans(kp))) * (scale * LOG2E)
+        sc = tl.where(visible(rows, cols, s, t, H) & cmask[None, :], sc, float("-inf"))
         m_new = tl.maximum(m, tl.max(sc, axis=1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing yet stays empty
-        alpha = tl.exp(m - m_safe)
-        prob = tl.exp(sc - m_safe[:, None])
+        alpha = tl.exp2(m - m_safe)
+        prob = tl.exp2(sc - m_safe[:, None])
         total = total * alpha + tl.sum(prob, axis=1)
-        v = tl.load(kv_ptr + (b * t + cols[:, None]) * (D + P) + dd[None, :], mask=cols[:, None] < stop, other=0.0)
         acc = acc * alpha[:, None] + tl.dot(prob.to(v.dtype), v)
         m = m_new
     return acc, m, total
