@@ -99,6 +99,26 @@ def test_no_model_and_a_busy_gpu_is_not_guessed() -> None:
         from_timeline(a, None, {}, roofline_known=False, device_name="NVIDIA H100 80GB HBM3")
 
 
+def test_a_busy_timeline_without_a_plan_still_writes_what_it_decided(isolated: Path) -> None:
+    """No FLOP/byte model and a busy GPU: the timeline's tables, trace and timeline.md (what was decided, what
+    was not) are written, no report.md (its Bottleneck line must name a class), and the error names the folder."""
+    capture = DATA / "timeline_h100" / "kineto_trace.json"
+    with pytest.raises(KbenchError, match=r"busy 95.5% .* wrote its tables, trace.json and timeline.md to ") as e:
+        pipeline.analyze(capture, None, Path("prof"), None)
+    (run,) = Path("prof").glob("nsys/*/*/*")
+    assert str(run) in str(e.value)
+    assert {"timeline.md", "trace.json", "timeline.csv", "stages.csv", "gaps.csv", capture.name} <= {
+        p.name for p in run.iterdir()
+    }
+    assert not (run / "report.md").exists()
+    params = json.loads((run / "params.json").read_text())
+    assert params["status"] == "undecided" and "cannot tell" in params["undecided"]
+    text = (run / "timeline.md").read_text()
+    assert "Decided: the GPU was busy 95.5%" in text and "Not decided: memory- or compute-bound" in text
+    assert "| add_kernel | 7, 21 | add_kernel | 4 |" in text  # the stages' spans, as in a report's Timeline
+    assert json.loads((run / "trace.json").read_text())["traceEvents"]
+
+
 @pytest.mark.parametrize("capture", [NSYS, TORCH])
 def test_reports_of_kbench_captures_pass_the_contract(capture: Path, isolated: Path) -> None:
     plan = load_version("fork_join").from_values({})
@@ -147,7 +167,7 @@ def test_analyze_command_on_timelines(cli, isolated: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert "Captured by PyTorch profiler (CUPTI) (`torch_fork_join.json`)" in p.stdout
     bad = [
-        ([str(DATA / "timeline_h100" / "kineto_trace.json")], 1, "pass --plan <kernel_package>"),
+        ([str(DATA / "timeline_h100" / "kineto_trace.json")], 1, "timeline.md to prof/nsys/kineto_trace"),
         ([str(NSYS), "--mode", "ncu"], 2, "--mode=ncu reads Nsight Compute reports (.ncu-rep); a .sqlite capture"),
         ([str(NSYS), "--plan", "vector_add"], 1, "no GPU work was launched inside NVTX range(s) kbench.add"),
         ([str(DATA / "timeline_h100" / "README.md")], 2, "kbench analyze reads Nsight Compute reports"),

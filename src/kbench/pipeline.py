@@ -24,7 +24,7 @@ from kbench.capture.clocks import Measuring, measuring
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import copy_atomic, safe, write_json_atomic, write_text_atomic
 from kbench.modes import registry
-from kbench.modes.base import Analysis, Backend, Capture, Context, Job, RunOptions
+from kbench.modes.base import Analysis, Backend, Capture, Context, Job, PartialCapture, RunOptions
 from kbench.plan.base import KernelPlan
 from kbench.report import folder, report_json
 from kbench.report.models import Baseline, ProfileResult, Tiling, read_result
@@ -187,24 +187,28 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
         _same_plan(path, plan)
     backend = registry.for_capture(path, mode)
     capture = backend.open(path)
-    analysis = backend.analyse(capture, Context(plan, load_devices()))
     if plan is not None:
         identity = (plan.package, plan.version, plan.values())
     else:
         identity = (safe(path.stem), "offline", {backend.offline_key: safe(path.name), "dtype": "n/a"})
+    try:
+        analysis = backend.analyse(capture, Context(plan, load_devices()))
+    except PartialCapture as partial:
+        run_dir = folder.new_run_dir(out_root, backend.name, identity[0], safe(path.stem))
+        params = _offline_params(path, backend.name, identity, None)
+        write_json_atomic(run_dir / folder.PARAMS, params)
+        with folder.marked_on_failure(run_dir, params):
+            copy_atomic(path, run_dir / path.name)
+            partial.write(run_dir)
+            params.update(status="undecided", finished_at=_now(), undecided=str(partial))
+            write_json_atomic(run_dir / folder.PARAMS, params)
+        raise KbenchError(
+            f"{partial}: wrote its tables, trace.json and timeline.md to {run_dir}; a report.md needs the plan's "
+            "FLOP/byte model (--plan <kernel_package> [<version>] --<param>=<value>) or counters "
+            "(--prof_type=annotation)"
+        ) from None
     run_dir = folder.new_run_dir(out_root, backend.name, identity[0], plan.slug() if plan else safe(path.stem))
-    params = {
-        "kernel": identity[0],
-        "version": identity[1],
-        "mode": backend.name,
-        "params": identity[2],
-        "device": {"name": analysis.device.name, "key": analysis.device.key},
-        "source": str(path),
-        "command": shlex.join(sys.orig_argv),
-        "analyzed_at": _now(),
-        "status": "running",
-        **folder.owner(),
-    }
+    params = _offline_params(path, backend.name, identity, analysis.device)
     write_json_atomic(run_dir / folder.PARAMS, params)
     with folder.marked_on_failure(run_dir, params):
         copy_atomic(path, run_dir / path.name)
@@ -212,6 +216,22 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
             backend.name, identity, analysis, capture, run_dir, offline=True, clocks=analysis.clock_note or ""
         )
         return _write(backend, analysis, result, run_dir, params)
+
+
+def _offline_params(path: Path, mode: str, identity: tuple[str, str, dict[str, Any]], device: Any) -> dict[str, Any]:
+    """params.json of an offline analysis, status running."""
+    return {
+        "kernel": identity[0],
+        "version": identity[1],
+        "mode": mode,
+        "params": identity[2],
+        "device": {"name": device.name, "key": device.key} if device is not None else None,
+        "source": str(path),
+        "command": shlex.join(sys.orig_argv),
+        "analyzed_at": _now(),
+        "status": "running",
+        **folder.owner(),
+    }
 
 
 def _same_plan(path: Path, plan: KernelPlan) -> None:

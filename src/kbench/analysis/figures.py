@@ -226,6 +226,11 @@ def from_counters(
     return _plan(figs, (plan, root), ranked, source, known, facts if models else None)
 
 
+class Undecided(KbenchError):
+    """A timeline that settles no class the report contract allows: the GPU was busy (not latency-bound by idle
+    time) and, with no FLOP/byte model and no counters, memory- and compute-bound cannot be told apart."""
+
+
 def from_timeline(
     a: TimelineAnalysis,
     stages: Sequence[Stage] | None,
@@ -254,10 +259,9 @@ def from_timeline(
         figs, gaps = timed.stages, diagnosed(timed.stages, facts, a.window_us)
         verdict, source, known = (timed.bottleneck, timed.root_cause), timed.ceilings_source, roofline_known
     elif idle < TIMELINE_IDLE_PCT:
-        raise KbenchError(
+        raise Undecided(
             f"the GPU was busy {100 - idle:.1f}% of the analysed window, and a timeline alone cannot tell "
-            "memory- from compute-bound: pass --plan <kernel_package> [<version>] --<param>=<value> for its "
-            "FLOP/byte model, or profile with --prof_type=annotation for counters"
+            "memory- from compute-bound"
         )
     else:
         figs, gaps = [st.untimed_model(s) for s in a.stages], []

@@ -90,7 +90,8 @@ def analyze_cmd(
     gives the nsys-mode timeline reports. Without --plan each profiled kernel (ncu) or each kbench.<stage>
     NVTX range (timeline; each kernel name when there is none) is a stage and the FLOP/byte model is n/a; with
     `--plan <pkg> [<version>] --<param>=<value> ...` the stages are the plan's, found by their NVTX ranges
-    (kbench.<stage>), and compared with its analytic model.
+    (kbench.<stage>), and compared with its analytic model. A timeline of a busy GPU without --plan cannot be
+    classified: its tables, trace.json and timeline.md are written, no report.md, and the exit is 1.
     """
     setup_logging(verbose)
     from kbench import pipeline

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kbench.capture.clocks import lock_by_default
-from kbench.errors import UsageError
+from kbench.errors import KbenchError, UsageError
 from kbench.report.folder import DEFAULT_ROOT
 
 if TYPE_CHECKING:
@@ -146,3 +146,11 @@ class Backend(Protocol):
     def analyse(self, capture: Capture, ctx: Context) -> Analysis: ...
 
     def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None: ...
+
+
+class PartialCapture(KbenchError):
+    """An analysis that yields files but no report.md (the report contract's classification cannot be decided from
+    the capture); ``write`` puts them in a run folder and returns what it wrote as text."""
+
+    def write(self, run_dir: Path) -> str:
+        raise NotImplementedError

@@ -17,18 +17,19 @@ from typing import Any
 from kbench.analysis import timeline as tl
 from kbench.analysis import timeline_stages as ts
 from kbench.analysis.devices import resolve
-from kbench.analysis.figures import Facts, from_timeline
+from kbench.analysis.figures import Facts, Undecided, from_timeline
 from kbench.capture import child, tools
 from kbench.capture.nsys_argv import export_argv, profile_argv
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import write_text_atomic
-from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
+from kbench.modes.base import Analysis, Capture, Context, Job, PartialCapture, RunOptions
 from kbench.report.models import ProfileResult, Sections, Timeline
 from kbench.report.trace import chrome_trace
 
 BACKENDS = ("auto", "nsys", "torch")
 REPORT = "timeline"  # timeline.nsys-rep and timeline.sqlite
 TRACE = "trace.json"
+TIMELINE_MD = "timeline.md"  # an undecided timeline's summary, where no report.md can be written
 QDSTRM = "skipping importation of the QDSTRM file"
 NO_IMPORTER = (
     "nsys wrote no report: its importer could not load ('Unable to retrieve the importer version'; the nsys inside "
@@ -181,14 +182,17 @@ class Nsys:
         specs = [ts.StageSpec(s.name, s.stream, tuple(s.after)) for s in stages] if stages else None
         analysis = ts.analyze(frame, ts.backend_of(path.suffix), path.name, specs)
         device = ctx.device or resolve(ctx.table, tl.device_name(path) or "unknown device")
-        figures = from_timeline(
-            analysis,
-            stages,
-            device.spec.ceilings() if device.spec else {},
-            roofline_known=device.known,
-            device_name=device.name,
-            facts=Facts.of(device, capture.tiling),
-        )
+        try:
+            figures = from_timeline(
+                analysis,
+                stages,
+                device.spec.ceilings() if device.spec else {},
+                roofline_known=device.known,
+                device_name=device.name,
+                facts=Facts.of(device, capture.tiling),
+            )
+        except Undecided as e:
+            raise UndecidedTimeline(str(e), frame, analysis, f"{analysis.backend} (`{path.name}`)") from None
         notes = []
         if capture.live:
             notes.append(
@@ -215,11 +219,33 @@ class Nsys:
     def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None:
         """timeline.csv (the normalized table), one CSV per analysis, trace.json (Chrome trace)."""
         assert result.sections.timeline is not None
-        frame = analysis.data
-        frame.to_csv(run_dir / "timeline.csv", index=False)
-        for name, table in ts.frames(result.sections.timeline.analysis).items():
-            table.to_csv(run_dir / f"{name}.csv", index=False)
-        write_text_atomic(run_dir / TRACE, json.dumps(chrome_trace(frame)))
+        write_timeline(analysis.data, result.sections.timeline.analysis, run_dir)
+
+
+def write_timeline(frame: Any, analysis: ts.TimelineAnalysis, run_dir: Path) -> None:
+    """timeline.csv (the normalized table), one CSV per analysis, trace.json (Chrome trace)."""
+    frame.to_csv(run_dir / "timeline.csv", index=False)
+    for name, table in ts.frames(analysis).items():
+        table.to_csv(run_dir / f"{name}.csv", index=False)
+    write_text_atomic(run_dir / TRACE, json.dumps(chrome_trace(frame)))
+
+
+class UndecidedTimeline(PartialCapture):
+    """An offline timeline analysed into its tables, trace and timeline.md, with no report.md: the GPU was busy
+    and nothing tells memory- from compute-bound. ``write`` puts the files in a run folder."""
+
+    def __init__(self, why: str, frame: Any, analysis: ts.TimelineAnalysis, capture: str) -> None:
+        super().__init__(why)
+        self.frame, self.analysis, self.capture = frame, analysis, capture
+
+    def write(self, run_dir: Path) -> str:
+        """The timeline's files and timeline.md (what was decided and what was not); its text."""
+        from kbench.report.render import render_timeline_only
+
+        write_timeline(self.frame, self.analysis, run_dir)
+        text = render_timeline_only(self.analysis, self.capture, str(self))
+        write_text_atomic(run_dir / TIMELINE_MD, text)
+        return text
 
 
 NSYS = Nsys()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import jinja2
 
@@ -91,3 +93,23 @@ def render_report(result: ProfileResult) -> str:
 def render_verbose(result: ProfileResult, stages: list[dict[str, object]]) -> str:
     """report-verbose.md: ``stages`` = [{"name", "kernels": [Kernel], "metrics": {kernel index: [(name, value)]}}]."""
     return environment().get_template("report-verbose.md.j2").render(r=result, stages=stages)
+
+
+def render_timeline_only(analysis: Any, capture: str, why: str) -> str:
+    """timeline.md: an offline timeline's Timeline section under a head saying what it decided and what not."""
+    section = environment().get_template("sections/timeline.md.j2")
+    r = SimpleNamespace(sections=SimpleNamespace(timeline=SimpleNamespace(analysis=analysis, capture=capture)))
+    busy = 100.0 - analysis.idle_pct
+    head = "\n".join(
+        [
+            "# Timeline (no report.md)",
+            "",
+            f"Decided: the GPU was busy {busy:.1f}% of the analysed window (idle {analysis.idle_pct:.1f}%), so the"
+            " plan is not latency-bound by idle time; the stages' spans, their overlap and the idle gaps are below.",
+            f"Not decided: memory- or compute-bound. {why[0].upper() + why[1:]}: that needs a FLOP/byte model"
+            " (`kbench analyze <capture> --plan <kernel_package> [<version>] --<param>=<value>`) or counters"
+            " (`--prof_type=annotation`). report.md, whose Bottleneck line must name a class, is not written.",
+            "",
+        ]
+    )
+    return head + "\n" + section.render(r=r)
