@@ -14,7 +14,8 @@ from kbench.errors import UsageError
 EPILOG = (
     "Plan parameters come from the plan and are written --name=value (e.g. --n=1048576, --b=32 --s=16); "
     "--list shows every package, version, parameter and default. Modes: annotation (default; ncu counters, "
-    "first pass), event (CUDA events, timings only), ncu (full Nsight Compute deep dive), nsys (timeline), "
+    "first pass), event (CUDA events, timings only), ncu (full Nsight Compute deep dive), nsys (timeline), proton "
+    "(Triton's profiler: per-stage times and its overhead), "
     "disabled (run and check, no profiler). Output: <out>/<mode>/<kernel>/<params>/<timestamp>/report.md."
 )
 
@@ -25,7 +26,7 @@ CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_optio
 def profile(
     ctx: typer.Context,
     prof_type: str = typer.Option(
-        "annotation", "--prof_type", "--prof-type", help="annotation | event | ncu | nsys | disabled"
+        "annotation", "--prof_type", "--prof-type", help="annotation | event | ncu | nsys | proton | disabled"
     ),
     list_plans: bool = typer.Option(False, "--list", help="List kernel packages, versions, parameters and defaults."),
     predict: bool = typer.Option(False, "--predict", help="Print each stage's roofline lower bound; run nothing."),

@@ -15,6 +15,7 @@ BUILT_IN = {
     "event": "kbench.modes.event:EVENT",
     "ncu": "kbench.modes.counters:NCU",
     "nsys": "kbench.modes.nsys:NSYS",
+    "proton": "kbench.modes.proton:PROTON",
 }
 _added: dict[str, Backend] = {}
 

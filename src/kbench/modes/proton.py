@@ -1,0 +1,138 @@
+"""Proton mode: Triton's own profiler (CUPTI backend, its launch hook) around each stage's repetitions, in this
+process; the profile (``proton.hatchet``) is read through Triton's viewer into a hatchet GraphFrame. Stage
+durations are Proton's per-launch means (it keeps sums, not samples); its overhead is the same repetitions timed
+with CUDA events inside and outside the session. No hardware counters (TC%, DRAM%, Occ% n/a)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kbench.analysis import proton as pa
+from kbench.analysis.devices import resolve
+from kbench.analysis.figures import Facts, from_timings
+from kbench.analysis.timing_stats import TimingStats
+from kbench.capture.artifacts import write_stage
+from kbench.capture.prepare import checked, guarded, prepare_on_gpu
+from kbench.errors import KbenchError
+from kbench.fsutil import write_json_atomic, write_text_atomic
+from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
+from kbench.report.models import ProfileResult, Sections
+
+PROFILE = "proton"  # proton.hatchet
+LOOPS = "proton.json"  # the repetitions' times inside and outside the session
+TREE = "proton-tree.txt"
+METHOD = (
+    "Proton (Triton's profiler, CUPTI backend, hook=triton): each stage's repetitions in a scope named after it, "
+    "the stage's duration its kernels' GPU time summed by Proton over their launches ({launches} per kernel), a "
+    "mean: Proton keeps sums, not samples, so the spread and percentiles are n/a in effect (one value); the "
+    "repetitions run back to back with no L2 flush between them, so a small stage's inputs may still be in L2"
+)
+
+
+class Proton:
+    name = "proton"
+    options: frozenset[str] = frozenset()
+    suffixes: tuple[str, ...] = (pa.HATCHET,)
+    describes = "Proton profiles (.hatchet)"
+    offline_key = "proton"
+    default_bench_runs = 100
+
+    def tools(self, opts: RunOptions) -> dict[str, Any]:
+        return {}
+
+    def capture(self, job: Job) -> Capture:
+        from kbench.capture import proton as pc
+
+        plan, opts = job.plan, job.opts
+        job.params.update(bench_runs=opts.bench_runs)
+        opts.progress(f"{plan.package} {plan.version}: allocating, autotuning, compiling")
+        prep = prepare_on_gpu(plan, job.device, job.seed)
+        if opts.check:
+            opts.progress("checking correctness against the reference")
+            job.params["correctness"] = checked(prep).line()
+        tiling = {ps.stage.name: write_stage(job.run_dir, ps) for ps in prep.stages}
+        opts.progress(f"profiling with Proton ({opts.bench_runs} repetitions per stage, and as many untimed)")
+        with job.env.sampled():
+            loops = guarded("(Proton)", lambda: pc.profile(prep.stages, opts.bench_runs, job.run_dir / PROFILE))
+        write_json_atomic(job.run_dir / LOOPS, loops)
+        hatchet = job.run_dir / f"{PROFILE}{pa.HATCHET}"
+        if not hatchet.is_file():
+            raise KbenchError(f"Proton wrote no profile ({hatchet.name} missing in {job.run_dir})")
+        return Capture(
+            files={"proton": hatchet, "loops": job.run_dir / LOOPS},
+            check=prep.check.line() if prep.check else None,
+            tiling=tiling,
+        )
+
+    def open(self, path: Path) -> Capture:
+        files = {"proton": path}
+        if (path.parent / LOOPS).is_file():
+            files["loops"] = path.parent / LOOPS
+        return Capture(files=files, live=False)
+
+    def analyse(self, capture: Capture, ctx: Context) -> Analysis:
+        if ctx.plan is None:
+            raise KbenchError(
+                "a Proton profile is read against its plan (the scopes are the plan's stages): pass --plan "
+                "<kernel_package> [<version>] --<param>=<value>"
+            )
+        profile = pa.load(capture.files["proton"])
+        device = ctx.device or resolve(ctx.table, _device_name(capture.files["proton"]))
+        stats, launches = {}, set()
+        for stage in ctx.plan.checked_stages():
+            scope = profile.scope(stage.name)
+            if scope is None or scope.mean_us is None:
+                found = ", ".join(s.name for s in profile.scopes) or "none"
+                raise KbenchError(
+                    f"the Proton profile has no kernel time in a scope named {stage.name} (scopes: {found})"
+                )
+            stats[stage.name] = TimingStats.of([scope.mean_us])
+            launches.add(scope.repetitions)
+        figures = from_timings(
+            ctx.plan.checked_stages(),
+            stats,
+            device.spec.ceilings() if device.spec else {},
+            roofline_known=device.known,
+            device_name=device.name,
+            facts=Facts.of(device, capture.tiling),
+        )
+        notes = [
+            "PC sampling (Proton's mode=pcsampling, stall reasons per source line) is not run by this mode: a second "
+            "CUPTI session of another mode cannot share the process"
+        ]
+        if "loops" in capture.files:
+            loops = json.loads(capture.files["loops"].read_text())
+            for name, t in loops["stages"].items():
+                if t.get("plain_us") and t.get("profiled_us"):
+                    notes.append(
+                        f"Proton's overhead on {name}: {pa.overhead_pct(t['plain_us'], t['profiled_us']):+.1f}% "
+                        f"({loops['reps']} repetitions back to back inside the session against the same outside it, "
+                        f"CUDA events: {t['profiled_us']:.1f} vs {t['plain_us']:.1f} us)"
+                    )
+        return Analysis(
+            device=device,
+            figures=figures,
+            timing_method=METHOD.format(launches="/".join(str(n) for n in sorted(launches))),
+            sections=Sections(),
+            notes=notes,
+            data=profile,
+        )
+
+    def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None:
+        """proton-tree.txt: the call-path tree Proton's viewer reads (scopes, kernels, GPU time in ns)."""
+        profile: pa.ProtonProfile = analysis.data
+        write_text_atomic(run_dir / TREE, profile.tree)
+
+
+def _device_name(profile: Path) -> str:
+    """The GPU a kbench-made profile came from (params.json beside it); Proton's own record has no name."""
+    try:
+        made = json.loads((profile.parent / "params.json").read_text())
+        return str(made["device"]["name"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unknown device"
+
+
+PROTON = Proton()
