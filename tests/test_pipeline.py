@@ -121,7 +121,7 @@ def test_it_is_a_prof_type_and_takes_no_option_it_does_not_declare(replay_mode: 
 def test_unknown_modes_and_captures_are_usage_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="unknown mode perf; choose one of annotation, event, ncu, nsys"):
         registry.get("perf")
-    with pytest.raises(UsageError, match=r"kbench analyze reads Nsight Compute reports \(\.ncu-rep\) and nsys"):
+    with pytest.raises(UsageError, match=r"kbench analyze reads Nsight Compute reports \(\.ncu-rep\); nsys .*; Proton"):
         registry.for_capture(tmp_path / "x.txt", None)
     with pytest.raises(UsageError, match=r"--mode=event reads no capture file; a \.ncu-rep capture is analysed as"):
         registry.for_capture(tmp_path / "x.ncu-rep", "event")

@@ -49,7 +49,7 @@ def for_capture(path: Path, mode: str | None) -> Backend:
     readers = [b for b in backends if path.suffix in b.suffixes]
     if not readers:
         known = list(dict.fromkeys(b.describes for b in backends if b.suffixes))
-        raise UsageError(f"{path}: kbench analyze reads {', '.join(known[:-1])} and {known[-1]}")
+        raise UsageError(f"{path}: kbench analyze reads {'; '.join(known)}")
     if mode is None:
         return readers[0]
     chosen = get(mode)
