@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kbench.analysis.devices import load_devices, resolve
-from kbench.capture import clocks, gpu
+from kbench.capture import clocks, gpu, prepare
 from kbench.capture.cupti import Repetitions
 from kbench.capture.phases import Stopwatch
 from kbench.capture.prepare import Prepared, PreparedStage
@@ -54,7 +54,7 @@ def offline_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeClocks:
     monkeypatch.setattr(gpu, "tool_versions", lambda: {"torch": "2.11.0+cu130", "triton": "3.6.0"})
     monkeypatch.setattr(gpu, "active_device", lambda table=None: resolve(load_devices(), H100))
     monkeypatch.setattr(clocks, "control", fake.as_control)
-    monkeypatch.setattr(event, "prepare_on_gpu", prepared_without_gpu)
+    monkeypatch.setattr(prepare, "prepare_on_gpu", prepared_without_gpu)
     return fake
 
 

@@ -87,6 +87,13 @@ def test_run_captures_output_and_exit_code(tmp_path: Path) -> None:
     assert done.returncode == 3 and "out" in done.log and "err" in done.log
 
 
+def _running(pid: int) -> bool:
+    """Whether the process runs: not gone, and not a zombie waiting for a reaper (a container's init may not
+    reap)."""
+    stat_file = Path(f"/proc/{pid}/stat")
+    return stat_file.exists() and stat_file.read_text().split(")")[-1].split()[0] != "Z"
+
+
 def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
     code = (
@@ -99,14 +106,7 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert time.monotonic() - started < 30
     grandchild = int(pidfile.read_text())
     time.sleep(0.2)
-    stat_file = Path(f"/proc/{grandchild}/stat")
-    # gone, or a zombie waiting for a reaper (a container's init may not reap): either way no longer running
-    assert not stat_file.exists() or stat_file.read_text().split(")")[-1].split()[0] == "Z"
-
-
-def _running(pid: int) -> bool:
-    stat_file = Path(f"/proc/{pid}/stat")
-    return stat_file.exists() and stat_file.read_text().split(")")[-1].split()[0] != "Z"
+    assert not _running(grandchild)
 
 
 def test_an_interrupt_ends_what_the_tool_started_in_sessions_of_its_own(tmp_path: Path) -> None:

@@ -191,61 +191,51 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
         identity = (plan.package, plan.version, plan.values())
     else:
         identity = (safe(path.stem), "offline", {backend.offline_key: safe(path.name), "dtype": "n/a"})
+    analysis: Analysis | None = None
+    partial: PartialCapture | None = None
     try:
         analysis = backend.analyse(capture, Context(plan, load_devices()))
-    except PartialCapture as partial:
-        run_dir = folder.new_run_dir(out_root, backend.name, identity[0], safe(path.stem))
-        params = _offline_params(path, backend.name, identity, None)
-        write_json_atomic(run_dir / folder.PARAMS, params)
-        with folder.marked_on_failure(run_dir, params):
-            copy_atomic(path, run_dir / path.name)
-            partial.write(run_dir)
-            params.update(status="undecided", finished_at=_now(), undecided=str(partial))
-            write_json_atomic(run_dir / folder.PARAMS, params)
-        raise KbenchError(
-            f"{partial}: wrote its tables, trace.json and timeline.md to {run_dir}; a report.md needs the plan's "
-            "FLOP/byte model (--plan <kernel_package> [<version>] --<param>=<value>) or counters "
-            "(--prof_type=annotation)"
-        ) from None
+    except PartialCapture as e:  # files but no report.md: written into the run folder all the same
+        partial = e
     run_dir = folder.new_run_dir(out_root, backend.name, identity[0], plan.slug() if plan else safe(path.stem))
-    params = _offline_params(path, backend.name, identity, analysis.device)
-    write_json_atomic(run_dir / folder.PARAMS, params)
-    with folder.marked_on_failure(run_dir, params):
-        copy_atomic(path, run_dir / path.name)
-        result = _result(
-            backend.name, identity, analysis, capture, run_dir, offline=True, clocks=analysis.clock_note or ""
-        )
-        return _write(backend, analysis, result, run_dir, params)
-
-
-def _offline_params(path: Path, mode: str, identity: tuple[str, str, dict[str, Any]], device: Any) -> dict[str, Any]:
-    """params.json of an offline analysis, status running."""
-    return {
+    params = {
         "kernel": identity[0],
         "version": identity[1],
-        "mode": mode,
+        "mode": backend.name,
         "params": identity[2],
-        "device": {"name": device.name, "key": device.key} if device is not None else None,
+        "device": {"name": analysis.device.name, "key": analysis.device.key} if analysis else None,
         "source": str(path),
         "command": shlex.join(sys.orig_argv),
         "analyzed_at": _now(),
         "status": "running",
         **folder.owner(),
     }
+    write_json_atomic(run_dir / folder.PARAMS, params)
+    with folder.marked_on_failure(run_dir, params):
+        copy_atomic(path, run_dir / path.name)
+        if analysis is not None:
+            result = _result(
+                backend.name, identity, analysis, capture, run_dir, offline=True, clocks=analysis.clock_note or ""
+            )
+            return _write(backend, analysis, result, run_dir, params)
+        assert partial is not None
+        partial.write(run_dir)
+        params.update(status="undecided", finished_at=_now(), undecided=str(partial))
+        write_json_atomic(run_dir / folder.PARAMS, params)
+    raise KbenchError(
+        f"{partial}: wrote its tables, trace.json and timeline.md to {run_dir}; a report.md needs the plan's "
+        "FLOP/byte model (--plan <kernel_package> [<version>] --<param>=<value>) or counters "
+        "(--prof_type=annotation)"
+    )
 
 
 def _same_plan(path: Path, plan: KernelPlan) -> None:
     """A capture kbench made names its kernel and parameters in params.json beside it: --plan must agree, or the
     FLOP/byte model and the stages would be another kernel's."""
-    import json
-
-    try:
-        made = json.loads((path.parent / folder.PARAMS).read_text())
-    except (OSError, ValueError):
-        return  # a capture from elsewhere: nothing to compare with
+    made = folder.made_with(path)
     kernel, values = made.get("kernel"), made.get("params")
     if not isinstance(values, dict) or kernel is None:
-        return
+        return  # a capture from elsewhere: nothing to compare with
     if kernel != plan.package or {k: str(v) for k, v in values.items()} != {
         k: str(v) for k, v in plan.values().items()
     }:

@@ -226,17 +226,15 @@ def flip_map(rows: list[Row], swept: Sequence[str]) -> list[str]:
     """Where the measured classification changes along each swept parameter, per version; where the roof that
     bounds the plan's model changes (memory to compute as the intensity crosses the ridge point); and the fastest
     version at each point (with its lead over the next), where more than one version ran."""
-    out = []
+    classes, roofs = [], []
     for along in swept:
         for (version, others), line in _lines(rows, along, swept).items():
             where = ", ".join(f"{n}={v}" for n, v in others) or "all points"
-            classes = _changes(line, along, lambda r: r.bottleneck, "-bound throughout")
-            out.append(f"- along {along} ({version}, {where}): {classes}")
-    for along in swept:
-        for (version, others), line in _lines(rows, along, swept).items():
-            where = ", ".join(f"{n}={v}" for n, v in others) or "all points"
-            roofs = _changes(line, along, lambda r: r.roof, " roof throughout")
-            out.append(f"- roof of the model along {along} ({version}, {where}): {roofs}")
+            changes = _changes(line, along, lambda r: r.bottleneck, "-bound throughout")
+            classes.append(f"- along {along} ({version}, {where}): {changes}")
+            changes = _changes(line, along, lambda r: r.roof, " roof throughout")
+            roofs.append(f"- roof of the model along {along} ({version}, {where}): {changes}")
+    out = classes + roofs
     by_point: dict[str, list[Row]] = {}
     for r in rows:
         if r.status == "ok" and r.duration_us:

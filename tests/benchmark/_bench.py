@@ -45,6 +45,7 @@ def run(package: str, versions: list[str], bench_runs: int, out_dir: str) -> lis
     rows: list[Row] = []
     for point in POINTS[package]:
         timed: dict[str, Row] = {}
+        modelled: dict[str, tuple[float, float]] = {}  # each version's model: FLOPs and DRAM bytes
         for version in dict.fromkeys([baseline, *versions]):  # the baseline first, once
             plan = load_version(package, version).from_values(point)
             r = event_profile_plan(plan, out_dir=out_dir, bench_runs=bench_runs)
@@ -54,9 +55,8 @@ def run(package: str, versions: list[str], bench_runs: int, out_dir: str) -> lis
             effs = [s.efficiency_pct for s in r.stages]
             eff = None if any(e is None for e in effs) else min(e for e in effs if e is not None)
             timed[version] = Row(version, plan.slug(), us, flops / us / 1e6, nbytes / us / 1e3, eff)
-        base_plan = load_version(package, baseline).from_values(point)
-        useful_flops = sum(s.flops or 0.0 for s in base_plan.stages())
-        useful_bytes = sum(s.dram_bytes or 0.0 for s in base_plan.stages())
+            modelled[version] = (flops, nbytes)
+        useful_flops, useful_bytes = modelled[baseline]
         for version, row in timed.items():
             if version in versions or version == baseline:
                 row.speedup = timed[baseline].us / row.us

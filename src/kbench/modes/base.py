@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from kbench.analysis.figures import PlanFigures
     from kbench.analysis.timing_stats import TimingStats
     from kbench.capture.clocks import Measuring
+    from kbench.capture.phases import Stopwatch
+    from kbench.capture.prepare import Prepared
     from kbench.plan.base import KernelPlan
     from kbench.report.models import ProfileResult, Sections
 
@@ -146,6 +148,26 @@ class Backend(Protocol):
     def analyse(self, capture: Capture, ctx: Context) -> Analysis: ...
 
     def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None: ...
+
+
+def prepare_in_process(job: Job, watch: Stopwatch) -> tuple[Prepared, dict[str, dict[str, Any]]]:
+    """The in-process modes' first steps on the GPU, each a phase of ``watch``: allocate, autotune and compile every
+    stage, check it against the reference (unless the run skips the check), write its compiler artifacts. Returns
+    the prepared plan and each stage's tiling record."""
+    from kbench.capture.artifacts import write_stage
+    from kbench.capture.prepare import checked, prepare_on_gpu
+
+    plan, opts = job.plan, job.opts
+    opts.progress(f"{plan.package} {plan.version}: allocating, autotuning, compiling")
+    with watch.phase("allocation, autotuning, compilation and data flow"):
+        prep = prepare_on_gpu(plan, job.device, job.seed)
+    if opts.check:
+        opts.progress("checking correctness against the reference")
+        with watch.phase("correctness check"):
+            job.params["correctness"] = checked(prep).line()
+    with watch.phase("compiler artifacts"):
+        tiling = {ps.stage.name: write_stage(job.run_dir, ps) for ps in prep.stages}
+    return prep, tiling
 
 
 class PartialCapture(KbenchError):

@@ -16,13 +16,12 @@ from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_timings
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.timing_stats import TimingStats
-from kbench.capture.artifacts import write_stage
 from kbench.capture.cupti import REST_X, Repetitions, time_cupti, work_items
 from kbench.capture.phases import Stopwatch, describe
-from kbench.capture.prepare import checked, guarded, prepare_on_gpu
+from kbench.capture.prepare import guarded
 from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
 from kbench.fsutil import write_json_atomic
-from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
+from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions, prepare_in_process
 from kbench.plan.base import KernelPlan
 from kbench.report.models import ProfileResult, Sections, Timing
 
@@ -64,16 +63,8 @@ class Event:
     def capture(self, job: Job) -> Capture:
         plan, opts = job.plan, job.opts
         job.params.update(bench_runs=opts.bench_runs, cuda_graph=opts.cuda_graph)
-        opts.progress(f"{plan.package} {plan.version}: allocating, autotuning, compiling")
         watch = Stopwatch()
-        with watch.phase("allocation, autotuning, compilation and data flow"):
-            prep = prepare_on_gpu(plan, job.device, job.seed)
-        if opts.check:
-            opts.progress("checking correctness against the reference")
-            with watch.phase("correctness check"):
-                job.params["correctness"] = checked(prep).line()
-        with watch.phase("compiler artifacts"):
-            tiling = {ps.stage.name: write_stage(job.run_dir, ps) for ps in prep.stages}
+        prep, tiling = prepare_in_process(job, watch)
         opts.progress(f"measuring (event mode, {opts.bench_runs} repetitions per stage)")
 
         # when each stage was timed (CUDA events, then CUPTI), to place the clock samples

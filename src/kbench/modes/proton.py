@@ -13,11 +13,12 @@ from kbench.analysis import proton as pa
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_timings
 from kbench.analysis.timing_stats import TimingStats
-from kbench.capture.artifacts import write_stage
-from kbench.capture.prepare import checked, guarded, prepare_on_gpu
+from kbench.capture.phases import Stopwatch
+from kbench.capture.prepare import guarded
 from kbench.errors import KbenchError
 from kbench.fsutil import write_json_atomic, write_text_atomic
-from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
+from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions, prepare_in_process
+from kbench.report import folder
 from kbench.report.models import ProfileResult, Sections
 
 PROFILE = "proton"  # proton.hatchet
@@ -45,14 +46,9 @@ class Proton:
     def capture(self, job: Job) -> Capture:
         from kbench.capture import proton as pc
 
-        plan, opts = job.plan, job.opts
+        opts = job.opts
         job.params.update(bench_runs=opts.bench_runs)
-        opts.progress(f"{plan.package} {plan.version}: allocating, autotuning, compiling")
-        prep = prepare_on_gpu(plan, job.device, job.seed)
-        if opts.check:
-            opts.progress("checking correctness against the reference")
-            job.params["correctness"] = checked(prep).line()
-        tiling = {ps.stage.name: write_stage(job.run_dir, ps) for ps in prep.stages}
+        prep, tiling = prepare_in_process(job, Stopwatch())
         opts.progress(f"profiling with Proton ({opts.bench_runs} repetitions per stage, and as many untimed)")
         with job.env.sampled():
             loops = guarded("(Proton)", lambda: pc.profile(prep.stages, opts.bench_runs, job.run_dir / PROFILE))
@@ -128,11 +124,8 @@ class Proton:
 
 def _device_name(profile: Path) -> str:
     """The GPU a kbench-made profile came from (params.json beside it); Proton's own record has no name."""
-    try:
-        made = json.loads((profile.parent / "params.json").read_text())
-        return str(made["device"]["name"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "unknown device"
+    device = folder.made_with(profile).get("device")
+    return str(device["name"]) if isinstance(device, dict) and "name" in device else "unknown device"
 
 
 PROTON = Proton()

@@ -94,6 +94,18 @@ def marked_on_failure(run_dir: Path, params: dict[str, Any]) -> Iterator[None]:
         raise
 
 
+def made_with(capture: Path) -> dict[str, Any]:
+    """The params.json of the run folder a capture file lies in (kernel, parameters, device), or {} for a capture
+    from elsewhere or an unreadable one."""
+    import json
+
+    try:
+        made = json.loads((capture.parent / PARAMS).read_text())
+    except (OSError, ValueError):
+        return {}
+    return made if isinstance(made, dict) else {}
+
+
 def previous_run(run_dir: Path) -> Path | None:
     """The latest earlier successful run of the same mode, kernel and parameters (any version)."""
     earlier = sorted(p for p in run_dir.parent.iterdir() if p.is_dir() and p.name < run_dir.name)
