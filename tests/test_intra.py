@@ -40,8 +40,12 @@ def test_the_figures_agree_with_the_raw_events() -> None:
     # one CTA per SM here: each SM is busy exactly its CTA's span over the kernel's
     assert a.sm_busy_pct.max_us == pytest.approx(100.0 * max(spans) / a.span_us)
     assert 0.0 < a.gap_share_pct < 100.0 and a.gap_us is not None
-    text = intra.markdown(a)
-    assert "16 CTAs on 16 SMs" in text and "| mma | 16 |" in text and "Load imbalance" in text
+    # one CTA per SM, each SM idle after it until the slowest ends
+    assert a.ctas_per_sm.max_us == 1.0 and a.unused_sms is None
+    ends = {e["pid"]: max(x["ts"] + x["dur"] for x in EVENTS if x["pid"] == e["pid"]) for e in EVENTS}
+    last = max(ends.values())
+    assert a.tail_idle_pct == pytest.approx(100 * sum(last - t for t in ends.values()) / (len(ends) * a.span_us))
+    assert intra.analyse(intra.from_proton_trace(TEXT), device_sms=132).unused_sms == 116
 
 
 @pytest.mark.parametrize(

@@ -74,3 +74,5 @@ event_profile_plan = _for("event", "CUDA-event timings of each stage and the who
 annotation_profile_plan = _for("annotation", "Nsight Compute with a short metric list per stage")
 ncu_profile_plan = _for("ncu", "the full Nsight Compute set with source, rules, annotated source and SASS")
 nsys_profile_plan = _for("nsys", "the plan's timeline over ``bench_runs`` iterations")
+proton_profile_plan = _for("proton", "Triton's profiler (Proton) around each stage's repetitions, and its overhead")
+intra_profile_plan = _for("intra", "the task timeline inside each kernel that records its tasks, and its overhead")

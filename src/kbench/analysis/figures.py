@@ -78,6 +78,7 @@ class Facts:
     sm_count: int | None = None
     tiling: dict[str, dict[str, Any]] = field(default_factory=dict)
     limits: SmLimits | None = None  # what an SM holds (the occupancy calculator's inputs)
+    measured: dict[str, dict[str, Any]] = field(default_factory=dict)  # per stage, Evidence a mode measured itself
 
     @classmethod
     def of(cls, device: ActiveDevice, tiling: dict[str, dict[str, Any]]) -> Facts:
@@ -93,6 +94,10 @@ class Facts:
         """On a device conf/devices.json does not know, the ceilings measured at run time are the practical roofs;
         without practical roofs (no measured values given), the datasheet ceilings stand in (their source says so)."""
         return self if roofline_known and self.practical else replace(self, practical=ceilings)
+
+    def measured_by(self, measured: dict[str, dict[str, Any]]) -> Facts:
+        """These facts with per-stage Evidence fields a mode measured (the intra timeline's idle tail)."""
+        return replace(self, measured=measured)
 
     def evidence(self, f: StageFigures, total_us: float, **counted: Any) -> op.Evidence:
         """The stage's evidence: its launch record, overridden by what counters measured (``counted``)."""
@@ -111,7 +116,7 @@ class Facts:
             held = ctas_per_sm(self.limits, int(t["num_warps"]), t.get("registers"), t.get("shared_bytes"))
             if held:
                 known["ctas_per_sm"], known["ctas_limiter"] = held
-        known.update({k: v for k, v in counted.items() if v is not None})
+        known.update({k: v for k, v in {**self.measured.get(f.name, {}), **counted}.items() if v is not None})
         config = ", ".join(f"{k}={v}" for k, v in (t.get("config") or {}).items())
         return op.Evidence(
             stage=f, total_us=total_us, practical=self.practical.get(f.precision), config=config, **known

@@ -1,22 +1,28 @@
 """Inside one kernel: task records (which CTA, on which SM, which warp, which task, when it started and ended)
 turned into the figures an intra-kernel timeline is read for: per task type the distribution of its time across
-CTAs, per-SM busy time, load imbalance (slowest CTA over the mean), and the idle gaps between tasks. Pure: no GPU.
+CTAs, per-SM busy time, load imbalance (slowest CTA over the mean), the SMs' idle tail, and the idle gaps between
+tasks. Pure: no GPU.
 
-Records come from Proton's instrumentation backend (``data="trace"``: a Chrome trace with one event per scope per
-CTA and warp, process ``<kernel> Core<sm> CTA<cta>``, thread ``warp <w> ...``, times in microseconds).
+Records come from kbench's own profiler buffer (``decode``: the words ``kbench.plan.intra`` wrote, one leader per
+CTA) or from a Chrome trace: kbench's export (``chrome_trace``) or Proton's instrumentation backend
+(``data="trace"``), both with one process ``<kernel> Core<sm> CTA<cta>`` per CTA, thread ``warp <w> ...``, times in
+microseconds.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from kbench.errors import KbenchError
+from kbench.intra_layout import HEADER, MAGIC, TASK_BITS, TIME_BITS, WRITTEN
 
 _PID = re.compile(r"Core(?P<sm>\d+)\s+CTA(?P<cta>\d+)")
 _TID = re.compile(r"warp\s+(?P<warp>\d+)")
@@ -62,6 +68,101 @@ def from_proton_trace(text: str, source: str = "trace") -> list[Record]:
     return records
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """What a profiler buffer held: the tasks (start and end paired), and what did not fit or did not pair."""
+
+    records: list[Record]
+    ctas: int  # the grid's CTAs, as the kernel wrote them
+    recorded_ctas: int  # CTAs whose leader recorded at least once
+    slots_per_cta: int  # records a CTA's region holds
+    dropped: int  # records made that did not fit (overflow), over all CTAs
+    overflowed_ctas: int
+    most_records: int  # the records the busiest CTA made (a buffer for every record: ctas x (this + 1) slots)
+    unpaired: int  # a start without its end or an end without its start
+    step_ns: int  # every timestamp is a multiple of this many ns after the first (the timer's step, at most)
+
+
+def decode(words: Sequence[int], task_names: Sequence[str]) -> Decoded:
+    """The records of a profiler buffer (``kbench.intra_layout``); task type i is ``task_names[i]`` (``task<i>``
+    past the list). A KbenchError names what is wrong with a buffer no kernel filled."""
+    if len(words) < HEADER or words[0] != MAGIC:
+        raise KbenchError("not a kbench profiler buffer (no magic word): allocate it with alloc_profiler_buffer")
+    capacity, ctas = int(words[1]), int(words[2])
+    if ctas <= 0:
+        raise KbenchError(
+            "no CTA created a profiler: was the kernel launched with this buffer and ENABLE_PROFILING=True?"
+        )
+    per = capacity // ctas
+    if per < 2:
+        raise KbenchError(
+            f"the buffer's {capacity} slots give {ctas} CTAs {per} slot(s) each, no room for a record (one slot per "
+            f"CTA is its count): give max_num_profile_slots >= {ctas * 2} (records per CTA + 1, times {ctas})"
+        )
+    mod, half = 1 << TIME_BITS, 1 << (TIME_BITS - 1)
+    ref: int | None = None
+    raw: list[tuple[int, int, int, int, bool]] = []  # cta, sm, ns (unwrapped against ref), task, start
+    recorded = dropped = overflowed = most = 0
+    for cta in range(ctas):
+        base = HEADER + cta * per
+        head = int(words[base])
+        if not head & WRITTEN:
+            continue
+        recorded += 1
+        count, sm = head & 0xFFFF_FFFF, (head >> 32) & 0x3FFF_FFFF
+        most = max(most, count)
+        if count > per - 1:
+            dropped += count - (per - 1)
+            overflowed += 1
+        for w in words[base + 1 : base + 1 + min(count, per - 1)]:
+            w = int(w)
+            ts = (w >> 16) & (mod - 1)
+            ref = ts if ref is None else ref
+            ns = (ts - ref + half) % mod - half  # the low bits may have wrapped between two records
+            raw.append((cta, sm, ns, (w >> 1) & ((1 << TASK_BITS) - 1), bool(w & 1)))
+    if not raw:
+        raise KbenchError(f"the buffer holds no records ({ctas} CTAs, none recorded): did the leader record?")
+    t0 = min(r[2] for r in raw)
+    step = math.gcd(*(r[2] - t0 for r in raw)) or 1
+
+    def name(task: int) -> str:
+        return task_names[task] if task < len(task_names) else f"task{task}"
+
+    records, unpaired = [], 0
+    open_: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for cta, sm, ns, task, start in raw:
+        if start:
+            open_[(cta, task)].append(ns)
+        elif open_[(cta, task)]:
+            began = open_[(cta, task)].pop()
+            records.append(Record(cta, sm, 0, name(task), (began - t0) / 1e3, (ns - t0) / 1e3))
+        else:
+            unpaired += 1
+    unpaired += sum(len(v) for v in open_.values())
+    if not records:
+        raise KbenchError(f"{len(raw)} records but no task with both its start and its end: pair every record")
+    return Decoded(records, ctas, recorded, per - 1, dropped, overflowed, most, unpaired, step)
+
+
+def chrome_trace(records: Sequence[Record], kernel: str, meta: dict[str, object]) -> dict[str, object]:
+    """A Chrome trace (Perfetto opens it): one process per CTA, ``<kernel> Core<sm> CTA<cta>`` (Proton's naming, so
+    ``from_proton_trace`` reads it back), one complete event per task, times in microseconds from the first start;
+    ``meta`` goes to ``otherData``."""
+    events = [
+        {
+            "name": r.task,
+            "cat": kernel,
+            "ph": "X",
+            "pid": f"{kernel} Core{r.sm} CTA{r.cta}",
+            "tid": f"warp {r.warp} (the CTA's leader)",
+            "ts": round(r.start_us, 3),
+            "dur": round(r.us, 3),
+        }
+        for r in sorted(records, key=lambda r: (r.sm, r.cta, r.start_us))
+    ]
+    return {"displayTimeUnit": "ns", "traceEvents": events, "otherData": meta}
+
+
 def load(path: Path) -> list[Record]:
     try:
         return from_proton_trace(path.read_text(), str(path))
@@ -98,6 +199,9 @@ class IntraAnalysis:
     sm_busy_pct: Spread  # per SM: the union of its CTAs' spans over the kernel's span, in percent (as "us" fields)
     gap_share_pct: float  # time between consecutive tasks of a warp, over the warps' spans
     gap_us: Spread | None  # the gaps themselves (None: no warp ran two tasks)
+    ctas_per_sm: Spread  # how many CTAs each SM ran, one after another or together (as "us" fields)
+    tail_idle_pct: float  # SM time after each SM's last task ended, before the kernel's last: share of SMs x span
+    unused_sms: int | None = None  # SMs of the device that ran no CTA (None: the device's SM count not given)
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:
@@ -110,7 +214,8 @@ def _union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def analyse(records: list[Record]) -> IntraAnalysis:
+def analyse(records: list[Record], device_sms: int | None = None) -> IntraAnalysis:
+    """The figures of one kernel's records; ``device_sms`` (the GPU's SM count) adds the SMs that ran nothing."""
     start = min(r.start_us for r in records)
     span = max(r.end_us for r in records) - start
     by_cta: dict[int, list[Record]] = defaultdict(list)
@@ -137,6 +242,8 @@ def analyse(records: list[Record]) -> IntraAnalysis:
         spans += ordered[-1].end_us - ordered[0].start_us
         gaps += [max(0.0, b.start_us - a.end_us) for a, b in itertools.pairwise(ordered)]
     mean_cta = statistics.fmean(cta_span.values())
+    end = start + span
+    last_end = [max(b for _, b in iv) for iv in sm_intervals.values()]
     return IntraAnalysis(
         span_us=span,
         ctas=len(by_cta),
@@ -148,32 +255,7 @@ def analyse(records: list[Record]) -> IntraAnalysis:
         sm_busy_pct=Spread.of([100.0 * _union(iv) / span if span > 0 else 0.0 for iv in sm_intervals.values()]),
         gap_share_pct=100.0 * sum(gaps) / spans if spans > 0 else 0.0,
         gap_us=Spread.of(gaps) if gaps else None,
+        ctas_per_sm=Spread.of([float(len(iv)) for iv in sm_intervals.values()]),
+        tail_idle_pct=100.0 * sum(end - e for e in last_end) / (len(last_end) * span) if span > 0 else 0.0,
+        unused_sms=max(0, device_sms - len(sm_intervals)) if device_sms else None,
     )
-
-
-def markdown(a: IntraAnalysis) -> str:
-    """The intra-kernel section: tasks across CTAs, CTA time and imbalance, SM busy time, gaps."""
-
-    def row(name: str, s: Spread, extra: str = "") -> str:
-        return f"| {name} | {s.n} | {s.min_us:.3f} | {s.median_us:.3f} | {s.p90_us:.3f} | {s.max_us:.3f} |{extra}"
-
-    lines = [
-        "## Inside the kernel",
-        "",
-        f"{a.ctas} CTAs on {a.sms} SMs over {a.span_us:.3f} us (first task start to last task end).",
-        "",
-        "| Task | CTAs | min (us) | median (us) | p90 (us) | max (us) | events |",
-        "|---|---|---|---|---|---|---|",
-        *[row(t, s, f" {a.task_events[t]} |") for t, s in a.tasks.items()],
-        row("(CTA, first start to last end)", a.cta_time, " |"),
-        "",
-        f"Load imbalance: the slowest CTA took {a.imbalance:.2f}x the mean CTA. SM busy (union of its CTAs' spans "
-        f"over the kernel's): median {a.sm_busy_pct.median_us:.1f}%, min {a.sm_busy_pct.min_us:.1f}% over "
-        f"{a.sms} SMs. Gaps between a warp's consecutive tasks: {a.gap_share_pct:.1f}% of the warps' spans"
-        + (
-            f" (median {a.gap_us.median_us:.3f} us, max {a.gap_us.max_us:.3f} us)."
-            if a.gap_us is not None
-            else " (no warp ran two tasks)."
-        ),
-    ]
-    return "\n".join(lines) + "\n"

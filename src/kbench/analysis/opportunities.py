@@ -69,6 +69,8 @@ class Evidence:
     stalls: dict[str, float] = field(default_factory=dict)  # warp-stall reason -> stalled warps per issue (ncu)
     hot_lines: tuple[str, ...] = ()  # the source lines with the most stall samples (ncu mode)
     config: str = ""  # its launch configuration, as the report shows it
+    tail_idle_pct: float | None = None  # SM time idle after each SM's last CTA, of SMs x span (intra timeline)
+    cta_imbalance: float | None = None  # slowest CTA over the mean CTA (intra timeline)
 
     @property
     def name(self) -> str:
@@ -166,7 +168,10 @@ def underfilled(e: Evidence) -> Opportunity | None:
 
 def tail(e: Evidence) -> Opportunity | None:
     """A last wave that leaves SM slots empty costs its share of a wave's time where each CTA's own speed sets the
-    time (compute or latency); a memory-bound stage is left out: its last CTAs share the DRAM with fewer others."""
+    time (compute or latency); a memory-bound stage is left out: its last CTAs share the DRAM with fewer others.
+    Where the intra timeline measured the SMs' idle tail, that measurement is the loss instead of the model."""
+    if e.tail_idle_pct is not None:
+        return measured_tail(e, e.tail_idle_pct)
     if not e.ctas or not e.sm_count or not e.ctas_per_sm or e.ctas < e.sm_count or e.stage.bottleneck == "Memory":
         return None
     slots = e.sm_count * e.ctas_per_sm
@@ -184,6 +189,26 @@ def tail(e: Evidence) -> Opportunity | None:
         (f"{e.name}.waves", f"{waves:.2f}"),
         f"make {e.name}'s grid a multiple of {slots:.0f} CTAs (a persistent grid of {slots:.0f}, or a BLOCK "
         "size that divides the work into whole waves)",
+    )
+
+
+def measured_tail(e: Evidence, idle_pct: float) -> Opportunity | None:
+    """SMs that finished their last CTA wait for the slowest SM: the stage could end when the mean SM ends, if its
+    work were spread evenly (whole waves, CTAs of equal length)."""
+    if idle_pct < b.TAIL_LOSS_PCT:
+        return None
+    waves = ""
+    if e.ctas and e.sm_count and e.ctas_per_sm:
+        waves = f"; {e.ctas} CTAs fill {e.ctas / (e.sm_count * e.ctas_per_sm):.2f} waves"
+    uneven = f"; the slowest CTA took {e.cta_imbalance:.2f}x the mean" if (e.cta_imbalance or 0) >= 1.1 else ""
+    return _finding(
+        e,
+        f"SMs idle at the end of {e.name}: {idle_pct:.1f}% of its SM time passed after an SM's last CTA ended "
+        f"(measured){waves}{uneven}",
+        e.us * idle_pct / 100.0,
+        (f"{e.name}.tail_idle_pct", f"{idle_pct:.1f}%"),
+        f"even out {e.name}'s work over the SMs: a grid of whole waves (a persistent grid looping over tiles), "
+        "smaller tiles for a finer last wave, or splitting the longest CTAs' work",
     )
 
 

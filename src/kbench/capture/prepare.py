@@ -91,10 +91,14 @@ class Prepared:
             caller.wait_stream(side)
 
 
-def built(plan: KernelPlan, stage: Stage, ws: Any, cfg: Config) -> Launch:
-    """The stage's launch for ``cfg``; a build() that raises or returns no Launch is the plan's fault."""
+def built(plan: KernelPlan, stage: Stage, ws: Any, cfg: Config, profiler_buffer: Any = None) -> Launch:
+    """The stage's launch for ``cfg`` (recording its tasks into ``profiler_buffer`` when one is given: its
+    ``build_intra``); a build that raises or returns no Launch is the plan's fault."""
     try:
-        launch = stage.build(ws, cfg)
+        if profiler_buffer is not None and stage.build_intra is not None:
+            launch = stage.build_intra(ws, cfg, profiler_buffer)
+        else:
+            launch = stage.build(ws, cfg)
     except Exception as e:
         raise UsageError(
             f"{plan.package} {plan.version}: stage {stage.name}: build() raised {type(e).__name__}: {first_line(e)}"

@@ -15,8 +15,9 @@ EPILOG = (
     "Plan parameters come from the plan and are written --name=value (e.g. --n=1048576, --b=32 --s=16); "
     "--list shows every package, version, parameter and default. Modes: annotation (default; ncu counters, "
     "first pass), event (CUDA events, timings only), ncu (full Nsight Compute deep dive), nsys (timeline), proton "
-    "(Triton's profiler: per-stage times and its overhead), "
-    "disabled (run and check, no profiler). Output: <out>/<mode>/<kernel>/<params>/<timestamp>/report.md."
+    "(Triton's profiler: per-stage times and its overhead), intra (inside the kernel: a task timeline per CTA and "
+    "SM from a kernel that records its tasks), disabled (run and check, no profiler). "
+    "Output: <out>/<mode>/<kernel>/<params>/<timestamp>/report.md."
 )
 
 USAGE = "<kernel_package> [<version>] [--<param>=<value> ...] [OPTIONS]"
@@ -26,7 +27,7 @@ CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_optio
 def profile(
     ctx: typer.Context,
     prof_type: str = typer.Option(
-        "annotation", "--prof_type", "--prof-type", help="annotation | event | ncu | nsys | proton | disabled"
+        "annotation", "--prof_type", "--prof-type", help="annotation | event | ncu | nsys | proton | intra | disabled"
     ),
     list_plans: bool = typer.Option(False, "--list", help="List kernel packages, versions, parameters and defaults."),
     predict: bool = typer.Option(False, "--predict", help="Print each stage's roofline lower bound; run nothing."),

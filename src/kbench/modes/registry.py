@@ -16,6 +16,7 @@ BUILT_IN = {
     "ncu": "kbench.modes.counters:NCU",
     "nsys": "kbench.modes.nsys:NSYS",
     "proton": "kbench.modes.proton:PROTON",
+    "intra": "kbench.modes.intra:INTRA",
 }
 _added: dict[str, Backend] = {}
 

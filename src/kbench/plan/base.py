@@ -64,12 +64,18 @@ class Stage:
     # them for calls it cannot watch (a CUDA extension, a library outside PyTorch).
     reads: Sequence[str] = ()
     writes: Sequence[str] = ()
+    # The intra-kernel timeline (--prof_type=intra): the names of the tasks the stage's kernel records (task_type i
+    # is tasks[i]), and a build that launches it recording into a profiler buffer (kbench.plan.intra.Profiler).
+    tasks: Sequence[str] = ()
+    build_intra: Callable[[Any, Config, Any], Launch] | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9_.:-]+", self.name):
             raise ValueError(f"stage name {self.name!r}: use letters, digits and _ . : - only (no '/')")
         if not self.tuning:
             raise ValueError(f"stage {self.name!r}: tuning needs at least one configuration")
+        if (self.build_intra is None) != (not self.tasks):
+            raise ValueError(f"stage {self.name!r}: tasks and build_intra come together (the tasks it records)")
         if self.stream < 0:
             raise ValueError(f"stage {self.name!r}: stream must be 0 (the caller's) or a positive stream number")
 

@@ -17,6 +17,7 @@ from kbench.analysis.clocks import ClockSummary
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.figures import PlanFigures
+from kbench.analysis.intra import IntraAnalysis
 from kbench.analysis.roofline import achieved_gbps, achieved_tflops
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timeline_stages import TimelineAnalysis
@@ -68,16 +69,53 @@ class Tiling(Frozen):
     stages: dict[str, dict[str, Any]]
 
 
+class IntraStage(Frozen):
+    """One stage of ``## Inside the kernel``: its plain and recording times, and its recorded launch's figures."""
+
+    name: str
+    tasks: list[str]
+    plain_us: float  # median over the repetitions, CUDA events
+    recording_us: float | None = None  # the same with the tasks recorded (None: the stage records none)
+    trace: str | None = None  # the Chrome trace of one recorded launch, in the run folder
+    analysis: IntraAnalysis | None = None
+    timer_step_ns: int | None = None  # every timestamp a multiple of it (the timer's step, at most)
+    dropped_records: int = 0  # records the final trace lost (0: none; an overflow is re-recorded with room)
+    overflows: list[dict[str, int]] = Field(default_factory=list)  # buffers that were too small, before the last
+    unpaired_records: int = 0
+    same_output: bool | None = None  # the recording launch wrote the same output as the plain one
+
+    @property
+    def overhead_pct(self) -> float | None:
+        if self.recording_us is None or self.plain_us <= 0:
+            return None
+        return 100.0 * (self.recording_us / self.plain_us - 1.0)
+
+
+class Intra(Frozen):
+    """``## Inside the kernel``: the intra-kernel task timeline (intra mode)."""
+
+    reps: int
+    stages: list[IntraStage]
+
+
 class Sections(Frozen):
     baseline: Baseline | None = None
     timing: Timing | None = None
     timeline: Timeline | None = None
+    intra: Intra | None = None
     counters: Counters | None = None
     conformance: Conformance | None = None
     tiling: Tiling | None = None
 
     # report.md's order of the sections that follow the core's Roofline (vs Baseline follows Top 3)
-    AFTER_ROOFLINE: ClassVar[tuple[str, ...]] = ("timing", "timeline", "counters", "conformance", "tiling")
+    AFTER_ROOFLINE: ClassVar[tuple[str, ...]] = (
+        "timing",
+        "timeline",
+        "intra",
+        "counters",
+        "conformance",
+        "tiling",
+    )
 
     def present(self, names: tuple[str, ...]) -> list[str]:
         return [n for n in names if getattr(self, n) is not None]

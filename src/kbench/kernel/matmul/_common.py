@@ -13,6 +13,7 @@ class Workspace:
     a: Any
     b: Any
     c: Any
+    _no_profile: Any = None  # the profiler buffer of a kernel that does not record (one word; not data)
 
 
 class MatmulPlan(KernelPlan):
@@ -26,6 +27,7 @@ class MatmulPlan(KernelPlan):
     check_params: ClassVar[dict[str, Any]] = {"m": 130, "n": 70, "k": 96}
     KERNELS: ClassVar[list[str]] = []
     TUNING: ClassVar[list[Config]] = [{}]
+    TASKS: ClassVar[tuple[str, ...]] = ()  # task names of a kernel that records them (--prof_type=intra)
 
     def stages(self) -> list[Stage]:
         e = self.element_bytes()
@@ -38,10 +40,15 @@ class MatmulPlan(KernelPlan):
                 build=self.build_mm,
                 tuning=self.TUNING,
                 kernels=self.KERNELS,
+                tasks=self.TASKS,
+                build_intra=self.build_mm_intra if self.TASKS else None,
             )
         ]
 
     def build_mm(self, ws: Workspace, cfg: Config) -> Launch:
+        raise NotImplementedError
+
+    def build_mm_intra(self, ws: Workspace, cfg: Config, profiler_buffer: Any) -> Launch:
         raise NotImplementedError
 
     def setup(self, device: str, seed: int) -> Workspace:
@@ -51,7 +58,9 @@ class MatmulPlan(KernelPlan):
         dt = self.torch_dtype()
         a = torch.randn(self.m, self.k, device=device, generator=g).to(dt)
         b = torch.randn(self.k, self.n, device=device, generator=g).to(dt)
-        return Workspace(a, b, torch.empty(self.m, self.n, device=device, dtype=dt))
+        return Workspace(
+            a, b, torch.empty(self.m, self.n, device=device, dtype=dt), torch.zeros(1, device=device, dtype=torch.int64)
+        )
 
     def output(self, ws: Workspace) -> Any:
         return ws.c
