@@ -36,7 +36,7 @@ def records(ctas: int, sms: int, cta_us: float) -> list[intra.Record]:
 
 
 def replayed(trace: dict[str, Any], plain: float, recording: float) -> Any:
-    def measure(prep: Any, reps: int, run_dir: Path, progress: Any) -> dict[str, Any]:
+    def measure(prep: Any, reps: int, run_dir: Path, progress: Any, rest_x: float) -> dict[str, Any]:
         (run_dir / "intra-mm.json").write_text(json.dumps(trace))
         return {
             "reps": reps,

@@ -5,7 +5,8 @@ with the old write flush and with the read flush, the CUPTI median (kbench's sta
 their run-to-run spread ((max - min) / median of the three medians), ncu's gpu__time_duration from an
 annotation-mode run of the same plan, their ratios, the SM clock the GPU-side probe read during CUPTI timing (median)
 and the one ncu recorded (sm__cycles_elapsed.avg.per_second), and NVML's SM clock right after. Clocks are left alone
-(KBENCH_LOCK_CLOCKS=0 is set here).
+(KBENCH_LOCK_CLOCKS=0 is set here); CUPTI timing rests the GPU as event mode does on unlocked clocks (REST_X times
+the stage before each repetition).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import tempfile
 from typing import Any
 
 from kbench.analysis import ncu as ncu_report
-from kbench.capture.cupti import Repetitions, time_cupti
+from kbench.capture.cupti import REST_X, Repetitions, time_cupti
 from kbench.capture.gpu import active_device
 from kbench.capture.prepare import prepare_on_gpu
 from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
@@ -74,7 +75,8 @@ def main() -> None:
         for ps in prep.stages:
             write = statistics.median(time_cuda(ps.launch.fn, REPS, write_flush=True).us)
             read = statistics.median(time_cuda(ps.launch.fn, REPS).us)
-            rounds = [time_cupti(ps.launch.fn, REPS, flush) for _ in range(ROUNDS)]
+            # as event mode times an unlocked GPU: a rest of REST_X times the stage before each repetition
+            rounds = [time_cupti(ps.launch.fn, REPS, flush, rest_us=REST_X * read) for _ in range(ROUNDS)]
             mhz = sm_mhz()
             got = [r for r in rounds if isinstance(r, Repetitions)]
             medians = [statistics.median(r.us) for r in got]

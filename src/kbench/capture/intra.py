@@ -130,32 +130,39 @@ class ProfilerBuffer:
             self.written = export_to_perfetto_trace(self.buffer, self.task_names, self.trace_file, self.kernel)
 
 
-def measure(prep: Any, reps: int, run_dir: Path, progress: Any) -> dict[str, Any]:
-    """Each stage timed plain (CUDA events, the L2 flushed before each repetition), then, for a stage that records
-    tasks, the same with recording on, and one more recorded launch after a flush whose records are kept as
-    ``intra-<stage>.json`` (a Chrome trace). A buffer that overflowed is reported and the launch recorded again
-    with room for every record. Returns what ``intra.json`` holds."""
+def measure(prep: Any, reps: int, run_dir: Path, progress: Any, rest_x: float) -> dict[str, Any]:
+    """Each stage timed plain (CUDA events, the L2 flushed before each repetition); a stage that records tasks is
+    timed plain and recording in turn within each repetition (both meet the same clock states), then recorded once
+    more after a flush: those records are kept as ``intra-<stage>.json`` (a Chrome trace). A buffer that overflowed
+    is reported and the launch recorded again with room for every record. ``rest_x``: the GPU rests that many
+    times a repetition's duration before each (unlocked clocks). Returns what ``intra.json`` holds."""
     import torch
 
     from kbench.capture.prepare import built, guarded
-    from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
+    from kbench.capture.timing import L2Flush, l2_flush_bytes, time_interleaved
 
     flush = L2Flush(l2_flush_bytes())
     stages: dict[str, Any] = {}
     for ps in prep.stages:
         stage = ps.stage
-        plain = guarded(stage.name, partial(time_cuda, ps.launch.fn, reps))
-        entry: dict[str, Any] = {"plain_us": plain.us, "method": plain.method, "tasks": list(stage.tasks)}
+        entry: dict[str, Any] = {"tasks": list(stage.tasks)}
         stages[stage.name] = entry
         if stage.build_intra is None:
+            [plain] = guarded(stage.name, partial(time_interleaved, [ps.launch.fn], reps, rest_x=rest_x))
+            entry.update(plain_us=plain.us, method=plain.method)
             continue
-        progress(f"{stage.name}: recording its tasks ({', '.join(stage.tasks)})")
+        progress(f"{stage.name}: timing it plain and recording its tasks ({', '.join(stage.tasks)}) in turn")
         output = prep.plan.output(prep.ws)
         expected = output.clone() if isinstance(output, torch.Tensor) else None
         slots = DEFAULT_SLOTS
         buf = alloc_profiler_buffer(slots)
         launch = built(prep.plan, stage, prep.ws, ps.config, buf)
-        entry["instrumented_us"] = guarded(stage.name, partial(time_cuda, launch.fn, reps)).us
+        plain, recording = guarded(
+            stage.name, partial(time_interleaved, [ps.launch.fn, launch.fn], reps, rest_x=rest_x)
+        )
+        entry.update(
+            plain_us=plain.us, instrumented_us=recording.us, method=f"{plain.method}, plain and recording in turn"
+        )
         decoded, overflows = None, []
         for _ in range(2):
             reset_profiler_buffer(buf)
@@ -175,7 +182,7 @@ def measure(prep: Any, reps: int, run_dir: Path, progress: Any) -> dict[str, Any
         entry.update(trace=name, slots=slots, overflows=overflows)
         if expected is not None:
             entry["same_output"] = bool(torch.equal(expected, prep.plan.output(prep.ws)))
-    return {"reps": reps, "flush": flush.words, "stages": stages}
+    return {"reps": reps, "flush": flush.words, "rest_x": rest_x, "stages": stages}
 
 
 def _kernel_name(ps: Any) -> str:

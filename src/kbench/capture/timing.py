@@ -7,7 +7,7 @@ the CPU launch overhead from the measured region.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 WARMUP_MS = 100.0  # long enough for unlocked clocks to settle under load
@@ -103,7 +103,43 @@ def time_cuda(
             fn()
         run = graph.replay
 
-    # size the warm-up from one timed call: at least WARMUP_MS of work
+    warmup, _ = _warmed(run)
+    [samples] = _repetitions([run], reps, scratch, hold_cycles)
+    held = hold_cycles > 0 and hasattr(torch.cuda, "_sleep")
+    return Samples(samples, warmup, cuda_graph, scratch.words if scratch else "no flush", held=held)
+
+
+def time_interleaved(
+    fns: Sequence[Callable[[], object]], reps: int, *, rest_x: float = 0.0, hold_cycles: int = HOLD_CYCLES
+) -> list[Samples]:
+    """Time several callables in turn inside each repetition (a, b, a, b, ...), each after an L2 flush, so that
+    all of them meet the same clock states: what compares them (an instrumented kernel against the plain one) is
+    not confounded by the clock falling under a long run. ``rest_x`` > 0: the GPU rests (a one-thread spin) that
+    many times the repetition's duration before each, so an unlocked clock stays up (capped at MAX_REST_US)."""
+    import torch
+
+    from kbench.capture.cupti import CYCLES_PER_US, MAX_REST_US
+
+    scratch = L2Flush(l2_flush_bytes())
+    warmups, one_us = [], 0.0
+    for fn in fns:
+        fn()  # compile / load first
+        warm, ms = _warmed(fn)
+        warmups.append(warm)
+        one_us += 1e3 * ms
+    rest = int(min(rest_x * one_us, MAX_REST_US) * CYCLES_PER_US) if rest_x > 0 else 0
+    rested = f", the GPU resting {rest_x:g}x the repetition's duration before each" if rest else ""
+    found = _repetitions(fns, reps, scratch, hold_cycles, rest)
+    return [
+        Samples(us, warm, False, scratch.words + rested, held=hold_cycles > 0 and hasattr(torch.cuda, "_sleep"))
+        for us, warm in zip(found, warmups, strict=True)
+    ]
+
+
+def _warmed(run: Callable[[], object]) -> tuple[int, float]:
+    """Warm ``run`` up for at least WARMUP_MS of work, sized from one timed call; (warm-up calls, that call's ms)."""
+    import torch
+
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     run()
@@ -113,18 +149,32 @@ def time_cuda(
     warmup = max(MIN_WARMUP, min(MAX_WARMUP, int(WARMUP_MS / one_ms)))
     for _ in range(warmup):
         run()
+    return warmup, one_ms
 
-    hold = getattr(torch.cuda, "_sleep", None) if hold_cycles > 0 else None  # a GPU-side spin
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+
+def _repetitions(
+    runs: Sequence[Callable[[], object]], reps: int, scratch: L2Flush | None, hold_cycles: int, rest: int = 0
+) -> list[list[float]]:
+    """``reps`` repetitions; in each, every run in turn after the flush and the hold, between CUDA events (and the
+    rest's spin first). Microseconds per run."""
+    import torch
+
+    spin = getattr(torch.cuda, "_sleep", None)  # a GPU-side one-thread spin
+    hold = spin if hold_cycles > 0 else None
+    starts = [[torch.cuda.Event(enable_timing=True) for _ in range(reps)] for _ in runs]
+    ends = [[torch.cuda.Event(enable_timing=True) for _ in range(reps)] for _ in runs]
     for i in range(reps):
-        if scratch is not None:
-            scratch()
-        if hold is not None:
-            hold(hold_cycles)
-        starts[i].record()
-        run()
-        ends[i].record()
+        if rest and spin is not None:
+            spin(rest)
+        for k, run in enumerate(runs):
+            if scratch is not None:
+                scratch()
+            if hold is not None:
+                hold(hold_cycles)
+            starts[k][i].record()
+            run()
+            ends[k][i].record()
     torch.cuda.synchronize()
-    samples = [1000.0 * s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
-    return Samples(samples, warmup, cuda_graph, scratch.words if scratch else "no flush", held=hold is not None)
+    return [
+        [1000.0 * a.elapsed_time(b) for a, b in zip(st, en, strict=True)] for st, en in zip(starts, ends, strict=True)
+    ]

@@ -16,6 +16,7 @@ from kbench.analysis import intra
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_timings
 from kbench.analysis.timing_stats import TimingStats
+from kbench.capture.cupti import REST_X
 from kbench.capture.phases import Stopwatch
 from kbench.capture.prepare import guarded
 from kbench.errors import UsageError
@@ -51,7 +52,8 @@ class IntraMode:
         prep, tiling = prepare_in_process(job, Stopwatch())
         opts.progress(f"timing each stage plain and recording ({opts.bench_runs} repetitions each)")
         with job.env.sampled():
-            record = guarded("(intra)", lambda: ic.measure(prep, opts.bench_runs, job.run_dir, opts.progress))
+            rest_x = 0.0 if job.env.clocks.locked else REST_X
+            record = guarded("(intra)", lambda: ic.measure(prep, opts.bench_runs, job.run_dir, opts.progress, rest_x))
         write_json_atomic(job.run_dir / RECORD, record)
         return Capture(
             files={"intra": job.run_dir / RECORD},
