@@ -59,3 +59,46 @@ def test_the_figures_agree_with_the_raw_events() -> None:
 def test_a_trace_without_task_events_is_one_line(text: str, message: str) -> None:
     with pytest.raises(KbenchError, match=message):
         intra.from_proton_trace(text, "t.json")
+
+
+H100 = DATA / "intra_h100"
+
+
+def _trace(name: str) -> str:
+    return lzma.decompress((H100 / name).read_bytes()).decode()
+
+
+def test_kbench_s_h100_trace_of_the_shipped_matmul() -> None:
+    text = _trace("v2_intra-mm.json.xz")
+    meta = json.loads(text)["otherData"]
+    assert (meta["ctas"], meta["dropped_records"], meta["unpaired_records"], meta["timer_step_ns"]) == (512, 0, 0, 32)
+    a = intra.analyse(intra.from_proton_trace(text), device_sms=132)
+    assert (a.ctas, a.sms, a.unused_sms) == (512, 132, 0)
+    assert a.task_events == {"mainloop": 512, "store": 512}
+    # 512 CTAs, one at a time per SM (147 KB of shared memory each): 116 SMs ran 4, 16 ran 3
+    per_sm = {}
+    for e in json.loads(text)["traceEvents"]:
+        per_sm.setdefault(e["pid"].split()[1], set()).add(e["pid"])
+    counts = sorted(len(v) for v in per_sm.values())
+    assert (counts.count(3), counts.count(4)) == (16, 116)
+    assert (a.ctas_per_sm.min_us, a.ctas_per_sm.max_us) == (3.0, 4.0)
+    # an SM with one CTA fewer is busy about 3/4 of the span: the minimum SM busy, and the idle tail
+    assert 70.0 < a.sm_busy_pct.min_us < 80.0 < a.sm_busy_pct.median_us
+    assert 0.0 < a.tail_idle_pct < 10.0
+    assert a.tasks["store"].median_us < 0.05 * a.tasks["mainloop"].median_us  # the epilogue is a sliver
+
+
+def test_kbench_and_proton_record_the_same_kernel_as_compare_json_says() -> None:
+    found = json.loads((H100 / "compare.json").read_text())
+    ours = intra.analyse(intra.from_proton_trace(_trace("cmp_kbench_trace.json.xz")), 132)
+    proton = intra.analyse(intra.from_proton_trace(_trace("proton_trace.chrome_trace.xz")), 132)
+    for mine, theirs in ((ours, found["kbench"]), (proton, found["proton"])):
+        assert mine.tasks["mainloop"].median_us == pytest.approx(theirs["mainloop_median_us"])
+        assert mine.span_us == pytest.approx(theirs["span_us"])
+        assert mine.tail_idle_pct == pytest.approx(theirs["tail_idle_pct"])
+    assert ours.ctas == proton.ctas == found["grid"] == 512
+    assert sum(proton.task_events.values()) == found["proton"]["events"] == 8 * 2 * 512  # every warp records
+    # Proton's per-warp records stretch the kernel: its main loop takes half again as long per CTA
+    assert proton.tasks["mainloop"].median_us > 1.4 * ours.tasks["mainloop"].median_us
+    assert found["kbench"]["recording_us"] < 1.02 * found["kbench"]["plain_us"]
+    assert found["proton"]["instrumented_us"] > 50 * found["kbench"]["plain_us"]

@@ -87,3 +87,28 @@ def test_a_plan_that_records_no_tasks_is_refused(isolated: Path, monkeypatch: py
     plan = load_version("vector_add", "base").from_values({})
     with pytest.raises(UsageError, match="no stage records tasks"):
         pipeline.profile("intra", plan, RunOptions(out_root=Path("out"), progress=lambda m: None))
+
+
+def test_the_h100_record_of_the_shipped_matmul_makes_a_contract_report(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lzma
+
+    from tests.conftest import DATA
+
+    h100 = DATA / "intra_h100"
+    record = json.loads((h100 / "v2_intra.json").read_text())
+    trace = lzma.decompress((h100 / "v2_intra-mm.json.xz").read_bytes()).decode()
+
+    def measure(prep: Any, reps: int, run_dir: Path, progress: Any, rest_x: float) -> dict[str, Any]:
+        (run_dir / "intra-mm.json").write_text(trace)
+        return dict(record)
+
+    offline_gpu(monkeypatch)
+    monkeypatch.setattr(ic, "measure", measure)
+    plan = load_version("matmul", "v2").from_values(MM)
+    r = pipeline.profile("intra", plan, RunOptions(out_root=Path("out"), check=False, progress=lambda m: None))
+    text = (Path(r.out_dir) / "report.md").read_text()
+    assert contract_problems(Path(r.out_dir) / "report.md") == []
+    assert "### mm: 512 CTAs on 132 SMs" in text and "CTAs per SM: 3 to 4" in text
+    assert any("recording the tasks of mm cost +12.0%" in n for n in r.notes)  # that run's loops, not interleaved
