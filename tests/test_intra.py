@@ -76,7 +76,7 @@ def test_kbench_s_h100_trace_of_the_shipped_matmul() -> None:
     assert (a.ctas, a.sms, a.unused_sms) == (512, 132, 0)
     assert a.task_events == {"mainloop": 512, "store": 512}
     # 512 CTAs, one at a time per SM (147 KB of shared memory each): 116 SMs ran 4, 16 ran 3
-    per_sm = {}
+    per_sm: dict[str, set[str]] = {}
     for e in json.loads(text)["traceEvents"]:
         per_sm.setdefault(e["pid"].split()[1], set()).add(e["pid"])
     counts = sorted(len(v) for v in per_sm.values())
