@@ -82,6 +82,7 @@ def test_help_explains_usage_modes_and_parameters(run) -> None:
         (["matmul", "--timeline-backend=torch"], 2, "--timeline-backend applies to --prof_type=nsys only"),
         (["matmul", "--prof_type=nsys", "--timeline-backend=perfetto"], 2, "--timeline-backend=perfetto: choose auto"),
         (["matmul", "--prof_type=nsys", "--cuda-graph"], 2, "--cuda-graph applies to --prof_type=event only"),
+        (["matmul", "--prof_type=event", "--pc-sampling"], 2, "--pc-sampling applies to --prof_type=proton only"),
         ([], 2, "name a kernel package, e.g. `vector_add`"),
     ],
 )

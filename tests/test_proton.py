@@ -83,3 +83,39 @@ def test_a_plan_whose_stages_the_profile_lacks_is_one_line(isolated: Path) -> No
         pipeline.analyze(PROTON / "mla_v3.hatchet", None, Path("prof"), plan)
     with pytest.raises(KbenchError, match="a Proton profile is read against its plan"):
         pipeline.analyze(PROTON / "mla_v3.hatchet", None, Path("prof"), None)
+
+
+def test_pc_samples_per_line_match_the_profile_s_nodes() -> None:
+    mm = pa.load(PROTON / "matmul_pcs.hatchet").scope("mm")
+    assert mm is not None
+    raw = json.loads((PROTON / "matmul_pcs.hatchet").read_text())[0]["children"][0]["children"][0]["children"]
+    assert len(mm.lines) == len(raw) == 17
+    assert sum(x.samples for x in mm.lines) == sum(n["metrics"]["num_samples"] for n in raw)
+    top = max(mm.lines, key=lambda x: x.samples)
+    node = next(n for n in raw if n["frame"]["name"] == f"{top.where}@{top.kernel}")
+    assert (top.samples, top.stalled) == (node["metrics"]["num_samples"], node["metrics"]["num_stalled_samples"])
+    assert top.reasons["dispatch_stall"] == node["metrics"]["stalled_dispatch_stall"]
+    stalls = mm.stalls()
+    assert next(iter(stalls)) == "dispatch_stall" and stalls["dispatch_stall"] == sum(
+        n["metrics"]["stalled_dispatch_stall"] for n in raw
+    )
+
+
+def test_a_pc_sampling_report_shows_lines_and_stalls(isolated: Path) -> None:
+    capture = isolated / "run" / "proton.hatchet"
+    capture.parent.mkdir()
+    shutil.copy(PROTON / "matmul_pcs.hatchet", capture)
+    plan = load_version("matmul", "base").from_values({"m": 2048, "n": 2048, "k": 2048})
+    (capture.parent / "params.json").write_text(
+        json.dumps({"kernel": "matmul", "params": plan.values(), "device": {"name": "NVIDIA H100 80GB HBM3"}})
+    )
+    r = pipeline.analyze(capture, None, Path("prof"), plan)
+    text = (Path(r.out_dir) / "report.md").read_text()
+    assert contract_problems(Path(r.out_dir) / "report.md") == []
+    assert "## PC sampling" in text and "| mm | 19827 |" in text and "dispatch_stall" in text
+    assert "_triton.py:50 | 5850 (29.5%) | 4461 | dispatch_stall |" in text
+    assert not any("no PC sampling" in n for n in r.notes)
+    # the catalogue's rest-of-the-gap item names the stall and the hottest lines from the samples
+    rest = [o for o in r.figures.opportunities if o.metric == "mm.practical_roof_pct"]
+    assert rest and "stall most on dispatch_stall (3591 of" in rest[0].name and "PC samples" in rest[0].name
+    assert rest[0].change is not None and "_triton.py:50 (5850 samples, most dispatch_stall)" in rest[0].change

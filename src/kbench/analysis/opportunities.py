@@ -67,6 +67,7 @@ class Evidence:
     moved_bytes: float | None = None  # DRAM bytes counted by ncu
     tensor_cores: bool | None = None  # tensor-core work seen (ncu's tensor FLOPs, or mma in the kernel's PTX)
     stalls: dict[str, float] = field(default_factory=dict)  # warp-stall reason -> stalled warps per issue (ncu)
+    stall_unit: str = "stalled warps per issued instruction"  # what ``stalls`` counts (PC sampling: samples)
     hot_lines: tuple[str, ...] = ()  # the source lines with the most stall samples (ncu mode)
     config: str = ""  # its launch configuration, as the report shows it
     tail_idle_pct: float | None = None  # SM time idle after each SM's last CTA, of SMs x span (intra timeline)
@@ -304,7 +305,7 @@ STALL_ADVICE = {
     "math_pipe_throttle": "an arithmetic pipe is saturated: tensor cores (tl.dot) or cheaper math",
     "wait": "fixed-latency dependencies: more independent work per thread or more warps",
     "not_selected": "warps are ready but the issue slots are full: the kernel is issue-bound, fewer instructions",
-    "dispatch_stall": "the dispatcher stalls: often a pipeline contention, see report-verbose.md",
+    "dispatch_stall": "the dispatcher stalls: often a pipeline contention (ncu mode's report-verbose.md: the pipes)",
     "gmma": "waiting on warpgroup MMA (wgmma) results: deeper pipelining of the tensor-core work",
 }
 
@@ -324,10 +325,12 @@ def unexplained(e: Evidence, explained_pct: float = 0.0) -> Opportunity | None:
     why = "no mechanism found in this mode's data"
     if e.stalls:
         reason, per = max(e.stalls.items(), key=lambda kv: kv[1])
-        why = f"its warps stall most on {reason} ({per:.1f} of {sum(e.stalls.values()):.1f} stalled warps per issued "
-        why += "instruction)"
+        digits = 0 if e.stall_unit.endswith("samples") else 1
+        why = f"its warps stall most on {reason} ({per:.{digits}f} of {sum(e.stalls.values()):.{digits}f} "
+        why += f"{e.stall_unit})"
         where = f" at {'; '.join(e.hot_lines)}" if e.hot_lines else ""
-        change = f"{STALL_ADVICE.get(reason, 'see report-verbose.md for what ' + reason + ' means')}{where}"
+        advice = STALL_ADVICE.get(reason, f"ncu mode's report-verbose.md says what {reason} means")
+        change = f"{advice}{where}"
     if explained_pct:
         why = f"the mechanisms named explain only {explained_pct:.1f} of its {gap:.1f} points"
     return Opportunity(

@@ -20,6 +20,22 @@ from typing import Any
 from kbench.errors import KbenchError
 
 HATCHET = ".hatchet"
+STALLED = "stalled_"  # Proton's PC-sampling columns: stalled_<reason> samples per source line
+
+
+@dataclass(frozen=True)
+class LineSamples:
+    """PC samples of one source line of a kernel (Proton's ``mode="pcsampling"``)."""
+
+    where: str  # path:line, as Proton names it
+    kernel: str
+    samples: int
+    stalled: int
+    reasons: dict[str, int]  # stall reason (ncu's spelling, lower case) -> stalled samples
+
+    @property
+    def top_reason(self) -> str | None:
+        return max(self.reasons, key=self.reasons.__getitem__) if any(self.reasons.values()) else None
 
 
 @dataclass(frozen=True)
@@ -29,6 +45,15 @@ class ScopeTime:
     name: str
     kernels: dict[str, tuple[int, float]]  # kernel name -> (launches, summed GPU time in ns)
     metrics: dict[str, float] = field(default_factory=dict)  # the scope's own metrics (flops*, bytes), summed
+    lines: list[LineSamples] = field(default_factory=list)  # PC samples per source line (a pcsampling profile)
+
+    def stalls(self) -> dict[str, int]:
+        """Stalled samples per reason over every sampled line of the scope, most first."""
+        total: dict[str, int] = {}
+        for line in self.lines:
+            for reason, n in line.reasons.items():
+                total[reason] = total.get(reason, 0) + n
+        return dict(sorted(((r, n) for r, n in total.items() if n), key=lambda kv: -kv[1]))
 
     @property
     def repetitions(self) -> int:
@@ -86,20 +111,31 @@ def load(path: Path) -> ProtonProfile:
         raise KbenchError(f"{path}: Proton's viewer could not read it ({type(e).__name__}: {e})") from None
     scopes = []
     for node in gf.graph.roots[0].children if gf.graph.roots else []:
-        kernels = {}
+        kernels, lines = {}, []
         for child in node.children:
             row = gf.dataframe.loc[child]
             count, ns = row.get("count"), row.get("time (ns)")
             if count == count and ns == ns and count:  # NaN-safe: a scope nested in a scope has no kernel time
                 kernels[str(child.frame["name"])] = (int(count), float(ns))
+            lines += [_line(gf.dataframe.loc[leaf], str(leaf.frame["name"])) for leaf in child.children]
         row = gf.dataframe.loc[node]
         metrics = {
             k: float(row[k])
             for k in gf.dataframe.columns
             if (k == "bytes" or k.startswith("flops")) and row[k] == row[k]
         }
-        scopes.append(ScopeTime(str(node.frame["name"]), kernels, metrics))
+        scopes.append(ScopeTime(str(node.frame["name"]), kernels, metrics, [x for x in lines if x is not None]))
     return ProtonProfile(scopes, _first_device(device), tree)
+
+
+def _line(row: Any, name: str) -> LineSamples | None:
+    """A sampled source line (``path:line@kernel``) of a pcsampling profile; None for any other node."""
+    samples = row.get("num_samples")
+    if samples != samples or samples is None or "@" not in name:  # NaN: not a sampled line
+        return None
+    where, _, kernel = name.rpartition("@")
+    reasons = {k[len(STALLED) :].lower(): int(v) for k, v in row.items() if str(k).startswith(STALLED) and v == v and v}
+    return LineSamples(where, kernel, int(samples), int(row.get("num_stalled_samples") or 0), reasons)
 
 
 def _plain(text: str) -> str:

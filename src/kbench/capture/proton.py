@@ -40,7 +40,7 @@ def _loop_us(run: Callable[[], None]) -> float:
     return float(start.elapsed_time(end)) * 1e3
 
 
-def profile(stages: list[PreparedStage], reps: int, stem: Path) -> dict[str, Any]:
+def profile(stages: list[PreparedStage], reps: int, stem: Path, pc_sampling: bool = False) -> dict[str, Any]:
     """Run every stage ``reps`` times plain, then inside a Proton session (``stem``.hatchet); the loops' GPU times
     per stage: ``{"reps": n, "stages": {name: {"plain_us": ..., "profiled_us": ...}}}``. Each stage runs 2 x reps
     times in the session (the first loop untimed), so the profile holds 2 x reps launches per kernel."""
@@ -67,11 +67,14 @@ def profile(stages: list[PreparedStage], reps: int, stem: Path) -> dict[str, Any
     for ps in stages:
         ps.launch.fn()  # loaded and warm before anything is timed
         times[ps.stage.name] = {"plain_us": _loop_us(plain(ps))}
-    proton.start(str(stem), backend="cupti", hook="triton")
+    if pc_sampling:  # the session samples PCs: its kernels' times carry the sampling's cost (the overhead shows it)
+        proton.start(str(stem), backend="cupti", mode="pcsampling", hook="triton")
+    else:
+        proton.start(str(stem), backend="cupti", hook="triton")
     try:
         for ps in stages:
             scoped(ps)()  # the session's own start-up lands here (63 ms against 24 ms measured on an H100), untimed
             times[ps.stage.name]["profiled_us"] = _loop_us(scoped(ps))
     finally:
         proton.finalize()
-    return {"reps": reps, "stages": times}
+    return {"reps": reps, "stages": times, "pc_sampling": pc_sampling}

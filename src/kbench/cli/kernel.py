@@ -50,6 +50,12 @@ def profile(
     no_wait: bool = typer.Option(
         False, "--no-wait", help="If another kbench is profiling on this GPU, stop at once instead of waiting."
     ),
+    pc_sampling: bool = typer.Option(
+        False,
+        "--pc-sampling",
+        help="proton mode: Proton's PC sampling (stall reasons per source line) in the session; its cost is in the "
+        "overhead note.",
+    ),
     timeline_backend: str = typer.Option(
         "auto",
         "--timeline-backend",
@@ -89,6 +95,7 @@ def profile(
         baseline=baseline,
         timeout_s=timeout,
         timeline_backend=timeline_backend,
+        pc_sampling=pc_sampling,
         wait=not no_wait,
     )
     if lock_clocks is not None:

@@ -39,6 +39,7 @@ class RunOptions:
     seed: int | None = None  # inputs' random seed; default: fresh each run
     timeout_s: float = 1800.0  # modes that run a profiler: the whole profiler run
     timeline_backend: str = "auto"  # nsys mode: "auto" (nsys, else the PyTorch profiler), "nsys" or "torch"
+    pc_sampling: bool = False  # proton mode: the session samples PCs (stall reasons per source line)
     lock_clocks: bool = field(default_factory=lock_by_default)  # lock SM (and memory) clocks when permitted
     wait: bool = True  # queue behind another kbench on the same GPU (False: stop at once)
     progress: Callable[[str], None] = log.info
@@ -67,8 +68,8 @@ class RunOptions:
 
 
 # Options that only some modes take, with their defaults: a mode lists the ones it takes in ``Backend.options``.
-MODE_OPTIONS = {"cuda_graph": False, "timeline_backend": "auto"}
-FLAGS = {"cuda_graph": "--cuda-graph", "timeline_backend": "--timeline-backend"}
+MODE_OPTIONS = {"cuda_graph": False, "timeline_backend": "auto", "pc_sampling": False}
+FLAGS = {"cuda_graph": "--cuda-graph", "timeline_backend": "--timeline-backend", "pc_sampling": "--pc-sampling"}
 CHOICES = {"timeline_backend": ("auto", "nsys", "torch")}
 
 

@@ -19,7 +19,7 @@ from kbench.errors import KbenchError
 from kbench.fsutil import write_json_atomic, write_text_atomic
 from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions, prepare_in_process
 from kbench.report import folder
-from kbench.report.models import ProfileResult, Sections
+from kbench.report.models import PcSampling, ProfileResult, SampledStage, Sections
 
 PROFILE = "proton"  # proton.hatchet
 LOOPS = "proton.json"  # the repetitions' times inside and outside the session
@@ -34,7 +34,7 @@ METHOD = (
 
 class Proton:
     name = "proton"
-    options: frozenset[str] = frozenset()
+    options: frozenset[str] = frozenset({"pc_sampling"})
     suffixes: tuple[str, ...] = (pa.HATCHET,)
     describes = "Proton profiles (.hatchet)"
     offline_key = "proton"
@@ -47,11 +47,14 @@ class Proton:
         from kbench.capture import proton as pc
 
         opts = job.opts
-        job.params.update(bench_runs=opts.bench_runs)
+        job.params.update(bench_runs=opts.bench_runs, pc_sampling=opts.pc_sampling)
         prep, tiling = prepare_in_process(job, Stopwatch())
-        opts.progress(f"profiling with Proton ({opts.bench_runs} repetitions per stage, and as many untimed)")
+        sampling = ", sampling PCs" if opts.pc_sampling else ""
+        opts.progress(f"profiling with Proton ({opts.bench_runs} repetitions per stage, and as many untimed{sampling})")
         with job.env.sampled():
-            loops = guarded("(Proton)", lambda: pc.profile(prep.stages, opts.bench_runs, job.run_dir / PROFILE))
+            loops = guarded(
+                "(Proton)", lambda: pc.profile(prep.stages, opts.bench_runs, job.run_dir / PROFILE, opts.pc_sampling)
+            )
         write_json_atomic(job.run_dir / LOOPS, loops)
         hatchet = job.run_dir / f"{PROFILE}{pa.HATCHET}"
         if not hatchet.is_file():
@@ -92,12 +95,14 @@ class Proton:
             device.spec.ceilings() if device.spec else {},
             roofline_known=device.known,
             device_name=device.name,
-            facts=Facts.of(device, capture.tiling),
+            facts=Facts.of(device, capture.tiling).measured_by(_stall_evidence(profile)),
         )
-        notes = [
-            "PC sampling (Proton's mode=pcsampling, stall reasons per source line) is not run by this mode: a second "
-            "CUPTI session of another mode cannot share the process"
-        ]
+        sampled = [_sampled(s) for s in profile.scopes if s.lines]
+        notes = (
+            []
+            if sampled
+            else ["no PC sampling in this profile (--pc-sampling adds it: stall reasons per source line, at its cost)"]
+        )
         if "loops" in capture.files:
             loops = json.loads(capture.files["loops"].read_text())
             for name, t in loops["stages"].items():
@@ -111,7 +116,7 @@ class Proton:
             device=device,
             figures=figures,
             timing_method=METHOD.format(launches="/".join(str(n) for n in sorted(launches))),
-            sections=Sections(),
+            sections=Sections(pc_sampling=PcSampling(stages=sampled) if sampled else None),
             notes=notes,
             data=profile,
         )
@@ -120,6 +125,35 @@ class Proton:
         """proton-tree.txt: the call-path tree Proton's viewer reads (scopes, kernels, GPU time in ns)."""
         profile: pa.ProtonProfile = analysis.data
         write_text_atomic(run_dir / TREE, profile.tree)
+
+
+HOT_LINES = 5
+
+
+def _sampled(scope: pa.ScopeTime) -> SampledStage:
+    lines = sorted(scope.lines, key=lambda x: -x.samples)
+    return SampledStage(
+        stage=scope.name,
+        samples=sum(x.samples for x in lines),
+        stalled=sum(x.stalled for x in lines),
+        reasons=scope.stalls(),
+        lines=lines[:HOT_LINES],
+    )
+
+
+def _stall_evidence(profile: pa.ProtonProfile) -> dict[str, dict[str, Any]]:
+    """For Top 3's catalogue: each sampled stage's stalled samples per reason and its hottest lines."""
+    out: dict[str, dict[str, Any]] = {}
+    for scope in profile.scopes:
+        if not scope.lines:
+            continue
+        hot = sorted(scope.lines, key=lambda x: -x.samples)[:2]
+        out[scope.name] = {
+            "stalls": {r: float(n) for r, n in scope.stalls().items() if r != "selected"},  # selected: issuing
+            "stall_unit": "PC samples",
+            "hot_lines": tuple(f"{Path(x.where).name} ({x.samples} samples, most {x.top_reason})" for x in hot),
+        }
+    return out
 
 
 def _device_name(profile: Path) -> str:

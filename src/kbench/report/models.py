@@ -18,6 +18,7 @@ from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.figures import PlanFigures
 from kbench.analysis.intra import IntraAnalysis
+from kbench.analysis.proton import LineSamples
 from kbench.analysis.roofline import achieved_gbps, achieved_tflops
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timeline_stages import TimelineAnalysis
@@ -98,11 +99,28 @@ class Intra(Frozen):
     stages: list[IntraStage]
 
 
+class SampledStage(Frozen):
+    """One stage's PC samples (Proton's pcsampling): totals, stall reasons, and its most sampled lines."""
+
+    stage: str
+    samples: int
+    stalled: int
+    reasons: dict[str, int]  # stall reason -> stalled samples, most first
+    lines: list[LineSamples]  # the most sampled source lines, most first
+
+
+class PcSampling(Frozen):
+    """``## PC sampling``: where each stage's warps were when sampled, and why they stalled (proton mode)."""
+
+    stages: list[SampledStage]
+
+
 class Sections(Frozen):
     baseline: Baseline | None = None
     timing: Timing | None = None
     timeline: Timeline | None = None
     intra: Intra | None = None
+    pc_sampling: PcSampling | None = None
     counters: Counters | None = None
     conformance: Conformance | None = None
     tiling: Tiling | None = None
@@ -112,6 +130,7 @@ class Sections(Frozen):
         "timing",
         "timeline",
         "intra",
+        "pc_sampling",
         "counters",
         "conformance",
         "tiling",
