@@ -56,11 +56,13 @@ def test_intra_mode_on_the_shipped_matmul(isolated: Path) -> None:
 
 
 def test_proton_pc_sampling_on_the_shipped_matmul(tmp_path: Path) -> None:
-    env = {**os.environ, "KBENCH_LOCK_CLOCKS": "0", "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+    path = os.pathsep.join(p for p in (str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "KBENCH_LOCK_CLOCKS": "0", "PYTHONPATH": path}
     argv = [sys.executable, "-m", "kbench.kernel", "matmul", "base", "--m=1024", "--n=1024", "--k=1024"]
     argv += ["--prof_type=proton", "--pc-sampling", "--bench-runs=10", "--out", str(tmp_path / "p")]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     [report] = (tmp_path / "p").rglob("report.md")
     text = report.read_text()
-    assert contract_problems(report) == [] and "## PC sampling" in text and "_triton.py:" in text
+    assert contract_problems(report) == [] and "## PC sampling" in text
+    assert "_triton.py:" in text  # samples mapped to source lines: the kernel reloaded inside the session

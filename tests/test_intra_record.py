@@ -91,7 +91,8 @@ def test_the_export_reads_back_as_the_same_records() -> None:
 
 def _run(script: str, *args: str, interpret: bool) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update({"PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}", **({"TRITON_INTERPRET": "1"} if interpret else {})})
+    path = os.pathsep.join(p for p in (str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env.update({"PYTHONPATH": path, **({"TRITON_INTERPRET": "1"} if interpret else {})})
     done = subprocess.run(
         [sys.executable, str(ROOT / "tests" / script), *args],
         capture_output=True,

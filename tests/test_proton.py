@@ -119,3 +119,12 @@ def test_a_pc_sampling_report_shows_lines_and_stalls(isolated: Path) -> None:
     rest = [o for o in r.figures.opportunities if o.metric == "mm.practical_roof_pct"]
     assert rest and "stall most on dispatch_stall (3591 of" in rest[0].name and "PC samples" in rest[0].name
     assert rest[0].change is not None and "_triton.py:50 (5850 samples, most dispatch_stall)" in rest[0].change
+
+
+def test_samples_proton_could_not_map_to_lines_stay_on_the_kernel() -> None:
+    mm = pa.load(PROTON / "matmul_v2_pcs_loaded_before.hatchet").scope("mm")
+    assert mm is not None and mm.repetitions == 200
+    [whole] = mm.lines
+    assert whole.where == pa.WHOLE_KERNEL and whole.kernel == "mm_kernel"
+    assert (whole.samples, whole.stalled) == (12161040, 8086290)
+    assert next(iter(mm.stalls())) == "wait" and mm.stalls()["wait"] == 2947676

@@ -21,6 +21,7 @@ from kbench.errors import KbenchError
 
 HATCHET = ".hatchet"
 STALLED = "stalled_"  # Proton's PC-sampling columns: stalled_<reason> samples per source line
+WHOLE_KERNEL = "(whole kernel: no line information)"
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,9 @@ def load(path: Path) -> ProtonProfile:
             count, ns = row.get("count"), row.get("time (ns)")
             if count == count and ns == ns and count:  # NaN-safe: a scope nested in a scope has no kernel time
                 kernels[str(child.frame["name"])] = (int(count), float(ns))
-            lines += [_line(gf.dataframe.loc[leaf], str(leaf.frame["name"])) for leaf in child.children]
+            found = [_line(gf.dataframe.loc[leaf], str(leaf.frame["name"])) for leaf in child.children]
+            # samples Proton could not map to lines (a module loaded before the session) stay on the kernel
+            lines += found if child.children else [_line(row, f"{WHOLE_KERNEL}@{child.frame['name']}")]
         row = gf.dataframe.loc[node]
         metrics = {
             k: float(row[k])

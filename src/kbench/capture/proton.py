@@ -40,6 +40,15 @@ def _loop_us(run: Callable[[], None]) -> float:
     return float(start.elapsed_time(end)) * 1e3
 
 
+def _reload_inside_session(compiled: Any) -> None:
+    """Make a Triton kernel load its module again at its next launch: Proton maps PC samples to source lines from
+    the modules it sees loaded inside its session, and kbench loaded every kernel before (to tune and check it).
+    A kernel without those handles (another Triton, a library call) is left alone: its samples stay per kernel."""
+    if compiled is not None and getattr(compiled, "module", None) is not None and hasattr(compiled, "_run"):
+        compiled.module = None
+        compiled._run = None
+
+
 def profile(stages: list[PreparedStage], reps: int, stem: Path, pc_sampling: bool = False) -> dict[str, Any]:
     """Run every stage ``reps`` times plain, then inside a Proton session (``stem``.hatchet); the loops' GPU times
     per stage: ``{"reps": n, "stages": {name: {"plain_us": ..., "profiled_us": ...}}}``. Each stage runs 2 x reps
@@ -69,6 +78,8 @@ def profile(stages: list[PreparedStage], reps: int, stem: Path, pc_sampling: boo
         times[ps.stage.name] = {"plain_us": _loop_us(plain(ps))}
     if pc_sampling:  # the session samples PCs: its kernels' times carry the sampling's cost (the overhead shows it)
         proton.start(str(stem), backend="cupti", mode="pcsampling", hook="triton")
+        for ps in stages:
+            _reload_inside_session(ps.compiled)
     else:
         proton.start(str(stem), backend="cupti", hook="triton")
     try:
