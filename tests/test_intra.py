@@ -102,3 +102,16 @@ def test_kbench_and_proton_record_the_same_kernel_as_compare_json_says() -> None
     assert proton.tasks["mainloop"].median_us > 1.4 * ours.tasks["mainloop"].median_us
     assert found["kbench"]["recording_us"] < 1.02 * found["kbench"]["plain_us"]
     assert found["proton"]["instrumented_us"] > 50 * found["kbench"]["plain_us"]
+
+
+def test_two_ctas_share_each_sm_and_a_cta_alone_is_faster() -> None:
+    """matmul base on the H100: 96 KB of shared memory a CTA, so an SM holds two; the few CTAs that found their SM
+    to themselves at the end ran faster than those sharing it."""
+    text = _trace("base_intra-mm.json.xz")
+    a = intra.analyse(intra.from_proton_trace(text), device_sms=132)
+    assert a.ctas == 1024 and a.at_once is not None and a.at_once.min_us == a.at_once.max_us == 2.0
+    assert a.cta_alone is not None and a.cta_shared is not None
+    assert a.cta_alone.n + a.cta_shared.n == 1024 and a.cta_alone.n < 132
+    assert a.cta_alone.median_us < 0.8 * a.cta_shared.median_us
+    v2 = intra.analyse(intra.from_proton_trace(_trace("v2_intra-mm.json.xz")), device_sms=132)
+    assert v2.at_once is not None and v2.at_once.max_us == 1.0 and v2.cta_shared is None  # 147 KB: one at a time

@@ -202,6 +202,9 @@ class IntraAnalysis:
     ctas_per_sm: Spread  # how many CTAs each SM ran, one after another or together (as "us" fields)
     tail_idle_pct: float  # SM time after each SM's last task ended, before the kernel's last: share of SMs x span
     unused_sms: int | None = None  # SMs of the device that ran no CTA (None: the device's SM count not given)
+    at_once: Spread | None = None  # per SM, the most CTAs it ran at the same time (as "us" fields)
+    cta_shared: Spread | None = None  # CTA time of CTAs that shared their SM most of their span
+    cta_alone: Spread | None = None  # CTA time of CTAs that had their SM to themselves (90% of their span or more)
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:
@@ -242,6 +245,7 @@ def analyse(records: list[Record], device_sms: int | None = None) -> IntraAnalys
         spans += ordered[-1].end_us - ordered[0].start_us
         gaps += [max(0.0, b.start_us - a.end_us) for a, b in itertools.pairwise(ordered)]
     mean_cta = statistics.fmean(cta_span.values())
+    at_once, alone, shared = _residency(by_cta)
     end = start + span
     last_end = [max(b for _, b in iv) for iv in sm_intervals.values()]
     return IntraAnalysis(
@@ -258,4 +262,29 @@ def analyse(records: list[Record], device_sms: int | None = None) -> IntraAnalys
         ctas_per_sm=Spread.of([float(len(iv)) for iv in sm_intervals.values()]),
         tail_idle_pct=100.0 * sum(end - e for e in last_end) / (len(last_end) * span) if span > 0 else 0.0,
         unused_sms=max(0, device_sms - len(sm_intervals)) if device_sms else None,
+        at_once=Spread.of(at_once),
+        cta_shared=Spread.of(shared) if shared else None,
+        cta_alone=Spread.of(alone) if alone else None,
     )
+
+
+def _residency(by_cta: dict[int, list[Record]]) -> tuple[list[float], list[float], list[float]]:
+    """Per SM the most CTAs it held at once; the CTA times of CTAs that shared their SM (over 10% of their span
+    overlapping another CTA on it) and of those that ran alone there."""
+    per_sm: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for rs in by_cta.values():
+        per_sm[rs[0].sm].append((min(r.start_us for r in rs), max(r.end_us for r in rs)))
+    at_once: list[float] = []
+    alone: list[float] = []
+    shared: list[float] = []
+    for spans in per_sm.values():
+        edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+        now = most = 0
+        for _, step in edges:
+            now += step
+            most = max(most, now)
+        at_once.append(float(most))
+        for a, b in spans:
+            overlap = sum(max(0.0, min(b, y) - max(a, x)) for x, y in spans if (x, y) != (a, b))
+            (shared if overlap > 0.1 * (b - a) else alone).append(b - a)
+    return at_once, alone, shared
