@@ -28,9 +28,9 @@ log = logging.getLogger(__name__)
 
 def lock_by_default() -> bool:
     """KBENCH_LOCK_CLOCKS (kbench.capture.clocks, imported when options are made: `kbench analyze` makes none)."""
-    from kbench.capture.clocks import lock_by_default
+    from kbench.capture import clocks
 
-    return lock_by_default()
+    return clocks.lock_by_default()
 
 
 @dataclass
