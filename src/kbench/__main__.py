@@ -1,5 +1,5 @@
 """`python -m kbench`: the `kbench` command."""
 
-from kbench.cli.app import main
+from kbench.cli.entry import main
 
 main()

@@ -15,12 +15,10 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbench.analysis.compare import compare
 from kbench.analysis.devices import load_devices
-from kbench.capture import gpu
-from kbench.capture.clocks import Measuring, measuring
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import copy_atomic, safe, write_json_atomic, write_text_atomic
 from kbench.modes import registry
@@ -29,6 +27,9 @@ from kbench.plan.base import KernelPlan
 from kbench.report import folder, report_json
 from kbench.report.models import Baseline, ProfileResult, Tiling, read_result
 from kbench.report.render import render_report
+
+if TYPE_CHECKING:
+    from kbench.capture.clocks import Measuring
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,9 @@ def _result(
 
 def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     """Profile ``plan`` in ``mode`` into a new run folder under ``opts.out_root``."""
+    from kbench.capture import gpu  # a live run's modules: `kbench analyze` needs none of them
+    from kbench.capture.clocks import measuring
+
     backend = registry.get(mode)
     registry.check_options(backend, opts)
     if opts.bench_runs < 1:
@@ -249,6 +253,7 @@ def run_unprofiled(plan: KernelPlan, do_check: bool) -> str:
     """--prof_type=disabled: prepare, check, run every stage once with no profiler; a one-line summary."""
     import torch
 
+    from kbench.capture import gpu
     from kbench.capture.prepare import check, prepare_on_gpu
 
     gpu.require_cuda("--prof_type=disabled")

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from kbench.cli import kernel
+from kbench.cli import analyze, kernel
 from kbench.cli.common import load_plan, out_folder, parse_plan_args, run_command, setup_logging
 from kbench.errors import UsageError
 
@@ -61,50 +61,15 @@ def check_cmd(
     typer.echo(f"all {len(results)} configuration(s) pass")
 
 
-@app.command("analyze", context_settings=kernel.CONTEXT)
-def analyze_cmd(
-    ctx: typer.Context,
-    capture: Path = typer.Argument(
-        ...,
-        help="An Nsight Compute report (.ncu-rep), or a timeline: an nsys SQLite export (.sqlite) or a "
-        "PyTorch-profiler trace (.json).",
-    ),
-    mode: str | None = typer.Option(
-        None,
-        "--mode",
-        help="For .ncu-rep: annotation (default; compact) or ncu (adds report-verbose.md, annotated source, SASS, "
-        "and ranks Top 3 by ncu's rules). Timelines are always analysed as nsys mode.",
-    ),
-    out: str = typer.Option("out/profiles", "--out", help="Root folder of the output."),
-    plan: str | None = typer.Option(
-        None,
-        "--plan",
-        help="Kernel package whose stages and FLOP/byte model to use; its version and --<param>=<value> follow.",
-    ),
-    kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
-) -> None:
-    """Build the reports of an existing capture, without a GPU or the profiler installed.
-
-    An .ncu-rep gives the annotation or ncu reports; an nsys .sqlite export or a PyTorch-profiler .json trace
-    gives the nsys-mode timeline reports. Without --plan each profiled kernel (ncu) or each kbench.<stage>
-    NVTX range (timeline; each kernel name when there is none) is a stage and the FLOP/byte model is n/a; with
-    `--plan <pkg> [<version>] --<param>=<value> ...` the stages are the plan's, found by their NVTX ranges
-    (kbench.<stage>), and compared with its analytic model. A timeline of a busy GPU without --plan cannot be
-    classified: its tables, trace.json and timeline.md are written, no report.md, and the exit is 1.
-    """
-    setup_logging(verbose)
-    from kbench import pipeline
-    from kbench.errors import UsageError
-    from kbench.modes import registry
-
-    registry.for_capture(capture, mode)  # a capture or --mode kbench cannot read: refused before the plan is loaded
-    if ctx.args and plan is None:
-        raise UsageError(f"unexpected argument(s) {' '.join(ctx.args)}; plan parameters need --plan <pkg>")
-    the_plan = load_plan(parse_plan_args([plan, *ctx.args]), kernel_path) if plan else None
-    result = pipeline.analyze(capture, mode, out_folder(out), the_plan)
-    typer.echo(result.report_md)
-    typer.echo(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", err=True)
+@app.command(
+    "analyze",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+    help=analyze.DOC,
+)
+def analyze_cmd(ctx: typer.Context) -> None:
+    # kbench.cli.analyze parses its own options (and --help); the console script goes there without typer
+    analyze.command(list(ctx.args))
 
 
 @app.command("compare")

@@ -1,4 +1,7 @@
-"""Shared by the commands: plan arguments (`<pkg> [<version>] --name=value ...`), errors as one line, progress."""
+"""Shared by the commands: plan arguments (`<pkg> [<version>] --name=value ...`), errors as one line, progress.
+
+Nothing here imports typer or click: `kbench analyze` (kbench.cli.analyze) runs without them.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
-
-import typer
 
 from kbench.errors import KbenchError, Terminated, UsageError
 
@@ -57,7 +58,7 @@ def out_folder(value: str) -> Path:
 def fail(message: str, code: int) -> NoReturn:
     """One line on stderr, whatever the message held, and the exit code."""
     first = (message.strip().splitlines() or ["(no message)"])[0]
-    typer.echo(f"kbench: error: {first}", err=True)
+    print(f"kbench: error: {first}", file=sys.stderr, flush=True)
     sys.exit(code)
 
 
@@ -73,11 +74,20 @@ WRITE_FAILURES = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EA
 
 def run_command(cmd: Any, argv: list[str] | None, prog: str) -> NoReturn:
     """Run a click command; every error ends as one line on stderr and a non-zero exit code."""
+    with errors_exit(prog):
+        code = cmd.main(args=argv, prog_name=prog, standalone_mode=False)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+@contextmanager
+def errors_exit(prog: str) -> Iterator[None]:
+    """Run the block as a command: SIGINT/SIGTERM/SIGHUP anywhere, and every error, end as one line on stderr
+    and the exit code (``kbench analyze`` without click, and every click command through ``run_command``)."""
     from kbench.signals import terminate_raises
 
     try:
-        with terminate_raises(interrupt=True):  # SIGINT/SIGTERM/SIGHUP anywhere end as one line
-            code = cmd.main(args=argv, prog_name=prog, standalone_mode=False)
+        with terminate_raises(interrupt=True):
+            yield
     except KeyboardInterrupt:
         fail(
             "interrupted (Ctrl-C); earlier profiles are untouched and this run's folder, if any, is marked interrupted",
@@ -100,7 +110,7 @@ def run_command(cmd: Any, argv: list[str] | None, prog: str) -> NoReturn:
     except Exception as e:
         # click's own errors (typer vendors click in recent releases, so they are matched by shape)
         if type(e).__name__ == "NoArgsIsHelpError":  # `kbench` alone: the help, not an error line
-            typer.echo(e.format_message(), err=True)  # type: ignore[attr-defined]
+            print(e.format_message(), file=sys.stderr, flush=True)  # type: ignore[attr-defined]
             sys.exit(2)
         if type(e).__name__ == "Abort":
             fail("interrupted", 130)
@@ -108,7 +118,6 @@ def run_command(cmd: Any, argv: list[str] | None, prog: str) -> NoReturn:
         if hasattr(e, "format_message") and isinstance(code, int):
             fail(f"{e.format_message()} (see {prog} --help)", code or 1)
         internal(e)
-    sys.exit(code if isinstance(code, int) else 0)
 
 
 def internal(e: Exception) -> NoReturn:
@@ -122,7 +131,7 @@ def internal(e: Exception) -> NoReturn:
 def progress(enabled: bool = True) -> Iterator[Callable[[str], None]]:
     """A rich spinner on stderr that the API's progress callback updates; plain log lines when not a terminal."""
     if not enabled or not sys.stderr.isatty():
-        yield lambda msg: typer.echo(f"kbench: {msg}", err=True)
+        yield lambda msg: print(f"kbench: {msg}", file=sys.stderr, flush=True)
         return
     from rich.console import Console
 

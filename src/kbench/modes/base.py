@@ -10,7 +10,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kbench.capture.clocks import lock_by_default
 from kbench.errors import KbenchError, UsageError
 from kbench.report.folder import DEFAULT_ROOT
 
@@ -25,6 +24,13 @@ if TYPE_CHECKING:
     from kbench.report.models import ProfileResult, Sections
 
 log = logging.getLogger(__name__)
+
+
+def lock_by_default() -> bool:
+    """KBENCH_LOCK_CLOCKS (kbench.capture.clocks, imported when options are made: `kbench analyze` makes none)."""
+    from kbench.capture import clocks
+
+    return clocks.lock_by_default()
 
 
 @dataclass

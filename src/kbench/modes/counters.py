@@ -19,12 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis import ncu
-from kbench.analysis.audit import audit
 from kbench.analysis.counters import StageModel, combine
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_counters
-from kbench.capture import child, tools
-from kbench.capture.ncu_argv import ncu_argv
 from kbench.errors import ConfigError, KbenchError, KernelError
 from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
 from kbench.nvtx import stage_range
@@ -88,6 +85,8 @@ def conformance(plan: KernelPlan, grouped: Grouped, tiling: dict[str, Any]) -> l
 
 
 def _failure(log: str, log_path: Path, code: int) -> KbenchError:
+    from kbench.capture import child
+
     if line := child.failure(log):
         return KernelError(f"the plan failed under ncu: {line} (see {log_path})")
     errors = [line for line in log.splitlines() if "==ERROR==" in line]
@@ -108,11 +107,17 @@ class CounterMode:
         self.name = name
         self.deep = deep
 
+    # the capture's modules are imported where a live run needs them: `kbench analyze` of a report never does
     def tools(self, opts: RunOptions) -> dict[str, Any]:
+        from kbench.capture import tools
+
         found = tools.find_ncu()
         return {"ncu": found, "versions": {"ncu": tools.version(found)}}
 
     def capture(self, job: Job) -> Capture:
+        from kbench.capture import child, tools
+        from kbench.capture.ncu_argv import ncu_argv
+
         plan, opts, run_dir, env = job.plan, job.opts, job.run_dir, job.env
         stages = [s.name for s in plan.checked_stages()]
         argv_child = child.command(plan, run_dir, job.seed, opts.check, audit=True)
@@ -185,6 +190,8 @@ class CounterMode:
             )
             record["replay_passes"] = passes
             if capture.facts.get("audit"):
+                from kbench.analysis.audit import audit
+
                 audited = audit(counters, capture.facts["audit"])
                 notes += [r.line() for r in audited]
                 record["audit"] = [r.model_dump() for r in audited]

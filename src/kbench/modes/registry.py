@@ -18,6 +18,16 @@ BUILT_IN = {
     "proton": "kbench.modes.proton:PROTON",
     "intra": "kbench.modes.intra:INTRA",
 }
+# name -> the capture files `kbench analyze` hands its backend, and those files in words: the backend's own
+# ``suffixes`` and ``describes`` (a test keeps them equal), here so that choosing the reader of a capture imports
+# that backend alone
+READS: dict[str, tuple[tuple[str, ...], str]] = {
+    "annotation": ((".ncu-rep",), "Nsight Compute reports (.ncu-rep)"),
+    "event": ((), ""),
+    "ncu": ((".ncu-rep",), "Nsight Compute reports (.ncu-rep)"),
+    "nsys": ((".sqlite", ".json"), "nsys SQLite exports (.sqlite) and PyTorch-profiler traces (.json)"),
+    "proton": ((".hatchet",), "Proton profiles (.hatchet)"),
+}
 _added: dict[str, Backend] = {}
 
 
@@ -44,22 +54,29 @@ def get(name: str) -> Backend:
     return backend
 
 
+def reads(name: str) -> tuple[tuple[str, ...], str]:
+    """The capture files a mode's backend reads (its ``suffixes``, ``describes``), without importing a built-in."""
+    if name in _added:
+        return _added[name].suffixes, _added[name].describes
+    if name not in BUILT_IN:
+        raise UsageError(f"unknown mode {name}; choose one of {', '.join(names())}")
+    return READS[name]
+
+
 def for_capture(path: Path, mode: str | None) -> Backend:
     """The backend that analyses a capture file: by its suffix, and ``mode`` where several read it."""
-    backends = [get(n) for n in names()]
-    readers = [b for b in backends if path.suffix in b.suffixes]
+    files = {n: reads(n) for n in names()}
+    readers = [n for n, (suffixes, _) in files.items() if path.suffix in suffixes]
     if not readers:
-        known = list(dict.fromkeys(b.describes for b in backends if b.suffixes))
+        known = list(dict.fromkeys(describes for suffixes, describes in files.values() if suffixes))
         raise UsageError(f"{path}: kbench analyze reads {'; '.join(known)}")
     if mode is None:
-        return readers[0]
-    chosen = get(mode)
-    if chosen not in readers:
-        reads = f"reads {chosen.describes}" if chosen.suffixes else "reads no capture file"
-        raise UsageError(
-            f"--mode={mode} {reads}; a {path.suffix} capture is analysed as {' or '.join(b.name for b in readers)} mode"
-        )
-    return chosen
+        return get(readers[0])
+    suffixes, describes = reads(mode)  # an unknown mode is refused here
+    if mode not in readers:
+        what = f"reads {describes}" if suffixes else "reads no capture file"
+        raise UsageError(f"--mode={mode} {what}; a {path.suffix} capture is analysed as {' or '.join(readers)} mode")
+    return get(mode)
 
 
 def check_options(backend: Backend, opts: RunOptions) -> None:

@@ -1,0 +1,29 @@
+"""The `kbench` console script and `python -m kbench`: `kbench analyze ...` runs without typer or click
+(kbench.cli.analyze; a fresh analysis would spend more time importing and running the command framework than
+analysing), every other command, `kbench --help` included, is the typer app's (kbench.cli.app)."""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["analyze"]:
+        from kbench.cli import analyze
+
+        # A short command that ends its process: the cyclic collector's passes over what the imports build
+        # (pydantic's schemas, typing's caches) and the interpreter's last pass over it at exit are ~0.1 s of an
+        # analysis. Collect rarely while it runs and leave what exists at the end to the process's exit (objects
+        # frozen are never collected; nothing kbench needs at exit lives in a reference cycle).
+        thresholds = gc.get_threshold()
+        gc.set_threshold(100_000, 50, 50)
+        try:
+            analyze.main(args[1:])
+        finally:
+            gc.freeze()
+            gc.set_threshold(*thresholds)
+    from kbench.cli import app
+
+    app.main(args)

@@ -1,0 +1,177 @@
+"""`kbench analyze` without typer or click (kbench.cli.analyze, reached through kbench.cli.entry): its arguments
+read as click read them, its help, its errors, a real analysis in its own process, and what that process imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kbench.cli import analyze
+from kbench.errors import UsageError
+from kbench.modes import registry
+from tests.conftest import DATA, Ran
+
+CAPTURE = DATA / "kbench_h100" / "annotation_vector_add_base.ncu-rep"
+
+
+def test_the_capture_is_the_first_free_token_and_options_go_anywhere() -> None:
+    a = analyze.parse(["--out", "D", "-v", "cap.ncu-rep", "--mode=ncu", "--kernel-path", "k1", "--kernel-path=k2"])
+    assert (a.capture, a.mode, a.out, a.verbose, a.kernel_path) == (Path("cap.ncu-rep"), "ncu", "D", True, ["k1", "k2"])
+    assert (a.plan, a.extra, a.help) == (None, [], False)
+    defaults = analyze.parse(["cap.ncu-rep"])
+    assert (defaults.out, defaults.mode, defaults.kernel_path, defaults.verbose) == ("out/profiles", None, [], False)
+
+
+def test_plan_version_and_parameters_follow_in_order() -> None:
+    a = analyze.parse(["cap.ncu-rep", "--plan", "mla_decode", "v2", "--b=32", "--out", "D", "--s=16"])
+    assert (a.plan, a.extra, a.out) == ("mla_decode", ["v2", "--b=32", "--s=16"], "D")
+    assert analyze.parse(["cap.ncu-rep", "--plan=matmul", "--m=1024"]).extra == ["--m=1024"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "extra", "verbose"),
+    [
+        (["cap", "-vx"], ["-x"], True),  # a short flag combined with letters that are not ours: those stay
+        (["cap", "-v=1"], ["-=1"], True),
+        (["cap", "--", "--m=1"], ["--m=1"], False),  # `--` ends the options
+        (["--", "cap", "--out"], ["--out"], False),
+        (["cap", "-", "--Mode", "ncu"], ["-", "--Mode", "ncu"], False),  # no abbreviations, no case folding
+    ],
+)
+def test_tokens_that_are_not_options_are_kept_as_click_kept_them(
+    argv: list[str], extra: list[str], verbose: bool
+) -> None:
+    a = analyze.parse(argv)
+    assert (a.capture, a.extra, a.verbose, a.mode) == (Path("cap"), extra, verbose, None)
+
+
+def test_an_option_takes_the_next_token_whatever_it_looks_like() -> None:
+    a = analyze.parse(["cap", "--out", "-v", "--plan", "--m=1"])
+    assert (a.out, a.plan, a.verbose, a.extra) == ("-v", "--m=1", False, [])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "Missing argument 'capture'. (see kbench --help)"),
+        (["cap", "--mode"], "Option '--mode' requires an argument. (see kbench --help)"),
+        (["--kernel-path"], "Option '--kernel-path' requires an argument. (see kbench --help)"),
+        (["cap", "--verbose=1"], "Option '--verbose' does not take a value. (see kbench --help)"),
+    ],
+)
+def test_a_malformed_command_line_is_a_usage_error(argv: list[str], message: str) -> None:
+    with pytest.raises(UsageError) as e:
+        analyze.parse(argv)
+    assert str(e.value) == message and e.value.exit_code == 2
+
+
+def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Ran:
+    with pytest.raises(SystemExit) as e:
+        analyze.main(argv)
+    out, err = capsys.readouterr()
+    assert isinstance(e.value.code, int)
+    return Ran(e.value.code, out, err)
+
+
+@pytest.mark.parametrize("extra", [["extra"], ["v2", "--b=32"], ["--m=1024"]])
+def test_plan_parameters_without_plan_are_one_error_line_and_exit_2(
+    extra: list[str], capsys: pytest.CaptureFixture[str], isolated: Path
+) -> None:
+    done = _main([str(CAPTURE), *extra], capsys)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"kbench: error: unexpected argument(s) {' '.join(extra)}; plan parameters need --plan <pkg>\n"
+    )
+    assert done.stdout == "" and not (isolated / "out").exists()
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_lists_every_option_and_exits_0(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    done = _main([str(CAPTURE), flag, "--plan", "matmul"], capsys) if flag == "-h" else _main([flag], capsys)
+    assert done.returncode == 0 and done.stderr == ""
+    text = done.stdout
+    assert text.startswith("Usage: kbench analyze [OPTIONS] CAPTURE")
+    assert "Build the reports of an existing capture, without a GPU or the profiler" in text
+    assert "the exit is 1." in " ".join(text.split())  # the whole description
+    for option in analyze.OPTIONS:
+        assert ", ".join(option.names) in text, option.names
+        assert " ".join(option.help.split()[:4]) in " ".join(text.split()), option.names
+    assert "[default: out/profiles]" in text
+
+
+def test_the_typer_app_forwards_analyze_and_lists_it(
+    cli: Callable[..., Ran], capsys: pytest.CaptureFixture[str]
+) -> None:
+    lean = _main(["--help"], capsys)
+    through_app = cli("analyze", "--help")
+    assert through_app.returncode == 0 and through_app.stdout == lean.stdout
+    top = cli("--help")
+    assert "analyze  Build the reports of an existing capture" in top.stdout
+    missing = cli("analyze")
+    assert (missing.returncode, missing.stderr) == (
+        2,
+        "kbench: error: Missing argument 'capture'. (see kbench --help)\n",
+    )
+
+
+def test_the_static_table_of_capture_files_is_each_backends_own() -> None:
+    assert list(registry.READS) == list(registry.BUILT_IN)
+    for name, (suffixes, describes) in registry.READS.items():
+        backend = registry.get(name)
+        assert (backend.suffixes, backend.describes) == (suffixes, describes), name
+
+
+def _kbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kbench", *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=os.environ
+    )
+
+
+def test_python_m_kbench_analyze_writes_the_report(isolated: Path) -> None:
+    done = _kbench("analyze", str(CAPTURE), "--out", "prof", cwd=isolated)
+    assert done.returncode == 0, done.stderr
+    reports = list((isolated / "prof").rglob("report.md"))
+    assert len(reports) == 1
+    assert done.stdout == reports[0].read_text() + "\n"
+    assert done.stderr == f"kbench: wrote {reports[0].relative_to(isolated)}\n"
+    params = json.loads((reports[0].parent / "params.json").read_text())
+    assert params["status"] == "ok" and params["mode"] == "annotation"
+
+
+def test_python_m_kbench_help_is_still_the_typer_app(isolated: Path) -> None:
+    done = _kbench("--help", cwd=isolated)
+    assert done.returncode == 0, done.stderr
+    assert "analyze" in done.stdout and "profile" in done.stdout
+
+
+LEAN = """
+import json, sys
+from kbench.cli import entry
+try:
+    entry.main(["analyze", sys.argv[1], "--out", sys.argv[2]])
+except SystemExit as e:
+    code = e.code
+heavy = ("typer", "click", "torch", "triton", "pandas", "matplotlib")
+print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in heavy
+    or m in ("kbench.modes.event", "kbench.modes.nsys", "kbench.modes.proton", "kbench.capture.clocks"))}))
+"""
+
+
+def test_the_lean_path_imports_no_command_framework_and_no_other_backend(isolated: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", LEAN, str(CAPTURE), str(isolated / "prof")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=isolated,
+        env=os.environ,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"code": 0, "loaded": []}
