@@ -23,14 +23,15 @@ USAGE = f"{PROG} analyze [OPTIONS] CAPTURE [--plan <pkg> [<version>] [--<param>=
 DOC = """Build the reports of an existing capture, without a GPU or the profiler installed.
 
 An .ncu-rep gives the annotation or ncu reports; an nsys .sqlite export or a PyTorch-profiler .json trace
-gives the nsys-mode timeline reports. Without --plan each profiled kernel (ncu) or each kbench.<stage>
+gives the nsys-mode timeline reports; a Proton .hatchet profile gives the proton-mode report (it needs --plan: its
+scopes are the plan's stages). Without --plan each profiled kernel (ncu) or each kbench.<stage>
 NVTX range (timeline; each kernel name when there is none) is a stage and the FLOP/byte model is n/a; with
 `--plan <pkg> [<version>] --<param>=<value> ...` the stages are the plan's, found by their NVTX ranges
 (kbench.<stage>), and compared with its analytic model. A timeline of a busy GPU without --plan cannot be
 classified: its tables, trace.json and timeline.md are written, no report.md, and the exit is 1."""
 CAPTURE = (
-    "An Nsight Compute report (.ncu-rep), or a timeline: an nsys SQLite export (.sqlite) or a "
-    "PyTorch-profiler trace (.json)."
+    "An Nsight Compute report (.ncu-rep), a timeline: an nsys SQLite export (.sqlite) or a "
+    "PyTorch-profiler trace (.json), or a Proton profile (.hatchet)."
 )
 
 

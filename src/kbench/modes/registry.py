@@ -27,6 +27,7 @@ READS: dict[str, tuple[tuple[str, ...], str]] = {
     "ncu": ((".ncu-rep",), "Nsight Compute reports (.ncu-rep)"),
     "nsys": ((".sqlite", ".json"), "nsys SQLite exports (.sqlite) and PyTorch-profiler traces (.json)"),
     "proton": ((".hatchet",), "Proton profiles (.hatchet)"),
+    "intra": ((), ""),
 }
 _added: dict[str, Backend] = {}
 
