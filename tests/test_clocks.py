@@ -207,7 +207,9 @@ def test_a_lock_by_the_script_is_left_alone() -> None:
 
 
 CHILD = """
-import sys, time
+import signal, sys, time
+# a shell's background job (`cmd &` without job control) starts with SIGINT ignored, and so would this child
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from kbench import signals
 from kbench.capture import clocks
 from tests.clock_fakes import FakeClocks
@@ -241,7 +243,10 @@ def test_a_signal_mid_measurement_still_resets_the_clocks(sig: signal.Signals, e
     proc = _child()
     assert clocks.read_record(0) is not None  # the child's lock is recorded
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=30)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()  # never left running into the next test
     assert out.strip() == "reset" and error in err and proc.returncode != 0
     assert clocks.read_record(0) is None
 
