@@ -50,9 +50,9 @@ def prepared_without_gpu(plan: Any, device: Any, seed: int) -> Prepared:
 def offline_gpu(monkeypatch: pytest.MonkeyPatch) -> FakeClocks:
     """An H100 as far as the pipeline can tell, with steady stand-in clocks (returned, to inspect)."""
     fake = FakeClocks()
-    monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
-    monkeypatch.setattr(gpu, "tool_versions", lambda: {"torch": "2.11.0+cu130", "triton": "3.6.0"})
-    monkeypatch.setattr(gpu, "active_device", lambda table=None: resolve(load_devices(), H100))
+    monkeypatch.setattr(gpu, "require_cuda", lambda what, torch=True: None)
+    monkeypatch.setattr(gpu, "tool_versions", lambda torch=True: {"torch": "2.11.0+cu130", "triton": "3.6.0"})
+    monkeypatch.setattr(gpu, "active_device", lambda table=None, torch=True: resolve(load_devices(), H100))
     monkeypatch.setattr(clocks, "control", fake.as_control)
     monkeypatch.setattr(prepare, "prepare_on_gpu", prepared_without_gpu)
     return fake

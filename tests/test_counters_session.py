@@ -24,8 +24,9 @@ VERSION = "print('NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025
 
 @pytest.fixture
 def fake_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path):
-    monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
-    monkeypatch.setattr(gpu, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3"))
+    monkeypatch.setattr(gpu, "require_cuda", lambda what, torch=True: None)
+    h100 = resolve(load_devices(), "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(gpu, "active_device", lambda table=None, torch=True: h100)
 
     def install(body: str) -> None:
         script = tmp_path / "ncu"
@@ -94,7 +95,7 @@ def test_a_hanging_ncu_is_killed(fake_ncu) -> None:
 
 
 def test_missing_ncu_suggests_event_mode(monkeypatch: pytest.MonkeyPatch, isolated: Path, tmp_path: Path) -> None:
-    monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
+    monkeypatch.setattr(gpu, "require_cuda", lambda what, torch=True: None)
     monkeypatch.delenv("KBENCH_NCU", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "none"))

@@ -114,8 +114,9 @@ print("Unable to retrieve the importer version: skipping importation of the QDST
 
 @pytest.fixture
 def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated: Path):
-    monkeypatch.setattr(gpu, "require_cuda", lambda what: None)
-    monkeypatch.setattr(gpu, "active_device", lambda table=None: resolve(load_devices(), "NVIDIA H100 80GB HBM3"))
+    monkeypatch.setattr(gpu, "require_cuda", lambda what, torch=True: None)
+    h100 = resolve(load_devices(), "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(gpu, "active_device", lambda table=None, torch=True: h100)
 
     def install(body: str) -> None:
         script = tmp_path / "bin" / "nsys"

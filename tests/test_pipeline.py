@@ -34,6 +34,7 @@ class Replay:
     describes = "replayed timings (.replay)"
     offline_key = "capture"
     default_bench_runs = 3
+    in_process = True
 
     def tools(self, opts: RunOptions) -> dict[str, Any]:
         return {"versions": {"replay": "1.0"}}

@@ -127,10 +127,11 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     registry.check_options(backend, opts)
     if opts.bench_runs < 1:
         raise UsageError("--bench-runs must be at least 1")
-    gpu.require_cuda(f"--prof_type={mode}")
+    here = getattr(backend, "in_process", True)  # a mode whose plan runs in a child never imports torch here
+    gpu.require_cuda(f"--prof_type={mode}", torch=here)
     found = backend.tools(opts)  # a missing profiler stops the run before any folder is made
     named = (opts.baseline, named_baseline(opts.baseline, plan)) if opts.baseline is not None else None
-    device = gpu.active_device(load_devices())
+    device = gpu.active_device(load_devices(), torch=here)
     run_dir = folder.new_run_dir(opts.out_root, mode, plan.package, plan.slug())
     seed = opts.seed if opts.seed is not None else time.time_ns() % (2**31)
     params: dict[str, Any] = {
@@ -139,7 +140,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
         "mode": mode,
         "params": plan.values(),
         "device": {"name": device.name, "key": device.key, "known": device.known, "driver": device.driver},
-        "tools": {**gpu.tool_versions(), **found.get("versions", {})},
+        "tools": {**gpu.tool_versions(torch=here), **found.get("versions", {})},
         "command": shlex.join(sys.orig_argv),
         "seed": seed,
         "check": opts.check,

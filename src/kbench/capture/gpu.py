@@ -1,12 +1,19 @@
-"""What a run needs to know about the GPU and the software stack (read-only): is there one, which is it, versions."""
+"""What a run needs to know about the GPU and the software stack (read-only): is there one, which is it, versions.
+
+``torch=False``: for a mode whose plan runs in a child process, asked of the CUDA driver and the installed packages
+instead of torch, so that this process never imports torch (seconds on a GPU machine); the child imports it."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import platform
+import re
+from pathlib import Path
 from typing import Any
 
 from kbench.analysis.devices import ActiveDevice, DeviceTable, load_devices, resolve
-from kbench.capture import nvml
+from kbench.capture import cuda_driver, nvml
 from kbench.errors import NoGpuError
 from kbench.version import __version__
 
@@ -24,42 +31,70 @@ def device_count() -> int:
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
-def require_cuda(what: str) -> None:
-    if not cuda_available():
+def require_cuda(what: str, torch: bool = True) -> None:
+    if torch and not cuda_available():
         raise NoGpuError(
             f"{what} needs a CUDA GPU and none is visible (torch.cuda.is_available() is False); "
             "on a CPU-only machine, `kbench check <kernel>` runs the correctness check under Triton's interpreter"
         )
+    if not torch and cuda_driver.first_device() is None:
+        raise NoGpuError(
+            f"{what} needs a CUDA GPU and none is visible (the CUDA driver reports none); on a CPU-only machine, "
+            "`kbench check <kernel>` runs the correctness check under Triton's interpreter"
+        )
 
 
-def tool_versions() -> dict[str, Any]:
-    import torch
-    import triton
+def tool_versions(torch: bool = True) -> dict[str, Any]:
+    """Versions of the stack; ``torch=False``: the installed packages' versions, read without importing them."""
+    if torch:
+        import torch as th
+        import triton
 
-    return {
-        "kbench": __version__,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "cuda_runtime": torch.version.cuda,
-        "ncu": None,
-        "nsys": None,
-    }
+        found = {"torch": th.__version__, "triton": triton.__version__, "cuda_runtime": th.version.cuda}
+    else:
+        found = {"torch": _installed("torch"), "triton": _installed("triton"), "cuda_runtime": _torch_cuda()}
+    return {"kbench": __version__, "python": platform.python_version(), **found, "ncu": None, "nsys": None}
 
 
-def active_device(table: DeviceTable | None = None) -> ActiveDevice:
-    """The current CUDA device as NVML names it (NVML's GPU 0 when torch sees no CUDA device)."""
+def _installed(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _torch_cuda() -> str | None:
+    """The CUDA runtime torch was built with, from its version.py (``cuda = '13.0'``), not importing torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        text = (Path(next(iter(spec.submodule_search_locations))) / "version.py").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^cuda\b[^=\n]*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    return found.group(1) if found else None
+
+
+def active_device(table: DeviceTable | None = None, torch: bool = True) -> ActiveDevice:
+    """The current CUDA device as NVML names it (NVML's GPU 0 when torch sees no CUDA device); ``torch=False``:
+    CUDA device 0 as the driver numbers it (the device a child process gets)."""
     table = table or load_devices()
     sms: int | None = None
     torch_name: str | None = None
-    try:
-        import torch
+    if not torch:
+        found_driver = cuda_driver.first_device()
+        if found_driver is not None:
+            sms, torch_name = found_driver.sms, found_driver.name
+    else:
+        try:
+            import torch as th
 
-        if torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(torch.cuda.current_device())
-            sms, torch_name = int(props.multi_processor_count), props.name
-    except ImportError:
-        pass
+            if th.cuda.is_available():
+                props = th.cuda.get_device_properties(th.cuda.current_device())
+                sms, torch_name = int(props.multi_processor_count), props.name
+        except ImportError:
+            pass
     found = nvml.name_and_driver()
     if found:
         return resolve(table, *found, sm_count=sms)

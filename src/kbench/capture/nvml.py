@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 
 def _torch_identity() -> tuple[str | None, str | None]:
-    """(PCI bus id, UUID) of torch's current CUDA device, where torch exposes them."""
+    """(PCI bus id, UUID) of torch's current CUDA device, where torch exposes them; in a process that has not
+    imported torch (a mode whose plan runs in a child), CUDA device 0 as the driver numbers it."""
+    if "torch" not in sys.modules:
+        from kbench.capture import cuda_driver
+
+        found = cuda_driver.first_device()
+        return (found.pci if found else None), None
     try:
         import torch
 

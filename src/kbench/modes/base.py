@@ -145,6 +145,7 @@ class Backend(Protocol):
     describes: str  # those files, in words: "Nsight Compute reports (.ncu-rep)"
     offline_key: str  # the Configuration column naming an offline capture
     default_bench_runs: int
+    in_process: bool  # the plan runs in this process (torch imported here); False: in a child (ncu, nsys)
 
     def tools(self, opts: RunOptions) -> dict[str, Any]: ...
 

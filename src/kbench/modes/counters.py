@@ -102,6 +102,7 @@ class CounterMode:
     describes = "Nsight Compute reports (.ncu-rep)"
     offline_key = "report"
     default_bench_runs = 1  # ncu profiles one launch per stage
+    in_process = False
 
     def __init__(self, name: str, deep: bool) -> None:
         self.name = name

@@ -56,6 +56,7 @@ class Event:
     describes = ""
     offline_key = "timings"
     default_bench_runs = 100
+    in_process = True
 
     def tools(self, opts: RunOptions) -> dict[str, Any]:
         return {}

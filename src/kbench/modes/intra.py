@@ -35,6 +35,7 @@ class IntraMode:
     describes = ""
     offline_key = "intra"
     default_bench_runs = 100
+    in_process = True
 
     def tools(self, opts: RunOptions) -> dict[str, Any]:
         return {}

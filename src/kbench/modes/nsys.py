@@ -107,6 +107,7 @@ class Nsys:
     describes = "nsys SQLite exports (.sqlite) and PyTorch-profiler traces (.json)"
     offline_key = "capture"
     default_bench_runs = 100
+    in_process = False
 
     def tools(self, opts: RunOptions) -> dict[str, Any]:
         nsys, why_not = locate(opts.timeline_backend)

@@ -39,6 +39,7 @@ class Proton:
     describes = "Proton profiles (.hatchet)"
     offline_key = "proton"
     default_bench_runs = 100
+    in_process = True
 
     def tools(self, opts: RunOptions) -> dict[str, Any]:
         return {}

@@ -1,0 +1,40 @@
+"""The CUDA device a child process will get, asked of the CUDA driver itself (libcuda through ctypes): its name,
+PCI bus id and SM count, with CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER applied as they will be in the child. The
+modes that run the plan in a child (annotation, ncu, nsys) use it so that their own process never imports torch
+(seconds on a GPU machine); read-only, nothing here changes the device."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from functools import cache
+
+CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+
+
+@dataclass(frozen=True)
+class DriverDevice:
+    name: str
+    pci: str  # domain:bus:device.function, as NVML takes it
+    sms: int
+
+
+@cache
+def first_device() -> DriverDevice | None:
+    """CUDA device 0 as the driver numbers it for this environment; None without a driver or a visible GPU."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    count, dev, sms = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+    name, pci = ctypes.create_string_buffer(256), ctypes.create_string_buffer(64)
+    if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
+        return None
+    if (
+        lib.cuDeviceGet(ctypes.byref(dev), 0) != 0
+        or lib.cuDeviceGetName(name, len(name), dev) != 0
+        or lib.cuDeviceGetPCIBusId(pci, len(pci), dev) != 0
+        or lib.cuDeviceGetAttribute(ctypes.byref(sms), CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != 0
+    ):
+        return None
+    return DriverDevice(name.value.decode(errors="replace"), pci.value.decode(errors="replace"), int(sms.value))
