@@ -50,7 +50,9 @@ def test_the_child_modes_probe_never_imports_torch() -> None:
     assert found["torch_imported"] is False
     versions = found["versions"]
     assert isinstance(versions, dict)
-    assert versions["torch"] == importlib.metadata.version("torch")
+    import torch
+
+    assert versions["torch"] == torch.__version__  # the local tag too (+cpu, +cu130), from torch's version.py
     assert versions["triton"] == importlib.metadata.version("triton")
     if "error" in found:  # no GPU here: the same one line as with torch, naming the driver
         assert "needs a CUDA GPU and none is visible (the CUDA driver reports none)" in str(found["error"])

@@ -52,7 +52,12 @@ def tool_versions(torch: bool = True) -> dict[str, Any]:
 
         found = {"torch": th.__version__, "triton": triton.__version__, "cuda_runtime": th.version.cuda}
     else:
-        found = {"torch": _installed("torch"), "triton": _installed("triton"), "cuda_runtime": _torch_cuda()}
+        built = _torch_built()
+        found = {
+            "torch": built.get("__version__") or _installed("torch"),
+            "triton": _installed("triton"),
+            "cuda_runtime": built.get("cuda"),
+        }
     return {"kbench": __version__, "python": platform.python_version(), **found, "ncu": None, "nsys": None}
 
 
@@ -63,17 +68,17 @@ def _installed(package: str) -> str | None:
         return None
 
 
-def _torch_cuda() -> str | None:
-    """The CUDA runtime torch was built with, from its version.py (``cuda = '13.0'``), not importing torch."""
+def _torch_built() -> dict[str, str]:
+    """torch's version.py values (``__version__ = '2.11.0+cu130'``, ``cuda = '13.0'``: the local version tag and
+    the CUDA runtime it was built with, which the package metadata may lack), read without importing torch."""
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
-        return None
+        return {}
     try:
         text = (Path(next(iter(spec.submodule_search_locations))) / "version.py").read_text()
     except OSError:
-        return None
-    found = re.search(r"^cuda\b[^=\n]*=\s*['\"]([^'\"]+)['\"]", text, re.M)
-    return found.group(1) if found else None
+        return {}
+    return dict(re.findall(r"^(__version__|cuda)\b[^=\n]*=\s*['\"]([^'\"]+)['\"]", text, re.M))
 
 
 def active_device(table: DeviceTable | None = None, torch: bool = True) -> ActiveDevice:
