@@ -16,10 +16,9 @@ import json
 import math
 import re
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from kbench.errors import KbenchError
 from kbench.intra_layout import HEADER, MAGIC, TASK_BITS, TIME_BITS, WRITTEN
@@ -47,9 +46,15 @@ class Record:
 def from_proton_trace(text: str, source: str = "trace") -> list[Record]:
     """The task records of a Proton instrumentation Chrome trace; KbenchError when it holds none."""
     try:
-        events = json.loads(text)
+        parsed = json.loads(text)
     except ValueError as err:
         raise KbenchError(f"{source}: not a readable Chrome trace ({err})") from None
+    return trace_records(parsed, source)
+
+
+def trace_records(parsed: object, source: str = "trace") -> list[Record]:
+    """The task records of a Chrome trace already parsed (a dict with ``traceEvents``, or the event list)."""
+    events = parsed
     if isinstance(events, dict):
         events = events.get("traceEvents")
     if not isinstance(events, list):
@@ -163,13 +168,6 @@ def chrome_trace(records: Sequence[Record], kernel: str, meta: dict[str, object]
     return {"displayTimeUnit": "ns", "traceEvents": events, "otherData": meta}
 
 
-def load(path: Path) -> list[Record]:
-    try:
-        return from_proton_trace(path.read_text(), str(path))
-    except OSError as e:
-        raise KbenchError(f"{path}: cannot read it ({e.strerror})") from None
-
-
 @dataclass(frozen=True)
 class Spread:
     """A distribution across CTAs, in microseconds."""
@@ -223,29 +221,31 @@ def analyse(records: list[Record], device_sms: int | None = None) -> IntraAnalys
     span = max(r.end_us for r in records) - start
     by_cta: dict[int, list[Record]] = defaultdict(list)
     by_warp: dict[tuple[int, int], list[Record]] = defaultdict(list)
+    task_warp_us: dict[str, dict[tuple[int, int], float]] = defaultdict(lambda: defaultdict(float))
     for r in records:
         by_cta[r.cta].append(r)
         by_warp[(r.cta, r.warp)].append(r)
-    cta_span = {c: max(r.end_us for r in rs) - min(r.start_us for r in rs) for c, rs in by_cta.items()}
-    per_task: dict[str, list[float]] = defaultdict(list)
-    for task in sorted({r.task for r in records}):
-        for rs in by_cta.values():
-            warps: dict[int, float] = defaultdict(float)
-            for r in rs:
-                if r.task == task:
-                    warps[r.warp] += r.us
-            if warps:
-                per_task[task].append(max(warps.values()))
+        task_warp_us[r.task][(r.cta, r.warp)] += r.us
+    # each CTA's first start and last end, and per SM those of the CTAs it ran
+    bounds = {c: (min(r.start_us for r in rs), max(r.end_us for r in rs)) for c, rs in by_cta.items()}
+    cta_span = {c: b - a for c, (a, b) in bounds.items()}
     sm_intervals: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for rs in by_cta.values():
-        sm_intervals[rs[0].sm].append((min(r.start_us for r in rs), max(r.end_us for r in rs)))
+    for c, rs in by_cta.items():
+        sm_intervals[rs[0].sm].append(bounds[c])
+    per_task: dict[str, list[float]] = {}
+    for task in sorted(task_warp_us):  # a CTA's time in a task: its slowest warp's sum
+        slowest: dict[int, float] = defaultdict(float)
+        for (cta, _), us in task_warp_us[task].items():
+            slowest[cta] = max(slowest[cta], us)
+        per_task[task] = list(slowest.values())
+    events = Counter(r.task for r in records)
     gaps, spans = [], 0.0
     for rs in by_warp.values():
         ordered = sorted(rs, key=lambda r: r.start_us)
         spans += ordered[-1].end_us - ordered[0].start_us
         gaps += [max(0.0, b.start_us - a.end_us) for a, b in itertools.pairwise(ordered)]
     mean_cta = statistics.fmean(cta_span.values())
-    at_once, alone, shared = _residency(by_cta)
+    at_once, alone, shared = _residency(list(sm_intervals.values()))
     end = start + span
     last_end = [max(b for _, b in iv) for iv in sm_intervals.values()]
     return IntraAnalysis(
@@ -253,7 +253,7 @@ def analyse(records: list[Record], device_sms: int | None = None) -> IntraAnalys
         ctas=len(by_cta),
         sms=len(sm_intervals),
         tasks={t: Spread.of(v) for t, v in per_task.items()},
-        task_events={t: sum(1 for r in records if r.task == t) for t in per_task},
+        task_events={t: events[t] for t in per_task},
         cta_time=Spread.of(list(cta_span.values())),
         imbalance=max(cta_span.values()) / mean_cta if mean_cta > 0 else 1.0,
         sm_busy_pct=Spread.of([100.0 * _union(iv) / span if span > 0 else 0.0 for iv in sm_intervals.values()]),
@@ -268,23 +268,20 @@ def analyse(records: list[Record], device_sms: int | None = None) -> IntraAnalys
     )
 
 
-def _residency(by_cta: dict[int, list[Record]]) -> tuple[list[float], list[float], list[float]]:
-    """Per SM the most CTAs it held at once; the CTA times of CTAs that shared their SM (over 10% of their span
-    overlapping another CTA on it) and of those that ran alone there."""
-    per_sm: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for rs in by_cta.values():
-        per_sm[rs[0].sm].append((min(r.start_us for r in rs), max(r.end_us for r in rs)))
+def _residency(per_sm: list[list[tuple[float, float]]]) -> tuple[list[float], list[float], list[float]]:
+    """From each SM's CTA spans: the most CTAs it held at once; the CTA times of CTAs that shared their SM (over
+    10% of their span overlapping another CTA on it) and of those that ran alone there."""
     at_once: list[float] = []
     alone: list[float] = []
     shared: list[float] = []
-    for spans in per_sm.values():
+    for spans in per_sm:
         edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
         now = most = 0
         for _, step in edges:
             now += step
             most = max(most, now)
         at_once.append(float(most))
-        for a, b in spans:
-            overlap = sum(max(0.0, min(b, y) - max(a, x)) for x, y in spans if (x, y) != (a, b))
+        for i, (a, b) in enumerate(spans):
+            overlap = sum(max(0.0, min(b, y) - max(a, x)) for j, (x, y) in enumerate(spans) if j != i)
             (shared if overlap > 0.1 * (b - a) else alone).append(b - a)
     return at_once, alone, shared

@@ -48,6 +48,10 @@ class ScopeTime:
     metrics: dict[str, float] = field(default_factory=dict)  # the scope's own metrics (flops*, bytes), summed
     lines: list[LineSamples] = field(default_factory=list)  # PC samples per source line (a pcsampling profile)
 
+    def hottest(self, n: int) -> list[LineSamples]:
+        """The ``n`` most sampled lines, most first."""
+        return sorted(self.lines, key=lambda x: -x.samples)[:n]
+
     def stalls(self) -> dict[str, int]:
         """Stalled samples per reason over every sampled line of the scope, most first."""
         total: dict[str, int] = {}

@@ -141,14 +141,14 @@ def measure(prep: Any, reps: int, run_dir: Path, progress: Any, rest_x: float) -
     from kbench.capture.prepare import built, guarded
     from kbench.capture.timing import L2Flush, l2_flush_bytes, time_interleaved
 
-    flush = L2Flush(l2_flush_bytes())
+    flush = L2Flush(l2_flush_bytes())  # one buffer for every timing and the recorded launch
     stages: dict[str, Any] = {}
     for ps in prep.stages:
         stage = ps.stage
         entry: dict[str, Any] = {"tasks": list(stage.tasks)}
         stages[stage.name] = entry
         if stage.build_intra is None:
-            [plain] = guarded(stage.name, partial(time_interleaved, [ps.launch.fn], reps, rest_x=rest_x))
+            [plain] = guarded(stage.name, partial(time_interleaved, [ps.launch.fn], reps, rest_x=rest_x, scratch=flush))
             entry.update(plain_us=plain.us, method=plain.method)
             continue
         progress(f"{stage.name}: timing it plain and recording its tasks ({', '.join(stage.tasks)}) in turn")
@@ -158,7 +158,7 @@ def measure(prep: Any, reps: int, run_dir: Path, progress: Any, rest_x: float) -
         buf = alloc_profiler_buffer(slots)
         launch = built(prep.plan, stage, prep.ws, ps.config, buf)
         plain, recording = guarded(
-            stage.name, partial(time_interleaved, [ps.launch.fn, launch.fn], reps, rest_x=rest_x)
+            stage.name, partial(time_interleaved, [ps.launch.fn, launch.fn], reps, rest_x=rest_x, scratch=flush)
         )
         entry.update(
             plain_us=plain.us, instrumented_us=recording.us, method=f"{plain.method}, plain and recording in turn"

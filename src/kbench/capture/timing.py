@@ -110,17 +110,23 @@ def time_cuda(
 
 
 def time_interleaved(
-    fns: Sequence[Callable[[], object]], reps: int, *, rest_x: float = 0.0, hold_cycles: int = HOLD_CYCLES
+    fns: Sequence[Callable[[], object]],
+    reps: int,
+    *,
+    rest_x: float = 0.0,
+    hold_cycles: int = HOLD_CYCLES,
+    scratch: L2Flush | None = None,
 ) -> list[Samples]:
     """Time several callables in turn inside each repetition (a, b, a, b, ...), each after an L2 flush, so that
     all of them meet the same clock states: what compares them (an instrumented kernel against the plain one) is
     not confounded by the clock falling under a long run. ``rest_x`` > 0: the GPU rests (a one-thread spin) that
-    many times the repetition's duration before each, so an unlocked clock stays up (capped at MAX_REST_US)."""
+    many times the repetition's duration before each, so an unlocked clock stays up (capped at MAX_REST_US).
+    ``scratch``: the flush to use (default: a new one, twice the L2)."""
     import torch
 
     from kbench.capture.cupti import CYCLES_PER_US, MAX_REST_US
 
-    scratch = L2Flush(l2_flush_bytes())
+    scratch = scratch or L2Flush(l2_flush_bytes())
     warmups, one_us = [], 0.0
     for fn in fns:
         fn()  # compile / load first

@@ -116,18 +116,19 @@ def _stage(name: str, s: dict[str, Any], folder: Path, sm_count: int | None) -> 
     """A stage's record, with its trace read back from the run folder and analysed."""
     plain = statistics.median(s["plain_us"])
     recording = statistics.median(s["instrumented_us"]) if s.get("instrumented_us") else None
+    tasks = s.get("tasks", [])
     if not s.get("trace"):
-        return IntraStage(name=name, tasks=s.get("tasks", []), plain_us=plain, recording_us=recording)
+        return IntraStage(name=name, tasks=tasks, plain_us=plain, recording_us=recording)
     path = folder / s["trace"]
-    text = path.read_text()
-    meta = json.loads(text).get("otherData", {})
+    trace = json.loads(path.read_text())  # kbench's own export: a Chrome trace with otherData
+    meta = trace.get("otherData", {})
     return IntraStage(
         name=name,
-        tasks=s.get("tasks", []),
+        tasks=tasks,
         plain_us=plain,
         recording_us=recording,
         trace=s["trace"],
-        analysis=intra.analyse(intra.from_proton_trace(text, str(path)), sm_count),
+        analysis=intra.analyse(intra.trace_records(trace, str(path)), sm_count),
         timer_step_ns=meta.get("timer_step_ns"),
         dropped_records=int(meta.get("dropped_records", 0)),
         overflows=[{k: int(v) for k, v in o.items()} for o in s.get("overflows", [])],

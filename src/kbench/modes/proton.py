@@ -132,13 +132,12 @@ HOT_LINES = 5
 
 
 def _sampled(scope: pa.ScopeTime) -> SampledStage:
-    lines = sorted(scope.lines, key=lambda x: -x.samples)
     return SampledStage(
         stage=scope.name,
-        samples=sum(x.samples for x in lines),
-        stalled=sum(x.stalled for x in lines),
+        samples=sum(x.samples for x in scope.lines),
+        stalled=sum(x.stalled for x in scope.lines),
         reasons=scope.stalls(),
-        lines=lines[:HOT_LINES],
+        lines=scope.hottest(HOT_LINES),
     )
 
 
@@ -148,7 +147,7 @@ def _stall_evidence(profile: pa.ProtonProfile) -> dict[str, dict[str, Any]]:
     for scope in profile.scopes:
         if not scope.lines:
             continue
-        hot = sorted(scope.lines, key=lambda x: -x.samples)[:2]
+        hot = scope.hottest(2)
         out[scope.name] = {
             "stalls": {r: float(n) for r, n in scope.stalls().items() if r != "selected"},  # selected: issuing
             "stall_unit": "PC samples",
