@@ -1,0 +1,99 @@
+"""ncu_report's metric library (libnvperf_host.so) loaded on another core while `kbench analyze` imports its code.
+
+The first metric ncu_report reads makes it dlopen that library, and loading it (157 MB mapped, its initialisers
+run) costs more than a bare ``ncu_report.load_report`` of a small report: 71 ms on this 2-core machine, ~0.1 s
+on the H100 machine. ncu_report's own dlopen holds Python's lock, and so does ``ctypes.CDLL``; libc's ``dlopen``
+called through ctypes releases it, so the library loads in a thread while kbench's pure-Python modules import, and
+ncu_report's later dlopen of the same file finds it loaded.
+
+The dynamic loader serialises dlopen calls, so an extension module imported while the library loads would wait
+for all of it (measured: the imports then took 0.09 s longer, no gain). The extension modules the analysis imports
+are therefore imported first (``EXTENSIONS``; a test fails when the analysis of an .ncu-rep imports one that is not
+listed). The flags are ncu_report's own (RTLD_LAZY | RTLD_DEEPBIND: LD_DEBUG=scopes shows the library's own scope
+first either way), so the library is bound as it would have been. Best effort: where anything is missing (another
+OS, no ncu_report, another layout) nothing is preloaded and ncu_report loads the library itself, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import importlib.util
+import os
+import sys
+import threading
+from pathlib import Path
+
+LIBRARY = "libnvperf_host.so"
+SUFFIX = ".ncu-rep"  # the captures ncu_report reads
+# Extension modules (shared libraries on CPython builds that do not build them in) that `kbench analyze` of an
+# .ncu-rep imports, each imported before the library starts loading; where one is built in, importing it is free.
+EXTENSIONS = (
+    "_bisect",
+    "_blake2",
+    "_bz2",
+    "_contextvars",
+    "_csv",
+    "_datetime",
+    "_decimal",
+    "_hashlib",
+    "_json",
+    "_lzma",
+    "_pickle",
+    "_random",
+    "_sha2",
+    "_sha512",
+    "_socket",
+    "_sqlite3",
+    "_statistics",
+    "_struct",
+    "_uuid",
+    "_zoneinfo",
+    "array",
+    "binascii",
+    "markupsafe._speedups",
+    "math",
+    "pydantic_core._pydantic_core",
+    "select",
+    "zlib",
+)
+
+
+def library() -> Path | None:
+    """The metric library beside ncu_report's module, found without importing ncu_report; None where there is
+    none."""
+    try:
+        spec = importlib.util.find_spec("ncu_report")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / LIBRARY
+    return path if path.is_file() else None
+
+
+def start(capture: Path) -> threading.Thread | None:
+    """When ``capture`` is an Nsight Compute report, import ``EXTENSIONS`` and begin loading the metric library in
+    a daemon thread; the thread, or None when there is nothing to load."""
+    if capture.suffix != SUFFIX or not sys.platform.startswith("linux"):
+        return None
+    path = library()
+    if path is None:
+        return None
+    for name in EXTENSIONS:
+        # not on this Python, or its package missing: the analysis says so itself when it needs it
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    thread = threading.Thread(target=_dlopen, args=(path,), name="kbench-nvperf-preload", daemon=True)
+    thread.start()
+    return thread
+
+
+def _dlopen(path: Path) -> None:
+    try:
+        dlopen = ctypes.CDLL(None).dlopen
+        dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+        dlopen(os.fsencode(path), os.RTLD_LAZY | os.RTLD_DEEPBIND)  # kept loaded: ncu_report uses it next
+    except (OSError, AttributeError):  # no dlopen to call here: ncu_report loads the library itself
+        return

@@ -1,0 +1,98 @@
+"""kbench.analysis.ncu_preload: ncu_report's metric library loaded in a thread while `kbench analyze` imports, on a
+real ncu report (the H100 fixture)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbench.analysis import ncu_preload
+from tests.conftest import DATA
+
+CAPTURE = DATA / "ncu_h100" / "ann_mm.ncu-rep"
+
+needs_library = pytest.mark.skipif(
+    ncu_preload.library() is None or not sys.platform.startswith("linux"),
+    reason="ncu_report's metric library is not installed here",
+)
+
+
+def _python(code: str, *args: str, cwd: Path) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=os.environ
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def test_other_captures_and_a_missing_library_preload_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ncu_preload.start(Path("trace.sqlite")) is None
+    assert ncu_preload.start(Path("profile.hatchet")) is None
+    monkeypatch.setattr(ncu_preload, "library", lambda: None)
+    assert ncu_preload.start(CAPTURE) is None
+
+
+LOADED = """
+import json, sys
+from pathlib import Path
+from kbench.analysis import ncu_preload
+def mapped():
+    return ncu_preload.LIBRARY in Path("/proc/self/maps").read_text()
+before = mapped()
+thread = ncu_preload.start(Path(sys.argv[1]))
+thread.join()
+preloaded = mapped() and "ncu_report" not in sys.modules
+import ncu_report
+report = ncu_report.load_report(sys.argv[1])
+duration = report.range_by_idx(0).action_by_idx(0).metric_by_name("gpu__time_duration.sum").as_double()
+print(json.dumps({"before": before, "preloaded": preloaded, "duration_ns": duration}))
+"""
+
+
+@needs_library
+def test_the_library_is_loaded_before_ncu_report_and_ncu_report_reads_through_it(tmp_path: Path) -> None:
+    seen = _python(LOADED, str(CAPTURE), cwd=tmp_path)
+    assert seen["before"] is False and seen["preloaded"] is True
+    # the same value the report holds read without a preload (tests/test_ncu_analysis.py reads it in-process)
+    from kbench.analysis import ncu
+
+    [first, *_] = ncu.kernels(CAPTURE)
+    assert first.metrics["duration_ns"] == seen["duration_ns"]
+
+
+ORDER = """
+import importlib.machinery, json, sys
+from kbench.analysis import ncu_preload
+from kbench.cli import entry
+order, started = [], []
+sys.addaudithook(lambda event, args: order.append(args[0]) if event == "import" else None)
+real_start = ncu_preload.start
+def start(capture):
+    thread = real_start(capture)
+    started.append(len(order))
+    return thread
+ncu_preload.start = start
+try:
+    entry.main(["analyze", sys.argv[1], "--out", sys.argv[2]])
+except SystemExit as e:
+    code = e.code
+def extension(name):
+    return str(getattr(sys.modules.get(name), "__file__", "") or "").endswith(
+        tuple(importlib.machinery.EXTENSION_SUFFIXES))
+late = sorted({m for m in order[started[0]:] if extension(m) and not m.startswith("ncu_report")})
+print(json.dumps({"code": code, "started": len(started), "late": late}))
+"""
+
+
+@needs_library
+def test_no_extension_module_is_imported_while_the_library_loads(tmp_path: Path) -> None:
+    """An extension module imported after the preload starts waits on the dynamic loader for the whole library and
+    undoes the gain: each one the analysis of an .ncu-rep imports is in ncu_preload.EXTENSIONS."""
+    seen = _python(ORDER, str(CAPTURE), str(tmp_path / "prof"), cwd=tmp_path)
+    assert seen == {"code": 0, "started": 1, "late": []}, "add these to ncu_preload.EXTENSIONS"
