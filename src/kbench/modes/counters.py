@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbench.analysis import ncu
+from kbench.analysis import ncu, ncu_preload
 from kbench.analysis.counters import StageModel, combine
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_counters
@@ -129,6 +129,9 @@ class CounterMode:
         opts.progress(f"{plan.package} {plan.version}: ncu ({self.name} mode) is profiling {len(stages)} stage(s)")
         started = time.monotonic()
         log_path = run_dir / "ncu.log"
+        # what the analysis and the report load, loaded while this process only waits on ncu
+        ncu_preload.start(run_dir / REPORT)
+        chart.import_meanwhile()
         with env.sampled():
             done = tools.run(argv, timeout_s=opts.timeout_s, log_path=log_path, strays=(argv_child[-1],))
         wall = time.monotonic() - started

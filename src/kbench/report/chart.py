@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from kbench.analysis.figures import PlanFigures
@@ -16,6 +17,22 @@ def placed(figures: PlanFigures, ceilings: dict[str, Ceilings]) -> list[StageFig
     return [
         s for s in figures.stages if s.intensity and s.tflops and s.precision in ceilings and figures.roofline_known
     ]
+
+
+def import_meanwhile() -> threading.Thread:
+    """Import matplotlib (Agg) and pyplot in a daemon thread, for a mode that waits on a profiler before it draws:
+    the import is ~0.56 s on this 2-core machine and was most of the 1.1 s annotation mode spent writing its report
+    on the H100 machine. ``roofline_png``'s own import then finds the modules loaded, or waits for the thread."""
+
+    def load() -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot
+
+    thread = threading.Thread(target=load, name="kbench-matplotlib-import", daemon=True)
+    thread.start()
+    return thread
 
 
 def roofline_png(figures: PlanFigures, ceilings: dict[str, Ceilings], path: Path, title: str) -> bool:
