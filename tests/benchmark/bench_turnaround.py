@@ -2,7 +2,8 @@
 `python -m tests.benchmark.bench_turnaround` on a CUDA machine (clocks left alone: KBENCH_LOCK_CLOCKS=0).
 
 Each command runs as a user would type it (a fresh Python process, warm autotune and Triton caches after a first
-unmeasured run); `kbench analyze` is timed on the annotation run's .ncu-rep beside a bare
+unmeasured run), MODE_RUNS times in turn with the other modes (medians; one run of a mode varies by ~1 s);
+`kbench analyze` is timed on the annotation run's .ncu-rep beside a bare
 `ncu_report.load_report` of the same file and beside that load plus one metric read (ncu_report's metric library
 loaded: the floor of any analysis), in turn, 11 rounds (medians). Commands go through kbench's one subprocess runner.
 
@@ -27,6 +28,7 @@ from kbench.capture.tools import run
 PLANS = ["vector_add", "matmul"]
 MODES = ["event", "annotation", "ncu"]
 ANALYZE_RUNS = 11
+MODE_RUNS = 3
 ENV: dict[str, str] = {}
 
 
@@ -48,12 +50,18 @@ def main() -> None:
             print(f"bytecode: cached under {out / 'pycache'} (this environment had PYTHONDONTWRITEBYTECODE set)")
         print(f"{'plan':<12}{'mode':<12}{'wall s':>8}{'x event':>9}")
         for plan in PLANS:
-            walls: dict[str, float] = {}
+            out_p = str(out / "p")
+            argvs = {mode: [py, "-m", "kbench.kernel", plan, f"--prof_type={mode}", "--out", out_p] for mode in MODES}
             for mode in MODES:
-                argv = [py, "-m", "kbench.kernel", plan, f"--prof_type={mode}", "--out", str(out / "p")]
-                timed(argv, out / "warm.log")  # caches warm: what a user's second run costs
-                walls[mode] = timed(argv, out / f"{plan}-{mode}.log")
-                print(f"{plan:<12}{mode:<12}{walls[mode]:>8.2f}{walls[mode] / walls['event']:>9.2f}")
+                timed(argvs[mode], out / "warm.log")  # caches warm: what a user's second run costs
+            runs: dict[str, list[float]] = {mode: [] for mode in MODES}
+            for _ in range(MODE_RUNS):
+                for mode in MODES:
+                    runs[mode].append(timed(argvs[mode], out / f"{plan}-{mode}.log"))
+            walls = {mode: statistics.median(r) for mode, r in runs.items()}
+            for mode in MODES:
+                spread = f"{min(runs[mode]):.2f}-{max(runs[mode]):.2f}"
+                print(f"{plan:<12}{mode:<12}{walls[mode]:>8.2f}{walls[mode] / walls['event']:>9.2f}   ({spread})")
             rep = sorted((out / "p" / "annotation" / plan).rglob("profile.ncu-rep"))[-1]
             bare = f"import ncu_report; ncu_report.load_report({str(rep)!r})"
             floor = f"{bare}.range_by_idx(0).action_by_idx(0).metric_by_name('gpu__time_duration.sum')"
