@@ -1,4 +1,4 @@
-"""kbench.analysis.ncu_preload: ncu_report's metric library loaded in a thread while `kbench analyze` imports, on a
+"""kbench.ncu_preload: ncu_report's metric library loaded in a thread while `kbench analyze` imports, on a
 real ncu report (the H100 fixture)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench.analysis import ncu_preload
+from kbench import ncu_preload
 from tests.conftest import DATA
 
 CAPTURE = DATA / "ncu_h100" / "ann_mm.ncu-rep"
@@ -41,7 +41,7 @@ def test_other_captures_and_a_missing_library_preload_nothing(monkeypatch: pytes
 LOADED = """
 import json, sys
 from pathlib import Path
-from kbench.analysis import ncu_preload
+from kbench import ncu_preload
 def mapped():
     return ncu_preload.LIBRARY in Path("/proc/self/maps").read_text()
 before = mapped()
@@ -68,7 +68,7 @@ def test_the_library_is_loaded_before_ncu_report_and_ncu_report_reads_through_it
 
 ORDER = """
 import importlib.machinery, json, sys
-from kbench.analysis import ncu_preload
+from kbench import ncu_preload
 from kbench.cli import entry
 order, started = [], []
 sys.addaudithook(lambda event, args: order.append(args[0]) if event == "import" else None)

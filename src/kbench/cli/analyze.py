@@ -170,7 +170,7 @@ def command(argv: list[str]) -> None:
         return
     assert args.capture is not None
     setup_logging(args.verbose)
-    from kbench.analysis import ncu_preload
+    from kbench import ncu_preload
 
     ncu_preload.start(args.capture)  # ncu_report's metric library loads on another core while the analysis imports
     from kbench import pipeline

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbench.analysis import ncu, ncu_preload
+from kbench import ncu_preload
+from kbench.analysis import ncu
 from kbench.analysis.counters import StageModel, combine
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_counters
