@@ -29,12 +29,11 @@ PLANS = ["vector_add", "matmul"]
 MODES = ["event", "annotation", "ncu"]
 ANALYZE_RUNS = 11
 MODE_RUNS = 3
-ENV: dict[str, str] = {}
 
 
-def timed(argv: list[str], log: Path) -> float:
+def timed(argv: list[str], log: Path, env: dict[str, str]) -> float:
     start = time.monotonic()
-    done = run(argv, timeout_s=600, log_path=log, env={**os.environ, "KBENCH_LOCK_CLOCKS": "0", **ENV})
+    done = run(argv, timeout_s=600, log_path=log, env={**os.environ, "KBENCH_LOCK_CLOCKS": "0", **env})
     took = time.monotonic() - start
     if done.returncode != 0:
         print(f"  {' '.join(argv[2:])} failed (exit {done.returncode}); see {log}")
@@ -45,19 +44,20 @@ def main() -> None:
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
+        env: dict[str, str] = {}
         if sys.flags.dont_write_bytecode:
-            ENV.update(PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=str(out / "pycache"))
+            env.update(PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=str(out / "pycache"))
             print(f"bytecode: cached under {out / 'pycache'} (this environment had PYTHONDONTWRITEBYTECODE set)")
         print(f"{'plan':<12}{'mode':<12}{'wall s':>8}{'x event':>9}")
         for plan in PLANS:
             out_p = str(out / "p")
             argvs = {mode: [py, "-m", "kbench.kernel", plan, f"--prof_type={mode}", "--out", out_p] for mode in MODES}
             for mode in MODES:
-                timed(argvs[mode], out / "warm.log")  # caches warm: what a user's second run costs
+                timed(argvs[mode], out / "warm.log", env)  # caches warm: what a user's second run costs
             runs: dict[str, list[float]] = {mode: [] for mode in MODES}
             for _ in range(MODE_RUNS):
                 for mode in MODES:
-                    runs[mode].append(timed(argvs[mode], out / f"{plan}-{mode}.log"))
+                    runs[mode].append(timed(argvs[mode], out / f"{plan}-{mode}.log", env))
             walls = {mode: statistics.median(r) for mode, r in runs.items()}
             for mode in MODES:
                 spread = f"{min(runs[mode]):.2f}-{max(runs[mode]):.2f}"
@@ -67,9 +67,9 @@ def main() -> None:
             floor = f"{bare}.range_by_idx(0).action_by_idx(0).metric_by_name('gpu__time_duration.sum')"
             rounds = [
                 (
-                    timed([py, "-m", "kbench", "analyze", str(rep), "--out", str(out / "a")], out / "an.log"),
-                    timed([py, "-c", bare], out / "bare.log"),
-                    timed([py, "-c", floor], out / "floor.log"),
+                    timed([py, "-m", "kbench", "analyze", str(rep), "--out", str(out / "a")], out / "an.log", env),
+                    timed([py, "-c", bare], out / "bare.log", env),
+                    timed([py, "-c", floor], out / "floor.log", env),
                 )
                 for _ in range(ANALYZE_RUNS + 1)
             ][1:]  # the first round warms the file cache, the bytecode and the compiled report templates

@@ -158,6 +158,20 @@ class Backend(Protocol):
     def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None: ...
 
 
+class InProcessMode:
+    """What the modes whose plan runs in kbench's own process (event, proton, intra) share: no external tool, 100
+    repetitions by default, and no capture file of their own kind unless they say so."""
+
+    options: frozenset[str] = frozenset()
+    suffixes: tuple[str, ...] = ()
+    describes = ""
+    default_bench_runs = 100
+    in_process = True
+
+    def tools(self, opts: RunOptions) -> dict[str, Any]:
+        return {}
+
+
 def prepare_in_process(job: Job, watch: Stopwatch) -> tuple[Prepared, dict[str, dict[str, Any]]]:
     """The in-process modes' first steps on the GPU, each a phase of ``watch``: allocate, autotune and compile every
     stage, check it against the reference (unless the run skips the check), write its compiler artifacts. Returns

@@ -21,7 +21,7 @@ from kbench.capture.phases import Stopwatch, describe
 from kbench.capture.prepare import guarded
 from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
 from kbench.fsutil import write_json_atomic
-from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions, prepare_in_process
+from kbench.modes.base import Analysis, Capture, Context, InProcessMode, Job, prepare_in_process
 from kbench.plan.base import KernelPlan
 from kbench.report.models import ProfileResult, Sections, Timing
 
@@ -49,17 +49,10 @@ def concurrency(plan: KernelPlan) -> str | None:
     )
 
 
-class Event:
+class Event(InProcessMode):
     name = "event"
     options = frozenset({"cuda_graph"})
-    suffixes: tuple[str, ...] = ()
-    describes = ""
     offline_key = "timings"
-    default_bench_runs = 100
-    in_process = True
-
-    def tools(self, opts: RunOptions) -> dict[str, Any]:
-        return {}
 
     def capture(self, job: Job) -> Capture:
         plan, opts = job.plan, job.opts

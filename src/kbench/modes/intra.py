@@ -21,24 +21,16 @@ from kbench.capture.phases import Stopwatch
 from kbench.capture.prepare import guarded
 from kbench.errors import UsageError
 from kbench.fsutil import write_json_atomic
-from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions, prepare_in_process
+from kbench.modes.base import Analysis, Capture, Context, InProcessMode, Job, prepare_in_process
 from kbench.report.models import Intra as IntraSection
 from kbench.report.models import IntraStage, ProfileResult, Sections
 
 RECORD = "intra.json"  # every stage's plain and recording samples, and its trace file
 
 
-class IntraMode:
+class IntraMode(InProcessMode):
     name = "intra"
-    options: frozenset[str] = frozenset()
-    suffixes: tuple[str, ...] = ()
-    describes = ""
     offline_key = "intra"
-    default_bench_runs = 100
-    in_process = True
-
-    def tools(self, opts: RunOptions) -> dict[str, Any]:
-        return {}
 
     def capture(self, job: Job) -> Capture:
         from kbench.capture import intra as ic

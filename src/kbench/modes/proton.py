@@ -17,7 +17,7 @@ from kbench.capture.phases import Stopwatch
 from kbench.capture.prepare import guarded
 from kbench.errors import KbenchError
 from kbench.fsutil import write_json_atomic, write_text_atomic
-from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions, prepare_in_process
+from kbench.modes.base import Analysis, Capture, Context, InProcessMode, Job, prepare_in_process
 from kbench.report import folder
 from kbench.report.models import PcSampling, ProfileResult, SampledStage, Sections
 
@@ -32,17 +32,12 @@ METHOD = (
 )
 
 
-class Proton:
+class Proton(InProcessMode):
     name = "proton"
     options: frozenset[str] = frozenset({"pc_sampling"})
     suffixes: tuple[str, ...] = (pa.HATCHET,)
     describes = "Proton profiles (.hatchet)"
     offline_key = "proton"
-    default_bench_runs = 100
-    in_process = True
-
-    def tools(self, opts: RunOptions) -> dict[str, Any]:
-        return {}
 
     def capture(self, job: Job) -> Capture:
         from kbench.capture import proton as pc
