@@ -29,10 +29,11 @@ print(json.dumps(out))
 """
 
 
-def _probe() -> dict[str, object]:
+def _probe(program: str = PROBE) -> dict[str, object]:
+    """``program`` in a fresh Python (nothing imported, CUDA untouched); the JSON of its last line."""
     path = os.pathsep.join(p for p in (str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH")) if p)
     done = subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", program],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": path},
@@ -66,3 +67,30 @@ def test_the_driver_and_torch_name_the_same_device_and_stack() -> None:
     assert isinstance(versions, dict)
     assert versions["cuda_runtime"] == gpu.tool_versions()["cuda_runtime"]
     assert versions["torch"] == gpu.tool_versions()["torch"]
+
+
+WARM = """
+import ctypes, json, sys
+from kbench.capture import cuda_driver
+thread = cuda_driver.warm(context=True)
+import torch  # what the warm-up overlaps
+thread.join()
+lib = ctypes.CDLL("libcuda.so.1")
+dev, flags, active, ctx = ctypes.c_int(0), ctypes.c_uint(0), ctypes.c_int(0), ctypes.c_void_p()
+lib.cuDeviceGet(ctypes.byref(dev), 0)
+lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active))
+before = {"active": active.value, "torch_initialized": torch.cuda.is_initialized()}
+x = torch.ones(4, device="cuda")
+torch.cuda.synchronize()
+lib.cuCtxGetCurrent(ctypes.byref(ctx))
+primary = ctypes.c_void_p()
+lib.cuDevicePrimaryCtxRetain(ctypes.byref(primary), dev)
+print(json.dumps({**before, "sum": float(x.sum()), "torch_uses_primary": ctx.value == primary.value}))
+"""
+
+
+@pytest.mark.gpu
+def test_the_warmed_context_is_the_one_torch_then_uses() -> None:
+    """cuda_driver.warm makes device 0's primary context while torch imports; torch's first kernel runs in it."""
+    found = _probe(WARM)
+    assert found == {"active": 1, "torch_initialized": False, "sum": 4.0, "torch_uses_primary": True}

@@ -28,7 +28,7 @@ from kbench.capture.tools import run
 PLANS = ["vector_add", "matmul"]
 MODES = ["event", "annotation", "ncu"]
 ANALYZE_RUNS = 11
-MODE_RUNS = 3
+MODE_RUNS = 5
 
 
 def timed(argv: list[str], log: Path, env: dict[str, str]) -> float:

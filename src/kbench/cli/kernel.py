@@ -74,6 +74,8 @@ def profile(
 
         print_listing(kernel_path)
         return
+    if not predict:
+        _warm_gpu(prof_type)
     plan = load_plan(args, kernel_path)
     if device is not None and not predict:
         raise UsageError("--device names the device for --predict; profiling always runs on the active GPU")
@@ -111,6 +113,17 @@ def profile(
         result = pipeline.profile(prof_type, plan, opts)
     typer.echo(result.report_md)
     typer.echo(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", err=True)
+
+
+def _warm_gpu(prof_type: str) -> None:
+    """The CUDA driver initialised (and, where the plan runs in this process, its context made) while the plan and
+    torch import: a mode whose plan runs in a child needs the driver here only to name the GPU."""
+    from kbench.capture import cuda_driver
+    from kbench.modes import registry
+
+    if prof_type == "disabled" or prof_type in registry.names():
+        here = prof_type == "disabled" or getattr(registry.get(prof_type), "in_process", True)
+        cuda_driver.warm(context=here)
 
 
 def command() -> Any:
