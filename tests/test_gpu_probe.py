@@ -71,8 +71,8 @@ def test_the_driver_and_torch_name_the_same_device_and_stack() -> None:
 
 WARM = """
 import ctypes, json, sys
-from kbench.capture import cuda_driver
-thread = cuda_driver.warm(context=True)
+from kbench.capture import warmup
+thread = warmup.start(context=True)
 import torch  # what the warm-up overlaps
 thread.join()
 lib = ctypes.CDLL("libcuda.so.1")
@@ -85,12 +85,28 @@ torch.cuda.synchronize()
 lib.cuCtxGetCurrent(ctypes.byref(ctx))
 primary = ctypes.c_void_p()
 lib.cuDevicePrimaryCtxRetain(ctypes.byref(primary), dev)
-print(json.dumps({**before, "sum": float(x.sum()), "torch_uses_primary": ctx.value == primary.value}))
+import pynvml  # left initialised by the warm-up: no nvmlInit here, so an uninitialised NVML raises
+found = {**before, "sum": float(x.sum()), "torch_uses_primary": ctx.value == primary.value}
+print(json.dumps({**found, "nvml_devices": pynvml.nvmlDeviceGetCount() > 0}))
 """
 
 
 @pytest.mark.gpu
 def test_the_warmed_context_is_the_one_torch_then_uses() -> None:
-    """cuda_driver.warm makes device 0's primary context while torch imports; torch's first kernel runs in it."""
+    """warmup.start makes device 0's primary context while torch imports; torch's first kernel runs in it."""
     found = _probe(WARM)
-    assert found == {"active": 1, "torch_initialized": False, "sum": 4.0, "torch_uses_primary": True}
+    want = {"active": 1, "torch_initialized": False, "sum": 4.0, "torch_uses_primary": True, "nvml_devices": True}
+    assert found == want
+
+
+def test_without_a_cuda_driver_nothing_is_warmed() -> None:
+    import ctypes
+
+    from kbench.capture import warmup
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        assert warmup.start(context=True) is None
+    else:
+        pytest.skip("this machine has a CUDA driver (the gpu tier tests the warm-up)")

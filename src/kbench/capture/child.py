@@ -119,9 +119,9 @@ def timeline(prep: Prepared, iterations: int, backend: str, run_dir: Path) -> No
 
 
 def main(spec_path: str) -> int:
-    from kbench.capture import cuda_driver
+    from kbench.capture import warmup
 
-    cuda_driver.warm(context=True)  # the driver and the context made while torch imports
+    warmup.start(context=True)  # NVML, the driver and the context made while torch imports
     import torch
 
     from kbench.capture.artifacts import write_stage

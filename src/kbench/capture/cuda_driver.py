@@ -49,26 +49,12 @@ def _ask() -> DriverDevice | None:
     return DriverDevice(name.value.decode(errors="replace"), pci.value.decode(errors="replace"), int(sms.value))
 
 
-def warm(context: bool) -> threading.Thread | None:
-    """Initialise the CUDA driver (``first_device``) in a daemon thread, and with ``context`` also create device
-    0's primary context, while this process imports the plan and torch (1.3-1.4 s on the H100 machine). ctypes
-    releases Python's lock around each driver call, so the imports run on; torch then finds the driver initialised
-    and takes the same primary context (the one its runtime uses). Under ncu, cuInit is where ncu's injection
-    connects: ~0.5 s, then ~0.3 s to create the context, measured between the child's last import and its first
-    allocation. Best effort: without a driver nothing is warmed and the run reports what is missing as before."""
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-    thread = threading.Thread(target=_warm, args=(lib, context), name="kbench-cuda-warm", daemon=True)
-    thread.start()
-    return thread
-
-
-def _warm(lib: ctypes.CDLL, context: bool) -> None:
-    if first_device() is None or not context:
+def retain_primary() -> None:
+    """Create device 0's primary context (the one torch's runtime uses) and keep a reference to it for the life of
+    the process, as torch would once it used the GPU; nothing without a driver or a device."""
+    if first_device() is None:
         return
+    lib = ctypes.CDLL("libcuda.so.1")
     dev, ctx = ctypes.c_int(0), ctypes.c_void_p()
-    # the reference is kept: the context lives as long as the process, as it does once torch uses it
     if lib.cuDeviceGet(ctypes.byref(dev), 0) == 0:
         lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)

@@ -116,14 +116,13 @@ def profile(
 
 
 def _warm_gpu(prof_type: str) -> None:
-    """The CUDA driver initialised (and, where the plan runs in this process, its context made) while the plan and
-    torch import: a mode whose plan runs in a child needs the driver here only to name the GPU."""
-    from kbench.capture import cuda_driver
+    """NVML and the CUDA driver initialised (and, where the plan runs in this process, its context made) while the
+    plan and torch import: a mode whose plan runs in a child needs the driver here only to name the GPU."""
+    from kbench.capture import warmup
     from kbench.modes import registry
 
     if prof_type == "disabled" or prof_type in registry.names():
-        here = prof_type == "disabled" or getattr(registry.get(prof_type), "in_process", True)
-        cuda_driver.warm(context=here)
+        warmup.start(context=prof_type == "disabled" or getattr(registry.get(prof_type), "in_process", True))
 
 
 def command() -> Any:
