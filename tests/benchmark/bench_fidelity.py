@@ -15,7 +15,6 @@ fresh process as a user runs it (`--separate-runs=0` skips them), and their rang
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -52,8 +51,11 @@ def sm_mhz() -> str:
 
 
 def stage_durations(result_json: Path) -> dict[str, float]:
-    """Each stage's duration (us) in a finished run's result.json."""
-    return {s["name"]: float(s["duration_us"]) for s in json.loads(result_json.read_text())["figures"]["stages"]}
+    """Each stage's duration (us) in a finished run's result.json (none where it cannot be read)."""
+    from kbench.report.models import read_result
+
+    result = read_result(result_json.parent)
+    return {s.name: s.duration_us for s in result.stages} if result else {}
 
 
 def spread(runs: list[dict[str, float]]) -> dict[str, tuple[float, float, float]]:
@@ -73,7 +75,7 @@ def separate_runs(package: str, version: str, values: dict[str, Any], count: int
             done = run([*argv, "--prof_type=event", "--out", tmp], timeout_s=600, log_path=log)
             if done.returncode != 0:
                 print(f"  {package} {version}: event run {i + 1} failed (exit {done.returncode}): {done.log[-300:]}")
-        return [stage_durations(p) for p in sorted(Path(tmp).rglob("result.json"))]
+        return [found for p in sorted(Path(tmp).rglob("result.json")) if (found := stage_durations(p))]
 
 
 def main() -> None:
