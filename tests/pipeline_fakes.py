@@ -82,7 +82,9 @@ def replay(monkeypatch: pytest.MonkeyPatch, timings_json: Path) -> None:
         for e in timings["stages"].values()
     )
     monkeypatch.setattr(event, "time_cuda", lambda fn, reps, cuda_graph=False: next(recorded))
-    monkeypatch.setattr(event, "time_cupti", lambda fn, reps, flush, flush_items, rest_us=0.0: next(cupti))
+    monkeypatch.setattr(
+        event, "time_cupti", lambda fn, reps, flush, flush_items, rest_us=0.0, settle_us=0.0: next(cupti)
+    )
     monkeypatch.setattr(event, "work_items", lambda fn: 1)
     monkeypatch.setattr(event, "L2Flush", lambda nbytes: type("Flush", (), {"words": "no flush (replayed)"})())
     monkeypatch.setattr(event, "l2_flush_bytes", lambda: 0)

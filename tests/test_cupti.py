@@ -8,7 +8,15 @@ import json
 import pytest
 
 from kbench.analysis.audit import cross_check
-from kbench.capture.cupti import PROBE_CYCLES, Repetitions, gpu_items, per_repetition
+from kbench.capture.cupti import (
+    CYCLES_PER_US,
+    MAX_SETTLE_US,
+    PROBE_CYCLES,
+    Repetitions,
+    gpu_items,
+    per_repetition,
+    spins,
+)
 from tests.conftest import DATA
 
 
@@ -97,3 +105,11 @@ def test_a_probed_stage_clock_is_the_probes_median_with_nvml_reasons_beside_it()
     assert note is not None and note.startswith("mm was timed at a median SM clock of 1710 MHz, 14% below")
     lines = cross_check({"mm": {"samples_us": [250.0], "cupti_us": [220.0], "events_clock": nvml, "clock": got}})
     assert lines[0].endswith("1980 MHz while timed by events, 1710 by CUPTI (read on the GPU around each repetition))")
+
+
+def test_the_first_rest_lets_a_pulled_down_clock_recover() -> None:
+    assert spins(3, 0.0, 5_000.0) == [0, 0, 0]  # locked clocks: no rest, no settling either
+    assert spins(3, 10.0, 5_000.0) == [5_000 * CYCLES_PER_US, 10 * CYCLES_PER_US, 10 * CYCLES_PER_US]
+    assert spins(2, 10.0, 1.0) == [10 * CYCLES_PER_US] * 2  # a settle shorter than the rest changes nothing
+    assert spins(2, 10.0, 1e12)[0] == int(MAX_SETTLE_US * CYCLES_PER_US)  # bounded
+    assert spins(0, 10.0, 100.0) == []

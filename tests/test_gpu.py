@@ -328,3 +328,15 @@ def test_an_unlocked_profile_reports_the_sampled_clocks(isolated: Path) -> None:
     assert r.clocks.startswith("not locked (--no-lock-clocks") and f"SM {s.sm_min_mhz}-{s.sm_max_mhz} MHz" in r.clocks
     params = json.loads((Path(r.out_dir) / "params.json").read_text())
     assert params["clock_samples"]["samples"] == s.samples
+
+
+def test_cupti_repetitions_are_cut_right_after_a_settling_rest() -> None:
+    import torch
+
+    from kbench.capture.cupti import Repetitions, time_cupti
+    from kbench.capture.timing import L2Flush
+
+    x = torch.ones(1 << 20, device="cuda")
+    got = time_cupti(lambda: x.mul_(1.0), 5, L2Flush(8 << 20), rest_us=20.0, settle_us=20_000.0)
+    assert isinstance(got, Repetitions), got
+    assert len(got.us) == 5 and all(0 < u < 1_000 for u in got.us)  # the 20 ms settle is not counted in a stage

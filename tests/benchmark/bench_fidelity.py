@@ -107,9 +107,14 @@ def main() -> None:
         prep = prepare_on_gpu(plan, device, seed=0)
         for ps in prep.stages:
             write = statistics.median(time_cuda(ps.launch.fn, REPS, write_flush=True).us)
-            read = statistics.median(time_cuda(ps.launch.fn, REPS).us)
-            # as event mode times an unlocked GPU: a rest of REST_X times the stage before each repetition
-            rounds = [time_cupti(ps.launch.fn, REPS, flush, rest_us=REST_X * read) for _ in range(ROUNDS)]
+            reads = time_cuda(ps.launch.fn, REPS).us
+            read = statistics.median(reads)
+            # as event mode times an unlocked GPU: a rest of REST_X times the stage before each repetition, the
+            # first one at least REST_X times the CUDA-event repetitions' time
+            rounds = [
+                time_cupti(ps.launch.fn, REPS, flush, rest_us=REST_X * read, settle_us=REST_X * sum(reads))
+                for _ in range(ROUNDS)
+            ]
             mhz = sm_mhz()
             got = [r for r in rounds if isinstance(r, Repetitions)]
             medians = [statistics.median(r.us) for r in got]
@@ -132,11 +137,13 @@ def main() -> None:
     if count < 1:
         return
     print(f"\nrun to run: {count} separate `--prof_type=event` commands per plan (fresh processes); durations in us")
-    print(f"{'plan':<26}{'stage':<9}{'median':>9}{'min':>9}{'max':>9}{'range %':>9}")
+    print(f"{'plan':<26}{'stage':<9}{'median':>9}{'min':>9}{'max':>9}{'range %':>9}  each run, in order")
     for package, version, values in PLANS:
         label = f"{package} {version} {','.join(f'{k}={v}' for k, v in values.items())}"[:25]
-        for name, (med, lo, hi) in spread(separate_runs(package, version, values, count)).items():
-            print(f"{label:<26}{name:<9}{med:>9.2f}{lo:>9.2f}{hi:>9.2f}{100 * (hi - lo) / med:>9.2f}")
+        runs = separate_runs(package, version, values, count)
+        for name, (med, lo, hi) in spread(runs).items():
+            each = " ".join(f"{r[name]:.2f}" for r in runs)
+            print(f"{label:<26}{name:<9}{med:>9.2f}{lo:>9.2f}{hi:>9.2f}{100 * (hi - lo) / med:>9.2f}  {each}")
 
 
 if __name__ == "__main__":

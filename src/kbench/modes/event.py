@@ -33,7 +33,8 @@ CUPTI_METHOD = (
     "CUDA events kept as a cross-check and for the whole plan"
 )
 REST = (
-    ", then the GPU resting {x:g}x the stage's duration (clocks not locked: keeps the power limiter from pulling them)"
+    ", then the GPU resting {x:g}x the stage's duration (clocks not locked: keeps the power limiter from pulling them; "
+    "before the first, {x:g}x the CUDA-event repetitions' time, which ran without rests)"
 )
 
 
@@ -84,6 +85,8 @@ class Event(InProcessMode):
                             flush,
                             flush_items,
                             rest_us=rest_x * statistics.median(events.us),
+                            # the rest the back-to-back CUDA-event repetitions did not take, before the first
+                            settle_us=rest_x * sum(events.us),
                         )
                         if not opts.cuda_graph
                         else "--cuda-graph: the stage is timed as a graph replay with CUDA events"
