@@ -6,6 +6,8 @@ unmeasured run), MODE_RUNS times in turn with the other modes (medians; one run 
 `kbench analyze` is timed on the annotation run's .ncu-rep beside a bare
 `ncu_report.load_report` of the same file and beside that load plus one metric read (ncu_report's metric library
 loaded: the floor of any analysis), in turn, 11 rounds (medians). Commands go through kbench's one subprocess runner.
+`--analyze=REP.ncu-rep` (repeatable) times only `kbench analyze` of the given captures that way, `--rounds=N` times
+(no GPU needed).
 
 Python's compiled bytecode is cached as in any installed environment: where this process may not write it
 (PYTHONDONTWRITEBYTECODE, as on the lent H100 machine, whose packages were installed without it), the commands
@@ -40,6 +42,28 @@ def timed(argv: list[str], log: Path, env: dict[str, str]) -> float:
     return took
 
 
+def analyze_rounds(rep: Path, out: Path, env: dict[str, str], count: int) -> str:
+    """`kbench analyze` of ``rep`` against a bare load_report of it and that load plus one metric, ``count`` rounds
+    in turn after one that warms the caches; the medians and the median ratio, as a table cell."""
+    py = sys.executable
+    bare = f"import ncu_report; ncu_report.load_report({str(rep)!r})"
+    floor = f"{bare}.range_by_idx(0).action_by_idx(0).metric_by_name('gpu__time_duration.sum')"
+    rounds = [
+        (
+            timed([py, "-m", "kbench", "analyze", str(rep), "--out", str(out / "a")], out / "an.log", env),
+            timed([py, "-c", bare], out / "bare.log", env),
+            timed([py, "-c", floor], out / "floor.log", env),
+        )
+        for _ in range(count + 1)
+    ][1:]  # the first round warms the file cache, the bytecode and the compiled report templates
+    analyze, load, metric = (statistics.median(r[i] for r in rounds) for i in range(3))
+    ratio = statistics.median(a / b for a, b, _ in rounds)
+    return (
+        f"{analyze:>8.2f}   ({ratio:.2f}x a bare load_report: {load:.3f} s; load and one metric: {metric:.3f} s; "
+        f"medians of {count} rounds)"
+    )
+
+
 def main() -> None:
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,6 +72,12 @@ def main() -> None:
         if sys.flags.dont_write_bytecode:
             env.update(PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=str(out / "pycache"))
             print(f"bytecode: cached under {out / 'pycache'} (this environment had PYTHONDONTWRITEBYTECODE set)")
+        reps = [Path(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--analyze=")]
+        if reps:  # `kbench analyze` alone, on given captures: --analyze=REP (repeatable), --rounds=N
+            count = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--rounds=")), ANALYZE_RUNS)
+            for rep in reps:
+                print(f"{rep.name[:40]:<40}{'analyze':<12}{analyze_rounds(rep.resolve(), out, env, count)}")
+            return
         print(f"{'plan':<12}{'mode':<12}{'wall s':>8}{'x event':>9}")
         for plan in PLANS:
             out_p = str(out / "p")
@@ -63,22 +93,7 @@ def main() -> None:
                 spread = f"{min(runs[mode]):.2f}-{max(runs[mode]):.2f}"
                 print(f"{plan:<12}{mode:<12}{walls[mode]:>8.2f}{walls[mode] / walls['event']:>9.2f}   ({spread})")
             rep = sorted((out / "p" / "annotation" / plan).rglob("profile.ncu-rep"))[-1]
-            bare = f"import ncu_report; ncu_report.load_report({str(rep)!r})"
-            floor = f"{bare}.range_by_idx(0).action_by_idx(0).metric_by_name('gpu__time_duration.sum')"
-            rounds = [
-                (
-                    timed([py, "-m", "kbench", "analyze", str(rep), "--out", str(out / "a")], out / "an.log", env),
-                    timed([py, "-c", bare], out / "bare.log", env),
-                    timed([py, "-c", floor], out / "floor.log", env),
-                )
-                for _ in range(ANALYZE_RUNS + 1)
-            ][1:]  # the first round warms the file cache, the bytecode and the compiled report templates
-            analyze, load, metric = (statistics.median(r[i] for r in rounds) for i in range(3))
-            ratio = statistics.median(a / b for a, b, _ in rounds)
-            print(
-                f"{plan:<12}{'analyze':<12}{analyze:>8.2f}   ({ratio:.2f}x a bare load_report: {load:.3f} s; load and"
-                f" one metric: {metric:.3f} s; medians of {ANALYZE_RUNS} rounds)"
-            )
+            print(f"{plan:<12}{'analyze':<12}{analyze_rounds(rep, out, env, ANALYZE_RUNS)}")
 
 
 if __name__ == "__main__":
