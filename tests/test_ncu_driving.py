@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -164,3 +165,19 @@ def test_conformance_compares_declared_and_observed_kernels() -> None:
     torch_plan = with_version(plan, "torch_mm")
     (row,) = conformance(torch_plan, group(kernels(DATA / "ncu_h100" / "ann_mm.ncu-rep"), torch_plan), {})
     assert row["verdict"] == "library stage: kernels not declared"
+
+
+@pytest.mark.parametrize("pidfd", [True, False])
+def test_wait_returns_the_exit_code_or_times_out(monkeypatch: pytest.MonkeyPatch, pidfd: bool) -> None:
+    if not pidfd:  # another OS, or pidfds refused: Popen.wait's own timeout
+        monkeypatch.delattr(os, "pidfd_open", raising=False)
+    ends = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    assert tools.wait(ends, 30) == 3
+    sleeps = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            tools.wait(sleeps, 0.2)
+        assert sleeps.poll() is None  # a timeout leaves the process to the caller
+    finally:
+        sleeps.kill()
+        sleeps.wait()
