@@ -127,7 +127,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     registry.check_options(backend, opts)
     if opts.bench_runs < 1:
         raise UsageError("--bench-runs must be at least 1")
-    here = getattr(backend, "in_process", True)  # a mode whose plan runs in a child never imports torch here
+    here = backend.in_process  # a mode whose plan runs in a child never imports torch here
     gpu.require_cuda(f"--prof_type={mode}", torch=here)
     found = backend.tools(opts)  # a missing profiler stops the run before any folder is made
     named = (opts.baseline, named_baseline(opts.baseline, plan)) if opts.baseline is not None else None

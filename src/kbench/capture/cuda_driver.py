@@ -24,6 +24,15 @@ _asking = threading.Lock()  # one thread asks the driver at a time; a second wai
 
 
 @cache
+def library() -> ctypes.CDLL | None:
+    """libcuda, loaded once per process; None where there is no CUDA driver."""
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+
+@cache
 def first_device() -> DriverDevice | None:
     """CUDA device 0 as the driver numbers it for this environment; None without a driver or a visible GPU."""
     with _asking:
@@ -31,9 +40,8 @@ def first_device() -> DriverDevice | None:
 
 
 def _ask() -> DriverDevice | None:
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
+    lib = library()
+    if lib is None:
         return None
     count, dev, sms = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
     name, pci = ctypes.create_string_buffer(256), ctypes.create_string_buffer(64)
@@ -52,9 +60,9 @@ def _ask() -> DriverDevice | None:
 def retain_primary() -> None:
     """Create device 0's primary context (the one torch's runtime uses) and keep a reference to it for the life of
     the process, as torch would once it used the GPU; nothing without a driver or a device."""
-    if first_device() is None:
+    lib = library()
+    if lib is None or first_device() is None:
         return
-    lib = ctypes.CDLL("libcuda.so.1")
     dev, ctx = ctypes.c_int(0), ctypes.c_void_p()
     if lib.cuDeviceGet(ctypes.byref(dev), 0) == 0:
         lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)

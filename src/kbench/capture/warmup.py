@@ -11,16 +11,15 @@ missing nothing is warmed, and the run reports what is missing when it needs it,
 
 from __future__ import annotations
 
-import ctypes
 import threading
 
 
 def start(context: bool) -> threading.Thread | None:
     """Initialise NVML (kept open) and the CUDA driver in a daemon thread; with ``context`` also create device 0's
     primary context (a process that runs the plan itself). The thread, or None without a CUDA driver."""
-    try:
-        ctypes.CDLL("libcuda.so.1")  # loaded here: dlopen holds Python's lock, the calls in the thread do not
-    except OSError:
+    from kbench.capture import cuda_driver
+
+    if cuda_driver.library() is None:  # loaded here: dlopen holds Python's lock, the calls in the thread do not
         return None
     thread = threading.Thread(target=_warm, args=(context,), name="kbench-gpu-warmup", daemon=True)
     thread.start()

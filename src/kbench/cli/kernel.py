@@ -122,7 +122,7 @@ def _warm_gpu(prof_type: str) -> None:
     from kbench.modes import registry
 
     if prof_type == "disabled" or prof_type in registry.names():
-        warmup.start(context=prof_type == "disabled" or getattr(registry.get(prof_type), "in_process", True))
+        warmup.start(context=prof_type == "disabled" or registry.get(prof_type).in_process)
 
 
 def command() -> Any:
