@@ -151,27 +151,43 @@ def test_python_m_kbench_help_is_still_the_typer_app(isolated: Path) -> None:
 
 
 LEAN = """
-import json, sys
+import json, os, sys
 from kbench.cli import entry
 try:
     entry.main(["analyze", sys.argv[1], "--out", sys.argv[2]])
 except SystemExit as e:
     code = e.code
 heavy = ("typer", "click", "torch", "triton", "pandas", "matplotlib")
-print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in heavy
-    or m in ("kbench.modes.event", "kbench.modes.nsys", "kbench.modes.proton", "kbench.capture.clocks"))}))
+plugins = os.environ.get("PYDANTIC_DISABLE_PLUGINS")
+print(json.dumps({"code": code, "plugins": plugins, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in heavy
+    or m in ("kbench.modes.event", "kbench.modes.nsys", "kbench.modes.proton", "kbench.capture.clocks",
+        "kbench.report.mode_sections", "kbench.analysis.timeline_stages", "kbench.analysis.intra",
+        "kbench.analysis.proton"))}))
 """
 
 
-def test_the_lean_path_imports_no_command_framework_and_no_other_backend(isolated: Path) -> None:
+def _lean(isolated: Path, env: dict[str, str]) -> dict[str, object]:
     done = subprocess.run(
         [sys.executable, "-c", LEAN, str(CAPTURE), str(isolated / "prof")],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=isolated,
-        env=os.environ,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen == {"code": 0, "loaded": []}
+    seen: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return seen
+
+
+def test_the_lean_path_imports_no_command_framework_and_no_other_mode_s_backend_or_analyses(
+    isolated: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    # and pydantic does not scan every installed distribution for plugins of its own
+    assert _lean(isolated, env) == {"code": 0, "plugins": "__all__", "loaded": []}
+
+
+@pytest.mark.parametrize("value", ["", "logfire"])
+def test_a_user_s_choice_of_pydantic_plugins_is_kept(isolated: Path, value: str) -> None:
+    assert _lean(isolated, {**os.environ, "PYDANTIC_DISABLE_PLUGINS": value})["plugins"] == value

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kbench.report.mode_sections import ModeSections
 from tests.conftest import contract_problems
 
 
@@ -261,7 +262,8 @@ def test_nsys_mode_times_a_concurrent_plan(isolated: Path, backend: str) -> None
     r = nsys_profile_plan(_fork_join(), out_dir="prof", bench_runs=10, backend=backend)
     run = Path(r.out_dir)
     assert contract_problems(run / "report.md") == [] and "## Timeline" in r.report_md
-    t = r.sections.timeline.analysis  # type: ignore[union-attr]
+    assert isinstance(r.sections, ModeSections) and r.sections.timeline is not None
+    t = r.sections.timeline.analysis
     assert t is not None and [s.stage for s in t.stages] == ["mm", "rowsum", "combine"]
     assert all(s.occurrences == 10 and s.alone is not None and s.alone.n == 10 for s in t.stages)
     assert t.order is not None and t.order.dependency_checks == 20 and t.order.dependency_violations == 0
@@ -273,7 +275,7 @@ def test_nsys_mode_times_a_concurrent_plan(isolated: Path, backend: str) -> None
     assert params["status"] == "ok"
     if backend == "torch":
         assert params["capture_backend"] == "torch" and (run / "pytorch_trace.json").exists()
-        assert "PyTorch profiler" in r.sections.timeline.capture and "asked for" in r.sections.timeline.capture  # type: ignore[union-attr]
+        assert "PyTorch profiler" in r.sections.timeline.capture and "asked for" in r.sections.timeline.capture
 
 
 def test_nsys_mode_falls_back_when_nsys_fails(isolated: Path, monkeypatch) -> None:
@@ -287,7 +289,8 @@ def test_nsys_mode_falls_back_when_nsys_fails(isolated: Path, monkeypatch) -> No
     fake.chmod(0o755)
     monkeypatch.setenv("KBENCH_NSYS", str(fake))
     r = nsys_profile_plan(_vector_add(), out_dir="prof", bench_runs=5)
-    assert "nsys was not used: nsys wrote no report" in r.sections.timeline.capture  # type: ignore[union-attr]
+    assert isinstance(r.sections, ModeSections) and r.sections.timeline is not None
+    assert "nsys was not used: nsys wrote no report" in r.sections.timeline.capture
     assert contract_problems(Path(r.out_dir) / "report.md") == []
     assert json.loads((Path(r.out_dir) / "params.json").read_text())["capture_backend"] == "torch"
 

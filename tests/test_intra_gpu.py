@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kbench.report.mode_sections import ModeSections
 from tests.conftest import contract_problems
 
 pytestmark = pytest.mark.gpu
@@ -47,6 +48,7 @@ def test_intra_mode_on_the_shipped_matmul(isolated: Path) -> None:
     r = intra_profile_plan(plan, out_dir="prof", bench_runs=20)
     run = Path(r.out_dir)
     assert contract_problems(run / "report.md") == []
+    assert isinstance(r.sections, ModeSections)
     section = r.sections.intra
     assert section is not None
     [mm] = section.stages

@@ -67,17 +67,17 @@ def test_the_library_is_loaded_before_ncu_report_and_ncu_report_reads_through_it
 
 
 ORDER = """
-import importlib.machinery, json, sys
+import importlib.machinery, json, sys, threading
 from kbench import ncu_preload
 from kbench.cli import entry
 order, started = [], []
 sys.addaudithook(lambda event, args: order.append(args[0]) if event == "import" else None)
-real_start = ncu_preload.start
-def start(capture):
-    thread = real_start(capture)
-    started.append(len(order))
-    return thread
-ncu_preload.start = start
+real_start = threading.Thread.start
+def start(thread):
+    real_start(thread)
+    if thread.name == "kbench-nvperf-preload":
+        started.append(len(order))
+threading.Thread.start = start
 try:
     entry.main(["analyze", sys.argv[1], "--out", sys.argv[2]])
 except SystemExit as e:
@@ -96,3 +96,33 @@ def test_no_extension_module_is_imported_while_the_library_loads(tmp_path: Path)
     undoes the gain: each one the analysis of an .ncu-rep imports is in ncu_preload.EXTENSIONS."""
     seen = _python(ORDER, str(CAPTURE), str(tmp_path / "prof"), cwd=tmp_path)
     assert seen == {"code": 0, "started": 1, "late": []}, "add these to ncu_preload.EXTENSIONS"
+
+
+WHILE = """
+import json, sys
+from kbench import ncu_preload
+ncu_preload.start = lambda capture: None
+from kbench.cli import entry
+try:
+    entry.main(["analyze", sys.argv[1], "--out", sys.argv[2]])
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"code": code, "missing": [m for m in ncu_preload.WHILE_LOADING if m not in sys.modules]}))
+"""
+ALONE = """
+import importlib, json, sys
+from kbench import ncu_preload
+for name in ncu_preload.WHILE_LOADING:
+    importlib.import_module(name)
+print(json.dumps({"pydantic": sorted(m for m in sys.modules if m.split(".")[0] in ("pydantic", "pydantic_core"))}))
+"""
+
+
+def test_what_is_imported_while_the_library_loads_is_what_the_analysis_imports_and_never_pydantic(
+    tmp_path: Path,
+) -> None:
+    """ncu_preload.WHILE_LOADING is imported while the library loads: each module must be one the analysis imports
+    anyway (else the preload adds work), and none may bring in pydantic_core (whose first thread-local access waits
+    for the loader)."""
+    assert _python(WHILE, str(CAPTURE), str(tmp_path / "prof"), cwd=tmp_path) == {"code": 0, "missing": []}
+    assert _python(ALONE, cwd=tmp_path) == {"pydantic": []}

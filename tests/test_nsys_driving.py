@@ -22,7 +22,8 @@ from kbench.errors import KernelError
 from kbench.modes import nsys
 from kbench.modes.base import RunOptions
 from kbench.plan.discovery import load_version
-from kbench.report.models import ProfileResult, Timeline
+from kbench.report.mode_sections import ModeSections, Timeline
+from kbench.report.models import ProfileResult
 from tests.conftest import DATA, contract_problems
 
 KBENCH = DATA / "kbench_h100"
@@ -135,7 +136,7 @@ def profile(backend: str = "auto", **kw: Any):
 
 
 def timeline_of(r: ProfileResult) -> Timeline:
-    assert r.sections.timeline is not None
+    assert isinstance(r.sections, ModeSections) and r.sections.timeline is not None
     return r.sections.timeline
 
 

@@ -13,6 +13,8 @@ from kbench import pipeline
 from kbench.analysis import proton as pa
 from kbench.errors import KbenchError
 from kbench.plan.discovery import load_version
+from kbench.report.mode_sections import ModeSections
+from kbench.report.models import read_result
 from tests.conftest import DATA, contract_problems
 
 PROTON = DATA / "proton_h100"
@@ -115,6 +117,8 @@ def test_a_pc_sampling_report_shows_lines_and_stalls(isolated: Path) -> None:
     assert "## PC sampling" in text and "| mm | 19827 |" in text and "dispatch_stall" in text
     assert "_triton.py:50 | 5850 (29.5%) | 4461 | dispatch_stall |" in text
     assert not any("no PC sampling" in n for n in r.notes)
+    back = read_result(Path(r.out_dir))
+    assert back is not None and isinstance(back.sections, ModeSections) and back.sections == r.sections
     # the catalogue's rest-of-the-gap item names the stall and the hottest lines from the samples
     rest = [o for o in r.figures.opportunities if o.metric == "mm.practical_roof_pct"]
     assert rest and "stall most on dispatch_stall (3591 of" in rest[0].name and "PC samples" in rest[0].name

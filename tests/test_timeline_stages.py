@@ -15,6 +15,8 @@ from kbench.analysis import timeline_stages as ts
 from kbench.analysis.figures import from_timeline
 from kbench.errors import KbenchError
 from kbench.plan.discovery import load_version
+from kbench.report.mode_sections import ModeSections, Timeline
+from kbench.report.models import ProfileResult, read_result
 from kbench.report.trace import chrome_trace
 from tests.conftest import DATA, Ran, contract_problems
 
@@ -132,8 +134,14 @@ def test_reports_of_kbench_captures_pass_the_contract(capture: Path, isolated: P
     for name in ("timeline.csv", "occurrences.csv", "stages.csv", "windows.csv", "gaps.csv", capture.name):
         assert (run / name).stat().st_size > 0
     saved = json.loads((run / "result.json").read_text())
-    timeline = saved["sections"]["timeline"]["analysis"]
+    timeline_saved = saved["sections"]["timeline"]
+    timeline = timeline_saved["analysis"]
     assert "occurrences" not in timeline and len(timeline["windows"]) in (20, 100)
+    # the timeline section is a ModeSections' field: written as such and read back as such, nothing lost (but
+    # the occurrences, which result.json leaves out)
+    back = read_result(run)
+    assert isinstance(back, ProfileResult) and isinstance(back.sections, ModeSections)
+    assert back.model_dump() == r.model_dump() and back.sections.timeline == Timeline.model_validate(timeline_saved)
     assert json.loads((run / "params.json").read_text())["status"] == "ok"
 
 

@@ -22,8 +22,9 @@ from kbench.capture.prepare import guarded
 from kbench.errors import UsageError
 from kbench.fsutil import write_json_atomic
 from kbench.modes.base import Analysis, Capture, Context, InProcessMode, Job, prepare_in_process
-from kbench.report.models import Intra as IntraSection
-from kbench.report.models import IntraStage, ProfileResult, Sections
+from kbench.report.mode_sections import Intra as IntraSection
+from kbench.report.mode_sections import IntraStage, ModeSections
+from kbench.report.models import ProfileResult
 
 RECORD = "intra.json"  # every stage's plain and recording samples, and its trace file
 
@@ -96,7 +97,7 @@ class IntraMode(InProcessMode):
             device=device,
             figures=figures,
             timing_method=f"{method}; stage durations from the plain (not recording) launches",
-            sections=Sections(intra=IntraSection(reps=int(record["reps"]), stages=stages)),
+            sections=ModeSections(intra=IntraSection(reps=int(record["reps"]), stages=stages)),
             notes=notes,
         )
 

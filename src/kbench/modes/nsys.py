@@ -23,7 +23,8 @@ from kbench.capture.nsys_argv import export_argv, profile_argv
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import write_text_atomic
 from kbench.modes.base import Analysis, Capture, Context, Job, PartialCapture, RunOptions
-from kbench.report.models import ProfileResult, Sections, Timeline
+from kbench.report.mode_sections import ModeSections, Timeline
+from kbench.report.models import ProfileResult
 from kbench.report.trace import chrome_trace
 
 BACKENDS = ("auto", "nsys", "torch")
@@ -208,7 +209,7 @@ class Nsys:
                 "window(s) of the span from its first GPU start to its last GPU end"
             ),
             plan_timing=analysis.span_us,
-            sections=Sections(
+            sections=ModeSections(
                 timeline=Timeline(
                     analysis=analysis, capture=capture.facts.get("described", f"{analysis.backend} (`{path.name}`)")
                 )
@@ -219,7 +220,7 @@ class Nsys:
 
     def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None:
         """timeline.csv (the normalized table), one CSV per analysis, trace.json (Chrome trace)."""
-        assert result.sections.timeline is not None
+        assert isinstance(result.sections, ModeSections) and result.sections.timeline is not None
         write_timeline(analysis.data, result.sections.timeline.analysis, run_dir)
 
 

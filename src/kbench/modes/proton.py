@@ -19,7 +19,8 @@ from kbench.errors import KbenchError
 from kbench.fsutil import write_json_atomic, write_text_atomic
 from kbench.modes.base import Analysis, Capture, Context, InProcessMode, Job, prepare_in_process
 from kbench.report import folder
-from kbench.report.models import PcSampling, ProfileResult, SampledStage, Sections
+from kbench.report.mode_sections import ModeSections, PcSampling, SampledStage
+from kbench.report.models import ProfileResult
 
 PROFILE = "proton"  # proton.hatchet
 LOOPS = "proton.json"  # the repetitions' times inside and outside the session
@@ -112,7 +113,7 @@ class Proton(InProcessMode):
             device=device,
             figures=figures,
             timing_method=METHOD.format(launches="/".join(str(n) for n in sorted(launches))),
-            sections=Sections(pc_sampling=PcSampling(stages=sampled) if sampled else None),
+            sections=ModeSections(pc_sampling=PcSampling(stages=sampled) if sampled else None),
             notes=notes,
             data=profile,
         )

@@ -2,7 +2,9 @@
 frozen; it is what templates see and what result.json holds.
 
 A section is present when the mode measured what it shows; report.md includes a section's template partial
-(``templates/sections/<name>.md.j2``) exactly when the section is present.
+(``templates/sections/<name>.md.j2``) exactly when the section is present. The sections of the timeline, intra and
+proton modes (``MODE_SECTIONS``) are kbench.report.mode_sections's, so that the other modes and an analysis of an
+.ncu-rep do not import those modes' analyses.
 """
 
 from __future__ import annotations
@@ -11,17 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, SerializeAsAny, field_validator
 
 from kbench.analysis.clocks import ClockSummary
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.figures import PlanFigures
-from kbench.analysis.intra import IntraAnalysis
-from kbench.analysis.proton import LineSamples
 from kbench.analysis.roofline import achieved_gbps, achieved_tflops
 from kbench.analysis.stages import StageFigures
-from kbench.analysis.timeline_stages import TimelineAnalysis
 from kbench.analysis.timing_stats import TimingStats
 from kbench.model import Model
 from kbench.report.folder import RESULT
@@ -44,13 +43,6 @@ class Timing(Frozen):
     concurrency: str | None = None  # a plan on several streams: what the timing can and cannot say about it
 
 
-class Timeline(Frozen):
-    """``## Timeline``: the timeline analyses (nsys mode)."""
-
-    analysis: TimelineAnalysis
-    capture: str  # which backend captured the timeline, into which files, and why that one
-
-
 class Counters(Frozen):
     """``## Counters``: per-stage ncu figures (annotation and ncu modes)."""
 
@@ -70,57 +62,13 @@ class Tiling(Frozen):
     stages: dict[str, dict[str, Any]]
 
 
-class IntraStage(Frozen):
-    """One stage of ``## Inside the kernel``: its plain and recording times, and its recorded launch's figures."""
-
-    name: str
-    tasks: list[str]
-    plain_us: float  # median over the repetitions, CUDA events
-    recording_us: float | None = None  # the same with the tasks recorded (None: the stage records none)
-    trace: str | None = None  # the Chrome trace of one recorded launch, in the run folder
-    analysis: IntraAnalysis | None = None
-    timer_step_ns: int | None = None  # every timestamp a multiple of it (the timer's step, at most)
-    dropped_records: int = 0  # records the final trace lost (0: none; an overflow is re-recorded with room)
-    overflows: list[dict[str, int]] = Field(default_factory=list)  # buffers that were too small, before the last
-    unpaired_records: int = 0
-    same_output: bool | None = None  # the recording launch wrote the same output as the plain one
-
-    @property
-    def overhead_pct(self) -> float | None:
-        if self.recording_us is None or self.plain_us <= 0:
-            return None
-        return 100.0 * (self.recording_us / self.plain_us - 1.0)
-
-
-class Intra(Frozen):
-    """``## Inside the kernel``: the intra-kernel task timeline (intra mode)."""
-
-    reps: int
-    stages: list[IntraStage]
-
-
-class SampledStage(Frozen):
-    """One stage's PC samples (Proton's pcsampling): totals, stall reasons, and its most sampled lines."""
-
-    stage: str
-    samples: int
-    stalled: int
-    reasons: dict[str, int]  # stall reason -> stalled samples, most first
-    lines: list[LineSamples]  # the most sampled source lines, most first
-
-
-class PcSampling(Frozen):
-    """``## PC sampling``: where each stage's warps were when sampled, and why they stalled (proton mode)."""
-
-    stages: list[SampledStage]
+# the sections whose models are kbench.report.mode_sections's (ModeSections, a Sections with them)
+MODE_SECTIONS = ("timeline", "intra", "pc_sampling")
 
 
 class Sections(Frozen):
     baseline: Baseline | None = None
     timing: Timing | None = None
-    timeline: Timeline | None = None
-    intra: Intra | None = None
-    pc_sampling: PcSampling | None = None
     counters: Counters | None = None
     conformance: Conformance | None = None
     tiling: Tiling | None = None
@@ -137,7 +85,7 @@ class Sections(Frozen):
     )
 
     def present(self, names: tuple[str, ...]) -> list[str]:
-        return [n for n in names if getattr(self, n) is not None]
+        return [n for n in names if getattr(self, n, None) is not None]
 
 
 class ProfileResult(Frozen):
@@ -163,7 +111,17 @@ class ProfileResult(Frozen):
     # what to open next in the run folder: relative path, what it holds
     files: list[tuple[str, str]] = Field(default_factory=list)
     out_dir: str = ""
-    sections: Sections = Sections()
+    sections: SerializeAsAny[Sections] = Sections()  # written as the class it is (ModeSections has more fields)
+
+    @field_validator("sections", mode="before")
+    @classmethod
+    def _mode_sections(cls, value: Any) -> Any:
+        """Sections read back (a result.json) holding a timeline, intra or proton section are a ModeSections."""
+        if isinstance(value, dict) and any(value.get(name) is not None for name in MODE_SECTIONS):
+            from kbench.report.mode_sections import ModeSections
+
+            return ModeSections.model_validate(value)
+        return value
 
     @property
     def stages(self) -> list[StageFigures]:
