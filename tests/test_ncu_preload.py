@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -126,3 +127,37 @@ def test_what_is_imported_while_the_library_loads_is_what_the_analysis_imports_a
     for the loader)."""
     assert _python(WHILE, str(CAPTURE), str(tmp_path / "prof"), cwd=tmp_path) == {"code": 0, "missing": []}
     assert _python(ALONE, cwd=tmp_path) == {"pydantic": []}
+
+
+@needs_library
+def test_the_sass_warm_up_reads_real_sass_and_leaves_the_stage_s_sass_as_it_was() -> None:
+    """ncu mode readies ncu_report's disassembler on kbench's own tiny report while ncu runs: that report must hold
+    SASS (else the warm-up does nothing), and a stage's SASS read after it is the same text."""
+    full = DATA / "ncu_h100" / "full_mm.ncu-rep"
+    alone = _python(SASS, str(full), cwd=DATA)  # in a fresh process: no warm-up before it
+    warmed = _python(SASS, str(ncu_preload.SASS_WARMUP), str(full), cwd=DATA)
+    [stage] = cast(list[str], alone["sass"])
+    assert stage.startswith("LDC R1") and warmed["sass"] == ["LDC R1, c[0x0][0x28]", stage]
+    assert warmed["thread"] == "kbench-sass-warmup"
+
+
+SASS = """
+import json, sys
+from pathlib import Path
+from kbench import ncu_preload
+thread = ncu_preload.warm_sass()
+thread.join()
+print(json.dumps({"thread": thread.name, "sass": [ncu_preload.first_sass(Path(f)) for f in sys.argv[1:]]}))
+"""
+
+
+def test_no_sass_warm_up_without_ncu_report_and_nothing_from_unreadable_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "truncated.ncu-rep").write_bytes((DATA / "ncu_h100" / "full_mm.ncu-rep").read_bytes()[:20000])
+    (tmp_path / "text.ncu-rep").write_text("not a report\n")
+    for name in ("truncated.ncu-rep", "text.ncu-rep", "missing.ncu-rep"):
+        assert ncu_preload.first_sass(tmp_path / name) == ""
+    assert ncu_preload.first_sass(DATA / "ncu_h100" / "ann_mm.ncu-rep") == ""  # no source counters
+    monkeypatch.setattr(ncu_preload, "library", lambda: None)
+    assert ncu_preload.warm_sass() is None

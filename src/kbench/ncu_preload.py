@@ -1,4 +1,5 @@
-"""ncu_report's metric library (libnvperf_host.so) loaded on another core while `kbench analyze` imports its code.
+"""ncu_report's metric library (libnvperf_host.so) loaded on another core while `kbench analyze` imports its code,
+and its SASS disassembler made ready while ncu mode waits on ncu.
 
 The first metric ncu_report reads makes it dlopen that library, and loading it (157 MB mapped, its initialisers
 run) costs more than a bare ``ncu_report.load_report`` of a small report: 71 ms on this 2-core machine, ~0.1 s
@@ -19,6 +20,14 @@ of an H100 capture took 0.310 s instead of 0.339 s here (medians of 41). The fla
 (RTLD_LAZY | RTLD_DEEPBIND: LD_DEBUG=scopes shows the library's own scope first either way), so the library is
 bound as it would have been. Best effort: where anything is missing (another OS, no ncu_report, another layout)
 nothing is preloaded and ncu_report loads the library itself, as before.
+
+ncu_report readies its SASS disassembler on the first SASS text it returns in a process, whatever the report: 0.54 s
+on the H100 machine (0.4 s here), most of what ncu mode spent on its deep dive after ncu had finished (the SASS of
+each stage, sass/*.csv). ``warm_sass`` does that first read on a report of kbench's own (``SASS_WARMUP``: one tiny
+Triton kernel, 63 KB, captured on the H100 with only ncu's SourceCounters section; tests/data/kbench_h100 has its
+kernel) in a thread while ncu runs; the stage's own first read then took 0.002 s on the H100 machine. The read holds
+Python's lock for that time: the clock sampler skips those samples, which fall while ncu starts the profiled
+process, before any kernel runs.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import threading
 from pathlib import Path
 
 LIBRARY = "libnvperf_host.so"
+SASS_WARMUP = Path(__file__).with_name("sass_warmup.ncu-rep")
 SUFFIX = ".ncu-rep"  # the captures ncu_report reads
 # Extension modules (shared libraries on CPython builds that do not build them in) that `kbench analyze` of an
 # .ncu-rep imports, each imported before the library starts loading; where one is built in, importing it is free.
@@ -121,3 +131,30 @@ def _dlopen(path: Path) -> None:
         dlopen(os.fsencode(path), os.RTLD_LAZY | os.RTLD_DEEPBIND)  # kept loaded: ncu_report uses it next
     except (OSError, AttributeError):  # no dlopen to call here: ncu_report loads the library itself
         return
+
+
+def warm_sass() -> threading.Thread | None:
+    """Ready ncu_report's SASS disassembler in a daemon thread (see the module's text); the thread, or None where
+    ncu_report or the warm-up report is missing."""
+    if not SASS_WARMUP.is_file() or library() is None:
+        return None
+    thread = threading.Thread(target=first_sass, args=(SASS_WARMUP,), name="kbench-sass-warmup", daemon=True)
+    thread.start()
+    return thread
+
+
+def first_sass(capture: Path) -> str:
+    """The SASS of the first instruction of the first kernel in ``capture`` that ncu's source counters saw ('' where
+    there is none, or no report ncu_report can read: the analysis names such a report itself)."""
+    try:
+        import ncu_report
+
+        report = ncu_report.load_report(str(capture))
+    except (ImportError, OSError, RuntimeError):
+        return ""
+    first = report.range_by_idx(0) if report.num_ranges() else None
+    action = first.action_by_idx(0) if first is not None and first.num_actions() else None
+    executed = action.metric_by_name("inst_executed") if action is not None else None
+    if action is None or executed is None or not executed.has_correlation_ids():
+        return ""
+    return str(action.sass_by_pc(int(executed.correlation_ids().as_uint64(0)))).strip()

@@ -132,6 +132,8 @@ class CounterMode:
         log_path = run_dir / "ncu.log"
         # what the analysis and the report load, loaded while this process only waits on ncu
         ncu_preload.start(run_dir / REPORT)
+        if self.deep:  # the deep dive reads each stage's SASS
+            ncu_preload.warm_sass()
         chart.import_meanwhile()
         with env.sampled():
             done = tools.run(argv, timeout_s=opts.timeout_s, log_path=log_path, strays=(argv_child[-1],))
