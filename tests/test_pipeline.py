@@ -20,7 +20,8 @@ from kbench.errors import UsageError
 from kbench.modes import registry
 from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
 from kbench.plan.discovery import load_version
-from kbench.report.models import ProfileResult, Sections
+from kbench.report.models import ProfileResult
+from kbench.report.sections import Sections
 from tests.conftest import contract_problems
 from tests.pipeline_fakes import offline_gpu
 

@@ -25,8 +25,9 @@ from kbench.modes import registry
 from kbench.modes.base import Analysis, Backend, Capture, Context, Job, PartialCapture, RunOptions
 from kbench.plan.base import KernelPlan
 from kbench.report import folder, report_json
-from kbench.report.models import Baseline, ProfileResult, Tiling, read_result
+from kbench.report.models import ProfileResult, read_result
 from kbench.report.render import render_report
+from kbench.report.sections import Baseline, Tiling
 
 if TYPE_CHECKING:
     from kbench.capture.clocks import Measuring

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from kbench.capture.phases import Stopwatch
     from kbench.capture.prepare import Prepared
     from kbench.plan.base import KernelPlan
-    from kbench.report.models import ProfileResult, Sections
+    from kbench.report.models import ProfileResult
+    from kbench.report.sections import Sections
 
 log = logging.getLogger(__name__)
 

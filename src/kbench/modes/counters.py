@@ -28,7 +28,8 @@ from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
 from kbench.nvtx import stage_range
 from kbench.plan.base import KernelPlan
 from kbench.report import chart, ncu_files
-from kbench.report.models import Conformance, Counters, ProfileResult, Sections
+from kbench.report.models import ProfileResult
+from kbench.report.sections import Conformance, Counters, Sections
 
 REPORT = "profile.ncu-rep"
 PERMISSION = (

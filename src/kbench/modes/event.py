@@ -23,7 +23,8 @@ from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
 from kbench.fsutil import write_json_atomic
 from kbench.modes.base import Analysis, Capture, Context, InProcessMode, Job, prepare_in_process
 from kbench.plan.base import KernelPlan
-from kbench.report.models import ProfileResult, Sections, Timing
+from kbench.report.models import ProfileResult
+from kbench.report.sections import Sections, Timing
 
 TIMINGS = "timings.json"
 CEILINGS = "ceilings.json"

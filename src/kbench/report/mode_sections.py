@@ -1,5 +1,5 @@
 """The report sections only the timeline (nsys), intra and proton modes write, apart from the rest of the profile
-result (kbench.report.models): their field types are those modes' own analyses, so a counters run or a
+result (kbench.report.sections): their field types are those modes' own analyses, so a counters run or a
 `kbench analyze` of an .ncu-rep neither imports those analyses nor builds their validators (issue 12: ~35 ms of a
 0.39 s analysis on the H100 machine). A result holding one of them is a ``ModeSections``; a result.json read back
 gets that class again (ProfileResult picks it by the sections present)."""
@@ -11,7 +11,7 @@ from pydantic import Field
 from kbench.analysis.intra import IntraAnalysis
 from kbench.analysis.proton import LineSamples
 from kbench.analysis.timeline_stages import TimelineAnalysis
-from kbench.report.models import Frozen, Sections
+from kbench.report.sections import Frozen, Sections
 
 
 class Timeline(Frozen):

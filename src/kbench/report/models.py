@@ -1,91 +1,27 @@
 """The profile result: a core every report has, plus typed optional sections. Built once by the pipeline and
 frozen; it is what templates see and what result.json holds.
 
-A section is present when the mode measured what it shows; report.md includes a section's template partial
-(``templates/sections/<name>.md.j2``) exactly when the section is present. The sections of the timeline, intra and
-proton modes (``MODE_SECTIONS``) are kbench.report.mode_sections's, so that the other modes and an analysis of an
-.ncu-rep do not import those modes' analyses.
+A section (kbench.report.sections) is present when the mode measured what it shows; report.md includes a section's
+template partial (``templates/sections/<name>.md.j2``) exactly when the section is present. The sections of the
+timeline, intra and proton modes (``MODE_SECTIONS``) are kbench.report.mode_sections's, so that the other modes and
+an analysis of an .ncu-rep do not import those modes' analyses.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from pydantic import ConfigDict, Field, SerializeAsAny, field_validator
+from pydantic import Field, SerializeAsAny, field_validator
 
 from kbench.analysis.clocks import ClockSummary
-from kbench.analysis.compare import BaselineRow
-from kbench.analysis.counters import StageCounters
 from kbench.analysis.figures import PlanFigures
 from kbench.analysis.roofline import achieved_gbps, achieved_tflops
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
-from kbench.model import Model
 from kbench.report.folder import RESULT
-
-
-class Frozen(Model):
-    model_config = ConfigDict(frozen=True)
-
-
-class Baseline(Frozen):
-    """``## vs Baseline``: this run against an earlier one of the same kernel and parameters."""
-
-    rows: list[BaselineRow]
-    source: str  # which run, as the report names it
-
-
-class Timing(Frozen):
-    """``## Timing``: the repetitions behind each stage's median (event mode)."""
-
-    concurrency: str | None = None  # a plan on several streams: what the timing can and cannot say about it
-
-
-class Counters(Frozen):
-    """``## Counters``: per-stage ncu figures (annotation and ncu modes)."""
-
-    source: str  # the .ncu-rep the figures come from
-    stages: list[StageCounters]
-
-
-class Conformance(Frozen):
-    """``## Conformance``: declared against observed kernels and grids (a live counter run of a plan)."""
-
-    rows: list[dict[str, str]]
-
-
-class Tiling(Frozen):
-    """``## Tiling``: each stage's chosen configuration and compiled kernel facts (a live run)."""
-
-    stages: dict[str, dict[str, Any]]
-
-
-# the sections whose models are kbench.report.mode_sections's (ModeSections, a Sections with them)
-MODE_SECTIONS = ("timeline", "intra", "pc_sampling")
-
-
-class Sections(Frozen):
-    baseline: Baseline | None = None
-    timing: Timing | None = None
-    counters: Counters | None = None
-    conformance: Conformance | None = None
-    tiling: Tiling | None = None
-
-    # report.md's order of the sections that follow the core's Roofline (vs Baseline follows Top 3)
-    AFTER_ROOFLINE: ClassVar[tuple[str, ...]] = (
-        "timing",
-        "timeline",
-        "intra",
-        "pc_sampling",
-        "counters",
-        "conformance",
-        "tiling",
-    )
-
-    def present(self, names: tuple[str, ...]) -> list[str]:
-        return [n for n in names if getattr(self, n, None) is not None]
+from kbench.report.sections import MODE_SECTIONS, Frozen, Sections
 
 
 class ProfileResult(Frozen):
