@@ -13,6 +13,7 @@ from kbench.capture.cupti import (
     MAX_SETTLE_US,
     PROBE_CYCLES,
     Repetitions,
+    after_events,
     gpu_items,
     per_repetition,
     spins,
@@ -113,3 +114,8 @@ def test_the_first_rest_lets_a_pulled_down_clock_recover() -> None:
     assert spins(2, 10.0, 1.0) == [10 * CYCLES_PER_US] * 2  # a settle shorter than the rest changes nothing
     assert spins(2, 10.0, 1e12)[0] == int(MAX_SETTLE_US * CYCLES_PER_US)  # bounded
     assert spins(0, 10.0, 100.0) == []
+
+
+def test_the_rests_after_event_repetitions_follow_them() -> None:
+    assert after_events([10.0, 30.0, 20.0], 3.0) == {"rest_us": 60.0, "settle_us": 180.0}
+    assert after_events([10.0, 30.0, 20.0], 0.0) == {"rest_us": 0.0, "settle_us": 0.0}  # clocks locked

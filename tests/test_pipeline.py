@@ -129,3 +129,11 @@ def test_unknown_modes_and_captures_are_usage_errors(tmp_path: Path) -> None:
         registry.for_capture(tmp_path / "x.ncu-rep", "event")
     with pytest.raises(UsageError, match="no such capture file"):
         pipeline.analyze(tmp_path / "missing.ncu-rep", None, tmp_path, None)
+
+
+def test_mode_sections_names_exactly_the_fields_mode_sections_adds() -> None:
+    """ProfileResult picks ModeSections for a result.json by MODE_SECTIONS without importing it: the two must agree."""
+    from kbench.report.mode_sections import ModeSections
+    from kbench.report.sections import MODE_SECTIONS
+
+    assert set(ModeSections.model_fields) - set(Sections.model_fields) == set(MODE_SECTIONS)

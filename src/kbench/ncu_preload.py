@@ -112,16 +112,18 @@ def start(capture: Path) -> threading.Thread | None:
     path = library()
     if path is None:
         return None
-    for name in EXTENSIONS:
+    _import_each(EXTENSIONS)
+    thread = threading.Thread(target=_dlopen, args=(path,), name="kbench-nvperf-preload", daemon=True)
+    thread.start()
+    _import_each(WHILE_LOADING)
+    return thread
+
+
+def _import_each(names: tuple[str, ...]) -> None:
+    for name in names:
         # not on this Python, or its package missing: the analysis says so itself when it needs it
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
-    thread = threading.Thread(target=_dlopen, args=(path,), name="kbench-nvperf-preload", daemon=True)
-    thread.start()
-    for name in WHILE_LOADING:
-        with contextlib.suppress(ImportError):  # as above
-            importlib.import_module(name)
-    return thread
 
 
 def _dlopen(path: Path) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis import ncu as ncu_report
-from kbench.capture.cupti import REST_X, Repetitions, time_cupti
+from kbench.capture.cupti import REST_X, Repetitions, after_events, time_cupti
 from kbench.capture.gpu import active_device
 from kbench.capture.prepare import prepare_on_gpu
 from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
@@ -109,12 +109,8 @@ def main() -> None:
             write = statistics.median(time_cuda(ps.launch.fn, REPS, write_flush=True).us)
             reads = time_cuda(ps.launch.fn, REPS).us
             read = statistics.median(reads)
-            # as event mode times an unlocked GPU: a rest of REST_X times the stage before each repetition, the
-            # first one at least REST_X times the CUDA-event repetitions' time
-            rounds = [
-                time_cupti(ps.launch.fn, REPS, flush, rest_us=REST_X * read, settle_us=REST_X * sum(reads))
-                for _ in range(ROUNDS)
-            ]
+            # rested as event mode rests an unlocked GPU
+            rounds = [time_cupti(ps.launch.fn, REPS, flush, **after_events(reads, REST_X)) for _ in range(ROUNDS)]
             mhz = sm_mhz()
             got = [r for r in rounds if isinstance(r, Repetitions)]
             medians = [statistics.median(r.us) for r in got]

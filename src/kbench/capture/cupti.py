@@ -16,12 +16,13 @@ the launch's fixed cost cancelled. NVML's samples (every ~20 ms) miss the power 
 from __future__ import annotations
 
 import json
+import statistics
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 GPU_WORK = ("kernel", "gpu_memset", "gpu_memcpy")  # Chrome-trace categories of work that runs on the GPU
 PROBE_CYCLES = (2_000, 22_000)  # the clock probe's short and long spin, SM cycles (~1 and ~11 us at 1980 MHz)
@@ -88,6 +89,18 @@ def per_repetition(
         read = [m for m in sides if m is not None]
         mhz.append(sum(read) / len(read) if read else None)
     return Repetitions(us, mhz)
+
+
+class Rests(TypedDict):
+    rest_us: float
+    settle_us: float
+
+
+def after_events(events_us: list[float], rest_x: float) -> Rests:
+    """``time_cupti``'s rests for a stage just timed by back-to-back CUDA-event repetitions ``events_us``: ``rest_x``
+    times its median before each repetition, and before the first ``rest_x`` times what those repetitions took
+    together (the rests they did not take). ``rest_x`` 0 (clocks locked): none."""
+    return Rests(rest_us=rest_x * statistics.median(events_us), settle_us=rest_x * sum(events_us))
 
 
 def spins(reps: int, rest_us: float, settle_us: float = 0.0) -> list[int]:

@@ -5,7 +5,6 @@ know, ``ceilings.json`` (copy bandwidth and matmul rate measured on it)."""
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_timings
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.timing_stats import TimingStats
-from kbench.capture.cupti import REST_X, Repetitions, time_cupti, work_items
+from kbench.capture.cupti import REST_X, Repetitions, after_events, time_cupti, work_items
 from kbench.capture.phases import Stopwatch, describe
 from kbench.capture.prepare import guarded
 from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
@@ -85,9 +84,7 @@ class Event(InProcessMode):
                             opts.bench_runs,
                             flush,
                             flush_items,
-                            rest_us=rest_x * statistics.median(events.us),
-                            # the rest the back-to-back CUDA-event repetitions did not take, before the first
-                            settle_us=rest_x * sum(events.us),
+                            **after_events(events.us, rest_x),
                         )
                         if not opts.cuda_graph
                         else "--cuda-graph: the stage is timed as a graph replay with CUDA events"
