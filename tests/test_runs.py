@@ -71,8 +71,10 @@ def test_compare_two_runs_and_a_run_with_its_previous(cli: Callable[..., Ran], t
     got = json.loads(same.stdout)
     assert got["rows"][0]["metric"] == "Duration (us)" and got["rows"][0]["change"].startswith("+0.0%")
     assert got["notes"] == [
-        "the plan's duration is the sum of its stage medians (one run has no whole-plan measurement)"
+        "source: n/a: neither run recorded the source that ran",
+        "the plan's duration is the sum of its stage medians (one run has no whole-plan measurement)",
     ]
+    assert got["source_changed"] is None  # analyses of captures from before kbench recorded the source
     prev = cli("compare", mm[0].path, "--previous")
     assert prev.returncode == 0 and f"A: `{mm[1].path}`" in prev.stdout and "| Duration (us) |" in prev.stdout
 

@@ -23,11 +23,14 @@ from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import copy_atomic, safe, write_json_atomic, write_text_atomic
 from kbench.modes import registry
 from kbench.modes.base import Analysis, Backend, Capture, Context, Job, PartialCapture, RunOptions
+from kbench.plan import sources
 from kbench.plan.base import KernelPlan
+from kbench.plan.discovery import current
 from kbench.report import folder, report_json
 from kbench.report.models import ProfileResult, read_result
 from kbench.report.render import render_report
 from kbench.report.sections import Baseline, Tiling
+from kbench.report.source import Source, change
 
 if TYPE_CHECKING:
     from kbench.capture.clocks import Measuring
@@ -52,7 +55,9 @@ def named_baseline(path: Path, plan: KernelPlan) -> ProfileResult:
     return previous
 
 
-def baseline(analysis: Analysis, run_dir: Path, named: tuple[Path, ProfileResult] | None) -> Baseline | None:
+def baseline(
+    analysis: Analysis, run_dir: Path, named: tuple[Path, ProfileResult] | None, source: Source | None = None
+) -> Baseline | None:
     """``## vs Baseline``: against the run the user named, else the previous run of the same kernel and
     parameters (whole-plan medians first when both runs measured one)."""
     prev_dir, previous = named if named else (folder.previous_run(run_dir), None)
@@ -62,9 +67,25 @@ def baseline(analysis: Analysis, run_dir: Path, named: tuple[Path, ProfileResult
     if previous is None:
         log.warning("previous run %s has no readable %s; no baseline comparison", prev_dir, folder.RESULT)
         return None
+    code = change(previous.source, source)
     return Baseline(
         rows=compare(previous.figures, analysis.figures, previous.plan_timing, analysis.plan_timing),
         source=f"`{prev_dir}` ({previous.kernel} {previous.version})",
+        code=code.line,
+        code_changed=code.changed,
+    )
+
+
+def ran_source(loaded: dict[str, Any] | None, child: dict[str, Any] | None) -> Source | None:
+    """The source that ran: what this process loaded, or, where the plan ran in a child process that loaded other
+    source (the files were edited in between), the child's, saying so."""
+    here, there = Source.of(loaded), Source.of(child)
+    if there is None or here is None or there.digest == here.digest:
+        return here or there
+    return there.model_copy(
+        update={
+            "note": f"the profiled child loaded other source than this process had ({here.digest}): edited meanwhile"
+        }
     )
 
 
@@ -128,6 +149,8 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     registry.check_options(backend, opts)
     if opts.bench_runs < 1:
         raise UsageError("--bench-runs must be at least 1")
+    plan = current(plan)  # the version's source as it is now, even where this process loaded it before an edit
+    loaded = sources.record(type(plan).__module__)
     here = backend.in_process  # a mode whose plan runs in a child never imports torch here
     gpu.require_cuda(f"--prof_type={mode}", torch=here)
     found = backend.tools(opts)  # a missing profiler stops the run before any folder is made
@@ -145,6 +168,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
         "command": shlex.join(sys.orig_argv),
         "seed": seed,
         "check": opts.check,
+        "source": loaded,
         "started_at": _now(),
         "status": "running",
         **folder.owner(),
@@ -158,6 +182,8 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
                 capture = backend.capture(job)
             finally:  # a failed capture's folder says what the clocks did too
                 clocks = record_clocks(env, params, job.clock_note)
+        source = ran_source(loaded, capture.source)
+        params["source"] = source.model_dump() if source else None
         write_json_atomic(run_dir / folder.PARAMS, params)
         opts.progress("analysing the capture")
         analysis = backend.analyse(capture, Context(plan, load_devices(), device))
@@ -165,7 +191,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
             clocks = params["clocks"] = f"{clocks}; {analysis.clock_note}"
         sections = analysis.sections.model_copy(
             update={
-                "baseline": baseline(analysis, run_dir, named),
+                "baseline": baseline(analysis, run_dir, named, source),
                 "tiling": Tiling(stages=capture.tiling) if capture.tiling else None,
             }
         )
@@ -178,6 +204,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
             clocks=clocks,
             clock_summary=env.summary,
             tools=params["tools"],
+            source=source,
             sections=sections,
         )
         opts.progress("writing report.md and report.json")
@@ -221,7 +248,14 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
         copy_atomic(path, run_dir / path.name)
         if analysis is not None:
             result = _result(
-                backend.name, identity, analysis, capture, run_dir, offline=True, clocks=analysis.clock_note or ""
+                backend.name,
+                identity,
+                analysis,
+                capture,
+                run_dir,
+                offline=True,
+                clocks=analysis.clock_note or "",
+                source=Source.of(folder.made_with(path).get("source")),  # what ran when kbench made the capture
             )
             return _write(backend, analysis, result, run_dir, params)
         assert partial is not None

@@ -129,12 +129,14 @@ def main(spec_path: str) -> int:
     from kbench.capture.prepare import check, prepare_on_gpu
     from kbench.fsutil import write_json_atomic
     from kbench.plan.discovery import load_version
+    from kbench.plan.sources import record
 
     spec: dict[str, Any] = json.loads(Path(spec_path).read_text())
     run_dir = Path(spec["run_dir"])
     plan = load_version(spec["package"], spec["version"], spec["kernel_path"]).from_values(spec["values"])
+    # the source this process loaded: the files may have been edited since the parent loaded them
+    outcome: dict[str, Any] = {"check": None, "tiling": {}, "source": record(type(plan).__module__)}
     prep = prepare_on_gpu(plan, active_device(), int(spec["seed"]))
-    outcome: dict[str, Any] = {"check": None, "tiling": {}}
     if spec["check"]:
         result = check(prep, "cuda")
         outcome["check"] = {"passed": result.passed, "line": result.line()}

@@ -164,8 +164,10 @@ def prepare(
     time_us: Callable[[Callable[[], object]], float] | None = None,
     cache_dir: Callable[[Stage], Any] | None = None,
     toolchain: str = "",
+    source: str = "",
 ) -> Prepared:
-    """Allocate, tune every stage (``time_us`` times one callable; None = first config) and warm up once."""
+    """Allocate, tune every stage (``time_us`` times one callable; None = first config) and warm up once; a cached
+    tuning counts for the same ``toolchain`` and ``source`` (the digest of the version's source) only."""
     ws = guarded("setup", lambda: plan.setup(device, seed))
     prep = Prepared(plan=plan, device=device, ws=ws)
     output = _tensor(plan, "output", guarded("output", lambda: plan.output(ws))) if device == "cuda" else None
@@ -186,7 +188,7 @@ def prepare(
         else:
             path = cache_dir(stage) if cache_dir is not None else None
             try:
-                tune = autotune.tune(stage.tuning, time_config, path, toolchain)
+                tune = autotune.tune(stage.tuning, time_config, path, toolchain, source)
             except autotune.TuningFailed as e:
                 raise KernelError(f"stage {stage.name}: {e}") from None
         launch = built(plan, stage, ws, tune.best)
@@ -231,8 +233,11 @@ def prepare_on_gpu(plan: KernelPlan, device: ActiveDevice, seed: int) -> Prepare
     import torch
     import triton
 
+    from kbench.plan.sources import record
+
     toolchain = f"triton {triton.__version__}, torch {torch.__version__}"
     cache = autotune.cache_root()
+    ran = record(type(plan).__module__)
 
     def cache_entry(stage: Stage) -> Path:
         return autotune.entry_path(
@@ -245,6 +250,7 @@ def prepare_on_gpu(plan: KernelPlan, device: ActiveDevice, seed: int) -> Prepare
         seed=seed,
         cache_dir=cache_entry,
         toolchain=toolchain,
+        source=ran["digest"] if ran else "",
         time_us=lambda fn: TimingStats.of(time_cuda(fn, TUNE_REPS).us).median_us,
     )
 

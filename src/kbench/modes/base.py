@@ -106,6 +106,7 @@ class Capture:
     check: str | None = None  # the correctness check's line (None: skipped, or an offline capture)
     tiling: dict[str, dict[str, Any]] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)  # what the backend's analysis needs from its capture
+    source: dict[str, Any] | None = None  # the source a child process ran (kbench.plan.sources.record); None: here
 
 
 @dataclass(frozen=True)

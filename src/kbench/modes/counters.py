@@ -155,6 +155,7 @@ class CounterMode:
             files={"report": rep},
             check=outcome["check"]["line"] if outcome["check"] else None,
             tiling=outcome["tiling"],
+            source=outcome.get("source"),
             facts={"wall_s": wall, "ncu_version": job.tools["versions"]["ncu"], "audit": outcome.get("audit")},
         )
 

@@ -171,6 +171,7 @@ class Nsys:
             files={"timeline": found},
             check=outcome["check"]["line"] if outcome["check"] else None,
             tiling=outcome["tiling"],
+            source=outcome.get("source"),
             facts={"described": described, "iterations": opts.bench_runs},
         )
 

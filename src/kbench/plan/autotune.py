@@ -1,7 +1,8 @@
 """The on-disk autotune cache: one JSON file per device, kernel, version, stage and parameters.
 
 Entries are written atomically (temp file + rename). A corrupt entry (unreadable JSON, missing fields) or a
-stale one (another tuning space, another Triton) is reported in one log line and re-tuned, never a crash.
+stale one (another tuning space, another Triton, or the version's source edited since it was tuned) is reported in
+one log line and re-tuned, never a crash.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def entry_path(root: Path, device: str, package: str, version: str, stage: str, 
     return root / safe(device) / safe(package) / safe(version) / safe(stage) / f"{safe(params_slug)}.json"
 
 
-def read_entry(path: Path, space: Sequence[Config], toolchain: str) -> TuneResult | None:
+def read_entry(path: Path, space: Sequence[Config], toolchain: str, source: str = "") -> TuneResult | None:
     """The cached result, or None (with one log line) when the entry is absent, corrupt or stale."""
     if not path.exists():
         return None
@@ -57,6 +58,9 @@ def read_entry(path: Path, space: Sequence[Config], toolchain: str) -> TuneResul
     if data.get("schema") != SCHEMA or data.get("space") != list(space) or data.get("toolchain") != toolchain:
         log.warning("autotune cache %s is stale (tuning space or toolchain changed); re-tuning", path)
         return None
+    if data.get("source", "") != source:
+        log.warning("autotune cache %s was tuned on other source of the version (edited since); re-tuning", path)
+        return None
     if best not in list(space):
         log.warning("autotune cache %s names a config outside the tuning space; re-tuning", path)
         return None
@@ -71,10 +75,11 @@ def forget(path: Path | None) -> bool:
     return True
 
 
-def write_entry(path: Path, result: TuneResult, space: Sequence[Config], toolchain: str) -> None:
+def write_entry(path: Path, result: TuneResult, space: Sequence[Config], toolchain: str, source: str = "") -> None:
     payload = {
         "schema": SCHEMA,
         "toolchain": toolchain,
+        "source": source,
         "space": list(space),
         "best": result.best,
         "history": result.history,
@@ -87,13 +92,18 @@ class TuningFailed(KernelError):
 
 
 def tune(
-    space: Sequence[Config], time_us: Callable[[Config], float | None], path: Path | None, toolchain: str
+    space: Sequence[Config],
+    time_us: Callable[[Config], float | None],
+    path: Path | None,
+    toolchain: str,
+    source: str = "",
 ) -> TuneResult:
     """Pick the fastest config of ``space`` (median microseconds from ``time_us``; None = the config failed to
-    run), through the cache at ``path``."""
+    run), through the cache at ``path``; an entry counts only for the same ``source`` (the digest of the version's
+    source, kbench.plan.sources; "" where it is not tracked)."""
     if len(space) == 1:
         return TuneResult(best=dict(space[0]), history=[], source="fixed", path=None)
-    if path is not None and (cached := read_entry(path, space, toolchain)) is not None:
+    if path is not None and (cached := read_entry(path, space, toolchain, source)) is not None:
         return cached
     history: list[dict[str, Any]] = [{"config": dict(c), "us": time_us(c)} for c in space]
     ran = [h for h in history if h["us"] is not None]
@@ -103,7 +113,7 @@ def tune(
     result = TuneResult(best=best, history=history, source="tuned", path=path)
     if path is not None:
         try:
-            write_entry(path, result, space, toolchain)
+            write_entry(path, result, space, toolchain, source)
         except OSError as e:
             log.warning("cannot write autotune cache %s (%s); continuing without caching", path, e.strerror or e)
     return result

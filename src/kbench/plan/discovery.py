@@ -4,6 +4,8 @@ Shipped packages live under ``kbench.kernel``; user packages come from the folde
 ``--kernel-path`` or ``KBENCH_KERNEL_PATH`` (os.pathsep-separated). A package is a folder with an
 ``__init__.py``; each of its public modules is one version and exports ``PLAN``, a KernelPlan subclass.
 The package's ``__init__`` may set ``BASELINE = "<version>"`` (the version speedups are measured against).
+Every module of a package is imported through kbench.plan.sources, which loads it again whenever its file's
+content changed: a process that profiles twice always runs a version's current source.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import logging
 import os
 import pkgutil
 import sys
@@ -19,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbench.errors import UsageError, first_line
+from kbench.plan import sources
 from kbench.plan.base import KernelPlan, ParamInfo
+from kbench.plan.sources import SHIPPED, USER_NS
 
-SHIPPED = "kbench.kernel"
-USER_NS = "kbench_user_kernels"
+log = logging.getLogger(__name__)
 DEFAULT_VERSION = "base"
 
 
@@ -34,9 +38,12 @@ class PackageRef:
     folder: Path | None = None
 
     def module(self) -> types.ModuleType:
-        if self.folder is not None:
-            _import_user_package(self.folder, self.name, self.module_name)
-        return importlib.import_module(self.module_name)
+        """The package module as its files are now (loaded again where one changed)."""
+        with sources.LOCK:
+            sources.refresh()
+            if self.folder is not None:
+                _import_user_package(self.folder, self.name, self.module_name)
+            return sources.load(self.module_name)
 
     def versions(self) -> list[str]:
         pkg = self.module()
@@ -78,7 +85,12 @@ def _import_user_package(folder: Path, name: str, mod_name: str) -> None:
         ns.__path__ = []
         sys.modules[ns_name] = ns
     init = folder / name / "__init__.py"
-    spec = importlib.util.spec_from_file_location(mod_name, init, submodule_search_locations=[str(folder / name)])
+    spec = importlib.util.spec_from_file_location(
+        mod_name,
+        init,
+        loader=sources.HashedLoader(mod_name, str(init)),
+        submodule_search_locations=[str(folder / name)],
+    )
     if spec is None or spec.loader is None:
         raise UsageError(f"cannot import kernel package {folder / name}")
     module = importlib.util.module_from_spec(spec)
@@ -126,7 +138,9 @@ def load_version(
     """The KernelPlan class of ``package`` at ``version`` (default: ``base``, else the first version)."""
     if like is not None:
         # a sibling of an already-loaded plan: same parent module, no rediscovery needed
-        ref = PackageRef(package, like.__module__.rsplit(".", 1)[0], "loaded")
+        root = like.__module__.rsplit(".", 1)[0]
+        init = sources.origin(root) if root.startswith(USER_NS) else None
+        ref = PackageRef(package, root, "loaded", init.parent.parent if init is not None else None)
     else:
         ref = find_package(package, extra_paths)
     versions = ref.versions()
@@ -136,7 +150,7 @@ def load_version(
     if chosen not in versions:
         raise UsageError(f"unknown version '{chosen}' of {package}; versions: {', '.join(versions)}")
     try:
-        module = importlib.import_module(f"{ref.module_name}.{chosen}")
+        module = sources.load(f"{ref.module_name}.{chosen}")
     except Exception as e:  # a broken version module: one line naming it, never a traceback
         raise UsageError(f"cannot import {package} {chosen}: {type(e).__name__}: {first_line(e)}") from None
     plan = getattr(module, "PLAN", None)
@@ -150,6 +164,21 @@ def load_version(
 def with_version(plan: KernelPlan, version: str) -> KernelPlan:
     """The same parameters in another version of the plan's package."""
     return load_version(plan.package, version, like=type(plan)).from_values(plan.values())
+
+
+def current(plan: KernelPlan) -> KernelPlan:
+    """``plan`` while its version's source (and that of the package modules it imports) is what its class was made
+    from; else the same parameters in the version as its files are now. A plan whose class is not a kernel
+    package's (defined in a script or a test) is returned as it is."""
+    if not sources.claimed(type(plan).__module__):
+        return plan
+    cls = load_version(plan.package, plan.version, like=type(plan))
+    if cls is type(plan):
+        return plan
+    log.info(
+        "%s %s: its source changed since this plan was made; profiling the current source", plan.package, plan.version
+    )
+    return cls.from_values(plan.values())
 
 
 @dataclass(frozen=True)

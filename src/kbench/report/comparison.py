@@ -10,6 +10,7 @@ from kbench.errors import UsageError
 from kbench.model import Model
 from kbench.report import folder
 from kbench.report.models import ProfileResult
+from kbench.report.source import change
 
 
 class Comparison(Model):
@@ -18,7 +19,8 @@ class Comparison(Model):
     a_label: str  # kernel version mode params
     b_label: str
     rows: list[BaselineRow]  # plan duration, then per stage both have: duration, roofline efficiency
-    notes: list[str]  # what differs between the runs and what could not be compared
+    source_changed: bool | None  # whether the source that ran differs (None: one of the runs recorded none)
+    notes: list[str]  # what differs between the runs and what could not be compared; the first, their source
 
 
 def load_result(run_dir: Path) -> ProfileResult:
@@ -49,7 +51,8 @@ def compare_asked(a: Path, b: Path | None, previous: bool, flag: str) -> Compari
 
 def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
     a, b = load_result(a_dir), load_result(b_dir)
-    notes = []
+    code = change(a.source, b.source)
+    notes = [f"source: {code.line}"]
     if a.kernel != b.kernel:
         notes.append(f"different kernels ({a.kernel}, {b.kernel}): only stages of the same name are compared")
     if a.params != b.params:
@@ -75,6 +78,7 @@ def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
         a_label=f"{a.kernel} {a.version} ({a.mode})",
         b_label=f"{b.kernel} {b.version} ({b.mode})",
         rows=compare(a.figures, b.figures, a.plan_timing, b.plan_timing),
+        source_changed=code.changed,
         notes=notes,
     )
 

@@ -22,6 +22,7 @@ from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.report.folder import RESULT
 from kbench.report.sections import MODE_SECTIONS, Frozen, Sections
+from kbench.report.source import Source
 
 
 class ProfileResult(Frozen):
@@ -42,6 +43,7 @@ class ProfileResult(Frozen):
     clocks: str = ""  # how the clocks were held and what they did while measuring (one line)
     clock_summary: ClockSummary | None = None  # the sampled SM clock and clock-event reasons behind that line
     tools: dict[str, Any] = Field(default_factory=dict)
+    source: Source | None = None  # the source the plan ran (None: not a kernel package's module, or not recorded)
     notes: list[str] = Field(default_factory=list)
     offline: bool = False  # `kbench analyze` of an existing capture: nothing was run or checked here
     # what to open next in the run folder: relative path, what it holds

@@ -19,6 +19,7 @@ from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.model import Model
 from kbench.report.models import ProfileResult, totals
+from kbench.report.source import Source as CodeSource
 
 SCHEMA_VERSION: Literal["1"] = "1"
 SCHEMA_ID = f"https://kbench.dev/schema/report-{SCHEMA_VERSION}.json"
@@ -82,6 +83,7 @@ class Environment(Model):
     clocks: str | None
     check: str | None
     tools: dict[str, Any]
+    source: CodeSource | None  # the source the plan ran, by sha256 (None: not tracked, or not recorded by the capture)
     notes: list[str]
     offline: bool
 
@@ -100,6 +102,8 @@ class ReportJson(Model):
     roofline: Roofline
     baseline: list[BaselineRow] | None
     baseline_source: str | None
+    baseline_code: str | None  # what changed in the source that ran since the baseline run, in one line
+    baseline_code_changed: bool | None  # None: no baseline, or one of the two runs recorded no source
     sections: dict[str, Any]  # the report's mode sections (timing, timeline, counters, conformance, tiling) as data
     environment: Environment
     files: list[tuple[str, str]]
@@ -214,6 +218,8 @@ def build(r: ProfileResult) -> ReportJson:
         roofline=Roofline(ceilings_source=f.ceilings_source, practical_source=f.practical_source, chart=r.chart),
         baseline=baseline.rows if baseline else None,
         baseline_source=baseline.source if baseline else None,
+        baseline_code=(baseline.code or None) if baseline else None,
+        baseline_code_changed=baseline.code_changed if baseline else None,
         sections={
             name: getattr(r.sections, name).model_dump(mode="json")
             for name in r.sections.present(r.sections.AFTER_ROOFLINE)
@@ -224,6 +230,7 @@ def build(r: ProfileResult) -> ReportJson:
             clocks=r.clocks or None,
             check=r.check,
             tools=r.tools,
+            source=r.source,
             notes=r.notes,
             offline=r.offline,
         ),

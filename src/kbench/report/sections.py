@@ -21,6 +21,8 @@ class Baseline(Frozen):
 
     rows: list[BaselineRow]
     source: str  # which run, as the report names it
+    code: str = ""  # what changed in the source that ran between the two runs (kbench.report.source.change)
+    code_changed: bool | None = None  # None: one of the runs recorded no source
 
 
 class Timing(Frozen):

@@ -1,0 +1,1 @@
+"""xstages: a package the edit tests change on disk (copied to a temporary folder first)."""
