@@ -26,7 +26,7 @@ from kbench.errors import UsageError
 from kbench.modes.base import RunOptions
 from kbench.plan import autotune, sources
 from kbench.plan.base import KernelPlan
-from kbench.plan.discovery import load_version
+from kbench.plan.discovery import current, load_version
 from kbench.report.comparison import compare_runs
 from kbench.report.models import ProfileResult
 from kbench.report.source import Source, change
@@ -81,9 +81,16 @@ def test_an_edit_is_seen_and_an_unchanged_version_stays_loaded(kp: Path) -> None
     v2c = version(kp, "v2")
     assert v2c is not v2b and sys.modules[v2c.__module__].FACTOR == 3.0
     assert version(kp, "v1") is v1
-    # the package's __init__: everything in it
+    # v2 subclasses v1: an edit of v1 loads both again
+    edit(kp / "xstages" / "v1.py", "elements (v1)", "elements (V1)")
+    v1b = version(kp, "v1")
+    assert v1b is not v1 and version(kp, "v2") is not v2c and issubclass(version(kp, "v2"), v1b)
+    # the package's __init__: everything in it; a plan made before is made again, its package found through the
+    # folder it was loaded from
+    plan = v1b.from_values({"n": 8})
     edit(kp / "xstages" / "__init__.py", "a package", "A package")
-    assert version(kp, "v1") is not v1
+    renewed = current(plan)
+    assert type(renewed) is not v1b and type(renewed) is version(kp, "v1") and renewed.values() == plan.values()
     (kp / "xstages" / "v2.py").unlink()
     with pytest.raises(UsageError, match="unknown version 'v2' of xstages; versions: v1"):
         version(kp, "v2")
@@ -98,7 +105,7 @@ def test_check_runs_the_edited_kernel_and_helper(cli: Callable[..., Ran], kp: Pa
         return done.stdout + done.stderr
 
     assert "scale {'BLOCK': 256, 'num_warps': 4, 'num_stages': 4}: PASS" in checked()
-    edit(kp / "xstages" / "v2.py", "mask=mask) * 2.0", "mask=mask) * 3.0")
+    edit(kp / "xstages" / "v2.py", "n) * 2.0", "n) * 3.0")
     assert "FAIL" in checked()
     edit(kp / "xstages" / "_common.py", "FACTOR = 2.0", "FACTOR = 3.0")
     assert "PASS" in checked()
@@ -121,7 +128,7 @@ def test_the_api_profiles_the_current_source_of_a_plan_made_before_an_edit(
     assert "num_stages=4" in first.report_md and "num_stages=3" in second.report_md
     assert first.source is not None and second.source is not None
     assert second.source.module == "xstages/v2.py"
-    assert set(second.source.files) == {"xstages/__init__.py", "xstages/_common.py", "xstages/v2.py"}
+    assert set(second.source.files) == {f"xstages/{m}.py" for m in ("__init__", "_common", "v1", "v2")}
     assert first.source.digest != second.source.digest
     assert first.source.files["xstages/_common.py"] == second.source.files["xstages/_common.py"]
     report = second.report_md
@@ -189,7 +196,7 @@ def test_mcp_profiles_an_edited_clone_with_its_edit(kp: Path, isolated: Path, mo
     replay(monkeypatch, TIMINGS)
     _call(server, [("profile", {"kernel": "xstages", "version": "v9", "out": out})])
     assert version(kp, "v9") is loaded
-    edit(Path(cloned["path"]), "mask=mask) * 2.0", "mask=mask) * 3.0")  # the kernel now computes 3x
+    edit(Path(cloned["path"]), "n) * 2.0", "n) * 3.0")  # the kernel now computes 3x
     replay(monkeypatch, TIMINGS)
     (failed,) = _call(server, [("profile", {"kernel": "xstages", "version": "v9", "out": out})], errors=True)
     assert "correctness check failed: FAIL: relative L2 error 0.5 (tolerance 1e-05)" in failed, failed
@@ -282,7 +289,7 @@ def test_on_a_gpu_the_edited_kernel_is_compiled_and_run(kp: Path, isolated: Path
 
     plan = version(kp, "v2").from_values({"n": 1 << 20})
     first = event_profile_plan(plan, out_dir="prof", bench_runs=5)
-    edit(kp / "xstages" / "v2.py", "mask=mask) * 2.0", "mask=mask) * 3.0")
+    edit(kp / "xstages" / "v2.py", "n) * 2.0", "n) * 3.0")
     with pytest.raises(KernelError, match="correctness check failed: FAIL"):
         event_profile_plan(plan, out_dir="prof", bench_runs=5)
     edit(kp / "xstages" / "_common.py", "FACTOR = 2.0", "FACTOR = 3.0")

@@ -24,23 +24,16 @@ class XstagesV1(KernelPlan):
     dtype: Literal["float32"] = param("float32", help="element type")
 
     check_params: ClassVar[dict[str, Any]] = {"n": 1000}
+    KERNEL: ClassVar[Any] = scale_v1_kernel
+    TUNING: ClassVar[list[Config]] = [{"BLOCK": 256, "num_warps": 4, "num_stages": 4}]
 
     def stages(self) -> list[Stage]:
-        return [
-            Stage(
-                "scale",
-                flops=float(self.n),
-                dram_bytes=8.0 * self.n,
-                precision="fp32",
-                build=self._build,
-                tuning=[{"BLOCK": 256, "num_warps": 4, "num_stages": 4}],
-                kernels=["scale_v1_kernel"],
-            )
-        ]
+        cost = {"flops": float(self.n), "dram_bytes": 8.0 * self.n, "precision": "fp32"}
+        return [Stage("scale", build=self._build, tuning=self.TUNING, kernels=[self.KERNEL.__name__], **cost)]
 
     def _build(self, ws: Any, cfg: Config) -> Launch:
         grid = (triton.cdiv(self.n, cfg["BLOCK"]),)
-        return Launch(lambda: scale_v1_kernel[grid](ws[0], ws[1], self.n, **cfg), grid)
+        return Launch(lambda: self.KERNEL[grid](ws[0], ws[1], self.n, **cfg), grid)
 
     def setup(self, device: str, seed: int) -> Any:
         import torch

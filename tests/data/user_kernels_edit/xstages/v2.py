@@ -1,57 +1,29 @@
-"""xstages v2: y = 2x, checked against _common.FACTOR."""
+"""xstages v2: v1's plan with a kernel of its own, checked against _common.FACTOR."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import triton
 import triton.language as tl
 
-from kbench.plan.base import Config, KernelPlan, Launch, Stage, param
+from kbench.plan.base import Config
 
 from ._common import FACTOR
+from .v1 import XstagesV1
 
 
 @triton.jit
 def scale_v2_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2.0, mask=offs < n)
 
 
-class XstagesV2(KernelPlan):
+class XstagesV2(XstagesV1):
     """y = 2x over n float32 elements (v2)."""
 
-    n: int = param(4096, help="number of elements", ge=1)
-    dtype: Literal["float32"] = param("float32", help="element type")
-
-    check_params: ClassVar[dict[str, Any]] = {"n": 1000}
-
-    def stages(self) -> list[Stage]:
-        return [
-            Stage(
-                "scale",
-                flops=float(self.n),
-                dram_bytes=8.0 * self.n,
-                precision="fp32",
-                build=self._build,
-                tuning=[{"BLOCK": 256, "num_warps": 4, "num_stages": 4}],
-                kernels=["scale_v2_kernel"],
-            )
-        ]
-
-    def _build(self, ws: Any, cfg: Config) -> Launch:
-        grid = (triton.cdiv(self.n, cfg["BLOCK"]),)
-        return Launch(lambda: scale_v2_kernel[grid](ws[0], ws[1], self.n, **cfg), grid)
-
-    def setup(self, device: str, seed: int) -> Any:
-        import torch
-
-        x = torch.randn(self.n, device=device, generator=torch.Generator(device=device).manual_seed(seed))
-        return x, torch.empty_like(x)
-
-    def output(self, ws: Any) -> Any:
-        return ws[1]
+    KERNEL: ClassVar[Any] = scale_v2_kernel
+    TUNING: ClassVar[list[Config]] = [{"BLOCK": 256, "num_warps": 4, "num_stages": 4}]
 
     def reference(self, ws: Any) -> Any:
         return ws[0] * FACTOR
