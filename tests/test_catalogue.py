@@ -53,3 +53,15 @@ def test_the_partial_wave_is_not_named_on_a_memory_bound_stage() -> None:
     assert op.tail(evidence(1000.0, **kw)) is None
     found = op.tail(evidence(1000.0, bottleneck="Compute", **kw))
     assert found is not None and "(1 per SM, limited by registers, on 132 SMs)" in found.name
+
+
+def test_an_item_whose_gain_rounds_to_zero_is_left_out_and_named_in_the_note() -> None:
+    def item(name: str, gain: float, stop: bool = False) -> op.Opportunity:
+        return op.Opportunity(name=name, gain_pct=gain, metric="m", value="v", named=True, stop=stop)
+
+    stop, tiny, real = item("add: stop", 0.01, stop=True), item("Uncoalesced stores in add", 0.02), item("X", 4.0)
+    found, note = op.rank([tiny, stop, None, real], fewer=lambda n: f"Only {n} listed.")
+    assert found == [real, stop]  # the stop line stays whatever its gain
+    assert note == "Only 2 listed. Left out, each under 0.05% of the plan's time: Uncoalesced stores in add."
+    alone, alone_note = op.rank([tiny], fewer=lambda n: f"Only {n} listed.")
+    assert alone == [tiny] and alone_note == "Only 1 listed."  # nothing else: the one item is kept

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # pandas comes with the timeline types: only the timeline pat
     from kbench.analysis.timeline_stages import TimelineAnalysis
 
 TOP = 3
+NEGLIGIBLE_PCT = 0.05  # an estimated gain below this shows as 0.0%: no item to act on
 
 
 class Opportunity(Model):
@@ -42,6 +43,7 @@ class Opportunity(Model):
     value: str
     change: str | None = None  # what to change in the kernel (the report's `   change:` line)
     named: bool = False  # the catalogue named the mechanism (or that the stage is done) from this run's data
+    stop: bool = False  # the stage is at its practical roof: listed whatever its gain
 
 
 @dataclass(frozen=True)
@@ -96,10 +98,12 @@ class Evidence:
         return 100.0 * max(0.0, min(saved_us, cap)) / self.total_us
 
 
-def _finding(e: Evidence, name: str, saved_us: float, trigger: tuple[str, str], change: str) -> Opportunity:
+def _finding(
+    e: Evidence, name: str, saved_us: float, trigger: tuple[str, str], change: str, stop: bool = False
+) -> Opportunity:
     """A mechanism the catalogue named: ``saved_us`` of the stage as a share of the plan, capped by its roof."""
     return Opportunity(
-        name=name, gain_pct=e.gain(saved_us), metric=trigger[0], value=trigger[1], change=change, named=True
+        name=name, gain_pct=e.gain(saved_us), metric=trigger[0], value=trigger[1], change=change, named=True, stop=stop
     )
 
 
@@ -123,6 +127,7 @@ def at_roof(e: Evidence) -> Opportunity | None:
         (f"{e.name}.practical_roof_pct", f"{pct:.1f}%"),
         f"none in {e.name}; only moving fewer bytes or doing fewer FLOPs (fusing stages, a cheaper "
         "algorithm) makes it faster",
+        stop=True,
     )
 
 
@@ -439,8 +444,14 @@ def rank(
     none: tuple[Opportunity, str] | None = None,
 ) -> tuple[list[Opportunity], str | None]:
     """The Top 3 by estimated gain, and the note a report shows under them: ``fewer(n)`` when fewer than three
-    are left, ``none`` (a placeholder and its note) when there is none at all."""
-    found = sorted((c for c in candidates if c is not None), key=lambda o: o.gain_pct, reverse=True)[:TOP]
+    are left, ``none`` (a placeholder and its note) when there is none at all. An item whose gain rounds to 0.0%
+    is left out (the note names it) unless it is a "stop" line, or nothing else is left."""
+    listed = sorted((c for c in candidates if c is not None), key=lambda o: o.gain_pct, reverse=True)
+    found = [o for o in listed if o.stop or o.gain_pct >= NEGLIGIBLE_PCT][:TOP] or listed[:1]
     if not found and none is not None:
         return [none[0]], none[1]
-    return found, (fewer(len(found)) if len(found) < TOP else None)
+    if len(found) == TOP:
+        return found, None
+    left = [o.name for o in listed if o not in found]
+    out = f" Left out, each under {NEGLIGIBLE_PCT}% of the plan's time: {'; '.join(left)}." if left else ""
+    return found, fewer(len(found)) + out
