@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kbench.analysis.ptx import instruction_mix
 from kbench.capture.prepare import PreparedStage
 from kbench.fsutil import write_json_atomic
 
@@ -35,8 +36,11 @@ def kernel_facts(compiled: Any) -> dict[str, Any]:
     except Exception:  # not loadable here: leave them unmeasured
         facts["registers"] = facts["spills"] = None
     ptx = getattr(compiled, "asm", {}).get("ptx")
-    # tensor-core instructions in the kernel (mma.sync, wgmma.mma_async): None when there is no PTX to read
-    facts["tensor_cores"] = None if not isinstance(ptx, str) else "mma" in ptx
+    # the kernel's instruction mix; tensor-core instructions (mma.sync, wgmma.mma_async) among it: None when there
+    # is no PTX to read
+    mix = instruction_mix(ptx) if isinstance(ptx, str) else None
+    facts["tensor_cores"] = None if mix is None else mix.tensor_cores
+    facts["instructions"] = None if mix is None else mix.model_dump(mode="json")
     return facts
 
 

@@ -49,6 +49,16 @@ class Tiling(Frozen):
 
     stages: dict[str, dict[str, Any]]
 
+    def instructions(self) -> list[tuple[str, str]]:
+        """Each stage with a compiled kernel's instruction mix (kbench.analysis.ptx), as one line."""
+        from kbench.analysis.ptx import InstructionMix
+
+        return [
+            (name, InstructionMix.model_validate(t["instructions"]).line())
+            for name, t in self.stages.items()
+            if t.get("instructions")
+        ]
+
 
 # the sections whose models are kbench.report.mode_sections's (ModeSections, a Sections with them)
 MODE_SECTIONS = ("timeline", "intra", "pc_sampling")

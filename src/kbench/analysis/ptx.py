@@ -1,0 +1,165 @@
+"""The instruction mix of a compiled kernel, read from its PTX (every run keeps it in compiled/<stage>/). Pure.
+
+What event mode, which reads no counters, can know of a kernel's code: its tensor-core instructions (warpgroup
+``wgmma.mma_async`` or warp-level ``mma.sync``, their shape and operand precision), how it moves global memory
+(loads and stores by width in bytes per thread, ``cp.async`` copies into shared memory, TMA bulk tensor copies),
+local memory (spills), atomics, float conversions, FP32 and packed half-precision math, special functions and
+barriers. The counts are static: each instruction as it stands in the PTX, once, whatever a loop repeats it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from kbench.model import Model
+
+# PTX operand types and their size in bytes (.f16x2 / .bf16x2 are packed pairs)
+TYPE_BYTES = {
+    **{f"{k}{n}": n // 8 for k in "bsuf" for n in (8, 16, 32, 64)},
+    "f16x2": 4,
+    "bf16": 2,
+    "bf16x2": 4,
+    "tf32": 4,
+    "e4m3": 1,
+    "e5m2": 1,
+}
+# a tensor instruction's operand type -> the precision a plan declares (kbench.plan.base.Precision)
+OPERAND_PRECISION = {"bf16": "bf16", "f16": "fp16", "tf32": "tf32", "e4m3": "fp8", "e5m2": "fp8", "s8": "int8",
+                     "u8": "int8", "f64": "fp64"}  # fmt: skip
+
+_INSTR = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)", re.MULTILINE)
+_CP_SIZE = re.compile(
+    r"cp\.async\.c[ag]\.shared(?:::\w+)?\.global[\w.:]*\s+\[[^]]*\],\s*\[[^]]*\],\s*(0x[0-9a-f]+|\d+)"
+)
+_FLOAT_CVT = re.compile(r"^cvt\.(?:\w+\.)*(?:f16|bf16|f32|f64|tf32|e4m3|e5m2)\w*\.(?:f16|bf16|f32|f64|e4m3|e5m2)")
+
+
+class TensorOp(Model):
+    op: str  # "wgmma" (Hopper warpgroup MMA) or "mma" (warp-level mma.sync)
+    shape: str  # e.g. m64n256k16
+    types: str  # accumulator and operand types as PTX spells them, e.g. f32.bf16.bf16
+    count: int
+
+
+class InstructionMix(Model):
+    """A kernel's PTX instructions by class (static counts)."""
+
+    tensor_ops: list[TensorOp]
+    operand_precision: str | None  # of the tensor instructions (None: none, or more than one precision)
+    global_loads: dict[int, int]  # bytes per thread per instruction -> ld.global instructions
+    global_stores: dict[int, int]
+    cp_async: dict[int, int]  # bytes per thread per copy -> cp.async global -> shared copies
+    tma_loads: int  # cp.async.bulk.tensor global -> shared (the Tensor Memory Accelerator)
+    tma_stores: int
+    local: int  # ld.local / st.local: values spilled to local memory
+    atomics: int  # atom / red on global memory
+    shared_atomics: int
+    float_conversions: int  # cvt between float types (precision changes)
+    fp32_math: int  # fma / mul / add .f32
+    half_math: int  # packed f16x2 / bf16x2 fma / mul / add
+    special: int  # ex2 / lg2 / rcp / rsqrt / sqrt / sin / cos (the special-function unit)
+    barriers: int  # bar.sync / barrier.sync
+
+    @property
+    def tensor_cores(self) -> bool:
+        return bool(self.tensor_ops)
+
+    def line(self) -> str:
+        """One line for the report: tensor instructions, how global memory moves, and what else stands out."""
+
+        def widths(counts: dict[int, int]) -> str:
+            return ", ".join(f"{w} B x{n}" for w, n in counts.items())
+
+        tensor = ", ".join(f"{o.op} {o.shape} {o.types} x{o.count}" for o in self.tensor_ops)
+        parts = [tensor or "no tensor-core instruction"]
+        loads = [f"ld {widths(self.global_loads)}"] if self.global_loads else []
+        loads += [f"cp.async {widths(self.cp_async)}"] if self.cp_async else []
+        loads += [f"TMA x{self.tma_loads}"] if self.tma_loads else []
+        stores = [f"st {widths(self.global_stores)}"] if self.global_stores else []
+        stores += [f"TMA x{self.tma_stores}"] if self.tma_stores else []
+        parts += [f"global loads: {', '.join(loads)}"] if loads else []
+        parts += [f"global stores: {', '.join(stores)}"] if stores else []
+        others = {
+            "local-memory accesses": self.local,
+            "global atomics": self.atomics,
+            "shared atomics": self.shared_atomics,
+            "float conversions": self.float_conversions,
+            "special-function instructions": self.special,
+        }
+        parts += [f"{n} {what}" for what, n in others.items() if n]
+        return "; ".join(parts)
+
+
+def _width(qualifiers: list[str]) -> int | None:
+    """Bytes per thread of an ld/st: its vector count times its element type's size."""
+    vec = next((int(q[1:]) for q in qualifiers if re.fullmatch(r"v\d", q)), 1)
+    size = next((TYPE_BYTES[q] for q in reversed(qualifiers) if q in TYPE_BYTES), None)
+    return None if size is None else vec * size
+
+
+def _tensor_op(name: str) -> tuple[str, str, str] | None:
+    """(op, shape, types) of a tensor-core instruction's name; None for any other."""
+    parts = name.split(".")
+    if parts[0] == "wgmma" and len(parts) > 1 and parts[1] == "mma_async":
+        op = "wgmma"
+    elif parts[0] == "mma" and "sync" in parts:
+        op = "mma"
+    else:
+        return None
+    shape = next((p for p in parts if re.fullmatch(r"m\d+n\d+k\d+", p)), "")
+    after = parts[parts.index(shape) + 1 :] if shape else []
+    types = ".".join(p for p in after if p in TYPE_BYTES)
+    return op, shape, types
+
+
+def precision(types: str) -> str | None:
+    """The precision of a tensor instruction's A and B operands from its types, written D.A.B (wgmma) or D.A.B.C
+    (mma.sync): f32.bf16.bf16 -> bf16; None where A and B differ or are not known."""
+    found = {OPERAND_PRECISION.get(t) for t in types.split(".")[1:3]}
+    return found.pop() if len(found) == 1 else None
+
+
+def instruction_mix(ptx: str) -> InstructionMix:
+    names = [m.group(1) for m in _INSTR.finditer(ptx) if not m.group(1).startswith(".")]
+    tensor: Counter[tuple[str, str, str]] = Counter()
+    loads: Counter[int] = Counter()
+    stores: Counter[int] = Counter()
+    counts: Counter[str] = Counter()
+    for name in names:
+        parts = name.split(".")
+        head = parts[0]
+        if (t := _tensor_op(name)) is not None:
+            tensor[t] += 1
+        elif head in ("ld", "st") and len(parts) > 1 and parts[1] == "global":
+            width = _width(parts[2:])
+            if width is not None:
+                (loads if head == "ld" else stores)[width] += 1
+        elif head in ("ld", "st") and len(parts) > 1 and parts[1] == "local":
+            counts["local"] += 1
+        elif name.startswith("cp.async.bulk.tensor"):
+            counts["tma_stores" if ".global.shared" in name else "tma_loads"] += 1
+        elif head in ("atom", "red"):
+            counts["shared_atomics" if ".shared" in name else "atomics"] += 1
+        elif _FLOAT_CVT.match(name):
+            counts["float_conversions"] += 1
+        elif head in ("fma", "mul", "add", "sub") and parts[-1] == "f32":
+            counts["fp32_math"] += 1
+        elif head in ("fma", "mul", "add", "sub") and parts[-1] in ("f16x2", "bf16x2"):
+            counts["half_math"] += 1
+        elif head in ("ex2", "lg2", "rcp", "rsqrt", "sqrt", "sin", "cos", "tanh"):
+            counts["special"] += 1
+        elif head in ("bar", "barrier"):
+            counts["barriers"] += 1
+    copies = Counter(int(size, 0) for size in _CP_SIZE.findall(ptx))
+    ops = [TensorOp(op=o, shape=s, types=t, count=n) for (o, s, t), n in sorted(tensor.items())]
+    precisions = {precision(o.types) for o in ops}
+    return InstructionMix(
+        tensor_ops=ops,
+        operand_precision=precisions.pop() if len(precisions) == 1 else None,
+        global_loads=dict(sorted(loads.items())),
+        global_stores=dict(sorted(stores.items())),
+        cp_async=dict(sorted(copies.items())),
+        **{k: counts[k] for k in ("tma_loads", "tma_stores", "local", "atomics", "shared_atomics")},
+        **{k: counts[k] for k in ("float_conversions", "fp32_math", "half_math", "special", "barriers")},
+    )
