@@ -64,7 +64,7 @@ def test_the_tiling_section_shows_each_kernels_mix_in_one_line() -> None:
     assert tiling.instructions() == [
         (
             "mm",
-            "mma m16n8k8 f32.tf32.tf32.f32 x32; global loads: ld 4 B x64; global stores: st 4 B x32; 1 global atomics; "
+            "mma m16n8k8 f32.tf32.tf32.f32 x32; global loads: ld 4 B x64; global stores: st 4 B x32; 1 global atomic; "
             "32 special-function instructions",
         )
     ]
@@ -89,3 +89,18 @@ def test_a_report_with_the_mix_keeps_the_contract(tmp_path: Path) -> None:
     assert f"\n\nInstructions (the compiled kernel's PTX, each counted once as written):\n{line}" in text
     (tmp_path / "report.md").write_text(text)
     assert contract_problems(tmp_path / "report.md") == []
+
+
+def test_the_h100_mla_decode_kernels() -> None:
+    """The attention kernels' two products: four warpgroup MMAs 256 wide and 72 only 32 wide, all bf16; ptxas's
+    two spilled registers of v2 do not show in PTX (no local-memory instruction)."""
+    for name, stores in (("mla_v2_fused_kernel", {16: 16}), ("mla_v3_partial_kernel", {4: 2, 16: 32})):
+        mix = instruction_mix((DATA / "ptx_h100" / f"{name}.ptx").read_text())
+        assert [(o.shape, o.count) for o in mix.tensor_ops] == [("m64n256k16", 4), ("m64n32k16", 72)]
+        assert mix.operand_precision == "bf16" and mix.local == 0
+        assert mix.cp_async == {16: 36} and mix.global_loads == {16: 18} and mix.global_stores == stores
+    combine = instruction_mix((DATA / "ptx_h100" / "mla_v3_combine_kernel.ptx").read_text())
+    assert combine.line() == (
+        "no tensor-core instruction; global loads: ld 4 B x3, 16 B x2; global stores: st 16 B x1; "
+        "4 float conversions; 1 special-function instruction"
+    )

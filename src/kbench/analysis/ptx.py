@@ -1,10 +1,12 @@
 """The instruction mix of a compiled kernel, read from its PTX (every run keeps it in compiled/<stage>/). Pure.
 
-What event mode, which reads no counters, can know of a kernel's code: its tensor-core instructions (warpgroup
-``wgmma.mma_async`` or warp-level ``mma.sync``, their shape and operand precision), how it moves global memory
-(loads and stores by width in bytes per thread, ``cp.async`` copies into shared memory, TMA bulk tensor copies),
-local memory (spills), atomics, float conversions, FP32 and packed half-precision math, special functions and
-barriers. The counts are static: each instruction as it stands in the PTX, once, whatever a loop repeats it.
+What event mode, which reads no counters, can know of a kernel's code:
+- its tensor-core instructions: warpgroup ``wgmma.mma_async`` or warp-level ``mma.sync``, shape, operand precision;
+- how it moves global memory: loads and stores by bytes per thread, ``cp.async`` copies into shared memory, TMA
+  bulk tensor copies;
+- local memory (local arrays only: ptxas spills registers after PTX, which Triton's n_spills counts);
+- atomics, float conversions, FP32 and packed half-precision math, special functions and barriers.
+The counts are static: each instruction as it stands in the PTX, once, however often a loop repeats it.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class InstructionMix(Model):
     cp_async: dict[int, int]  # bytes per thread per copy -> cp.async global -> shared copies
     tma_loads: int  # cp.async.bulk.tensor global -> shared (the Tensor Memory Accelerator)
     tma_stores: int
-    local: int  # ld.local / st.local: values spilled to local memory
+    local: int  # ld.local / st.local in the PTX: local arrays (ptxas's register spills come later, not here)
     atomics: int  # atom / red on global memory
     shared_atomics: int
     float_conversions: int  # cvt between float types (precision changes)
@@ -81,13 +83,14 @@ class InstructionMix(Model):
         parts += [f"global loads: {', '.join(loads)}"] if loads else []
         parts += [f"global stores: {', '.join(stores)}"] if stores else []
         others = {
-            "local-memory accesses": self.local,
-            "global atomics": self.atomics,
-            "shared atomics": self.shared_atomics,
-            "float conversions": self.float_conversions,
-            "special-function instructions": self.special,
+            "local-memory access": self.local,
+            "global atomic": self.atomics,
+            "shared atomic": self.shared_atomics,
+            "float conversion": self.float_conversions,
+            "special-function instruction": self.special,
         }
-        parts += [f"{n} {what}" for what, n in others.items() if n]
+        plural = {"local-memory access": "local-memory accesses"}
+        parts += [f"{n} {what if n == 1 else plural.get(what, what + 's')}" for what, n in others.items() if n]
         return "; ".join(parts)
 
 
