@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from kbench.analysis import gains
 from kbench.analysis import opportunities as op
 from kbench.analysis import stages as st
 from kbench.analysis.bottleneck import TIMELINE_IDLE_PCT, StageClass, plan_class
@@ -206,11 +207,11 @@ def from_counters(
             hot_lines=tuple(c.hot_lines) or None,
         )
         found = op.diagnose(e if model is not None else replace(e, practical=None))
-        candidates += found or [op.unit_headroom(c, c.duration_us / total if total else 0.0)]
+        candidates += found or [gains.unit_headroom(c, c.duration_us / total if total else 0.0)]
         if not any(o.named for o in found):
             # ncu's rules lead only where the catalogue named no mechanism (their estimates are whole-kernel
             # what-ifs; where kbench measured the mechanism, they stay evidence in report-verbose.md)
-            candidates += [op.ncu_rule(e, r) for r in (rules or {}).get(c.stage, [])]
+            candidates += [gains.ncu_rule(e, r) for r in (rules or {}).get(c.stage, [])]
     if not any(f.bottleneck is not None for f in figs):
         raise KbenchError("the ncu report holds no throughput counters to classify any stage with")
     if models:
@@ -276,7 +277,7 @@ def from_timeline(
     if idle >= TIMELINE_IDLE_PCT:
         verdict = ("Latency", st.idle_root_cause(a))
     ranked = op.rank(
-        [*gaps, op.gpu_idle(a), op.unused_overlap(a)],
+        [*gaps, gains.gpu_idle(a), gains.unused_overlap(a)],
         fewer=lambda n: (
             f"Only {n} listed: nsys mode names the catalogue's mechanisms from the stages' times and launch facts, "
             "the GPU's idle time and the overlap a concurrent plan leaves unused (all as shares of the iteration's "

@@ -55,6 +55,15 @@ def command(plan: KernelPlan, run_dir: Path, seed: int, check: bool, **program: 
     return [sys.executable, "-m", "kbench.capture.child", str(run_dir / SPEC)]
 
 
+def reported(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the child wrote of its run (child.json): a Capture's fields from it (the correctness check's line, the
+    tiling, the source it loaded), and the whole of it (the ncu audit too)."""
+    outcome: dict[str, Any] = json.loads((run_dir / OUTCOME).read_text())
+    check = outcome["check"]
+    fields = {"check": check["line"] if check else None, "tiling": outcome["tiling"], "source": outcome.get("source")}
+    return fields, outcome
+
+
 def failure(log: str) -> str | None:
     """The child's own one-line error in a profiler's log (the plan failed, not the profiler), if any."""
     lines = [line.removeprefix(PREFIX) for line in log.splitlines() if line.startswith(PREFIX)]

@@ -11,7 +11,6 @@ turned locking off; only when kbench wanted to lock but was not permitted does n
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 import time
@@ -150,13 +149,11 @@ class CounterMode:
                 f"ncu profiled no kernel: nothing launched inside the NVTX range(s) {ranges} (see {log_path})"
             )
         job.params["ncu_wall_s"] = round(wall, 2)
-        outcome = json.loads((run_dir / child.OUTCOME).read_text())
+        fields, outcome = child.reported(run_dir)
         return Capture(
             files={"report": rep},
-            check=outcome["check"]["line"] if outcome["check"] else None,
-            tiling=outcome["tiling"],
-            source=outcome.get("source"),
             facts={"wall_s": wall, "ncu_version": job.tools["versions"]["ncu"], "audit": outcome.get("audit")},
+            **fields,
         )
 
     def open(self, path: Path) -> Capture:

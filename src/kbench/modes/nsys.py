@@ -166,13 +166,9 @@ class Nsys:
                 f"for the capture. nsys was not used: {why_not}"
             )
         job.params.update(capture_backend=backend, capture_wall_s=round(wall, 2), nsys_not_used=why_not or None)
-        outcome = json.loads((run_dir / child.OUTCOME).read_text())
+        fields, _ = child.reported(run_dir)
         return Capture(
-            files={"timeline": found},
-            check=outcome["check"]["line"] if outcome["check"] else None,
-            tiling=outcome["tiling"],
-            source=outcome.get("source"),
-            facts={"described": described, "iterations": opts.bench_runs},
+            files={"timeline": found}, facts={"described": described, "iterations": opts.bench_runs}, **fields
         )
 
     def open(self, path: Path) -> Capture:

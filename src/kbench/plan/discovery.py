@@ -43,7 +43,7 @@ class PackageRef:
             sources.refresh()
             if self.folder is not None:
                 _import_user_package(self.folder, self.name, self.module_name)
-            return sources.load(self.module_name)
+            return importlib.import_module(self.module_name)
 
     def versions(self) -> list[str]:
         pkg = self.module()
@@ -143,16 +143,17 @@ def load_version(
         ref = PackageRef(package, root, "loaded", init.parent.parent if init is not None else None)
     else:
         ref = find_package(package, extra_paths)
-    versions = ref.versions()
-    if not versions:
-        raise UsageError(f"kernel package '{package}' has no version modules")
-    chosen = version or (DEFAULT_VERSION if DEFAULT_VERSION in versions else versions[0])
-    if chosen not in versions:
-        raise UsageError(f"unknown version '{chosen}' of {package}; versions: {', '.join(versions)}")
-    try:
-        module = sources.load(f"{ref.module_name}.{chosen}")
-    except Exception as e:  # a broken version module: one line naming it, never a traceback
-        raise UsageError(f"cannot import {package} {chosen}: {type(e).__name__}: {first_line(e)}") from None
+    with sources.LOCK:  # the refresh versions() made holds for the import
+        versions = ref.versions()
+        if not versions:
+            raise UsageError(f"kernel package '{package}' has no version modules")
+        chosen = version or (DEFAULT_VERSION if DEFAULT_VERSION in versions else versions[0])
+        if chosen not in versions:
+            raise UsageError(f"unknown version '{chosen}' of {package}; versions: {', '.join(versions)}")
+        try:
+            module = importlib.import_module(f"{ref.module_name}.{chosen}")
+        except Exception as e:  # a broken version module: one line naming it, never a traceback
+            raise UsageError(f"cannot import {package} {chosen}: {type(e).__name__}: {first_line(e)}") from None
     plan = getattr(module, "PLAN", None)
     if not (isinstance(plan, type) and issubclass(plan, KernelPlan)):
         raise UsageError(f"{package} {chosen}: the module must export PLAN = <a KernelPlan subclass>")

@@ -194,13 +194,6 @@ def refresh() -> list[str]:
         return sorted(dropped)
 
 
-def load(name: str) -> types.ModuleType:
-    """Import kernel module ``name`` from its current source (refreshed first)."""
-    with LOCK:
-        refresh()
-        return importlib.import_module(name)
-
-
 def origin(name: str) -> Path | None:
     """The file module ``name`` was last loaded from here."""
     ran = _RAN.get(name)

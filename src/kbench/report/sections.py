@@ -9,6 +9,7 @@ from pydantic import ConfigDict
 
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
+from kbench.analysis.ptx import InstructionMix
 from kbench.model import Model
 
 
@@ -51,8 +52,6 @@ class Tiling(Frozen):
 
     def instructions(self) -> list[tuple[str, str]]:
         """Each stage with a compiled kernel's instruction mix (kbench.analysis.ptx), as one line."""
-        from kbench.analysis.ptx import InstructionMix
-
         return [
             (name, InstructionMix.model_validate(t["instructions"]).line())
             for name, t in self.stages.items()

@@ -48,13 +48,9 @@ class SourceChange:
 def change(previous: Source | None, current: Source | None) -> SourceChange:
     """What changed in the source from ``previous`` to ``current``, in one line."""
     if previous is None or current is None:
-        which = (
-            "neither run"
-            if previous is None and current is None
-            else "the earlier run"
-            if previous is None
-            else "the later run"
-        )
+        which = "the earlier run" if previous is None else "the later run"
+        if previous is None and current is None:
+            which = "neither run"
         return SourceChange(None, f"n/a: {which} recorded the source that ran")
     if previous.digest == current.digest:
         return SourceChange(False, f"unchanged (digest {current.digest}): the same code ran in both runs")
