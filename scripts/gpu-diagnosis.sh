@@ -2,7 +2,8 @@
 # Capture the diagnosis validation set (tests/data/validation) and healthy references on a CUDA machine, clocks
 # left alone: event and annotation mode for every version, ncu mode for the defective ones.
 # Usage: scripts/gpu-diagnosis.sh [RESULTS_DIR [PATTERN]]   (default out/gpu-diagnosis; PATTERN: a grep -E pattern
-# on "<package> <version>" selecting which runs to make, default all)
+# on "<package> <version>" selecting which runs to make, default all; MODES=event,annotation in the environment keeps
+# only those modes)
 set -uo pipefail
 res=${1:-out/gpu-diagnosis}
 only=${2:-.}
@@ -19,11 +20,18 @@ runs=(
   "launches per_row:event,annotation" "launches one_launch:event,annotation"
   "transpose naive:event,annotation,ncu" "transpose tiled:event,annotation"
   "tail before:event,annotation" "tail after:event,annotation"
+  "tile_mm nostage:event,annotation" "tile_mm mmasync:event,annotation" "tile_mm narrow:event,annotation"
+  "tile_mm tf32:event,annotation"
+  "stream few:event,annotation" "stream many:event,annotation"
+  "rowloop narrow:event,annotation" "rowloop wide:event,annotation"
+  "misalign offset:event,annotation" "misalign aligned:event,annotation"
+  "trimm full:event,annotation" "trimm skip:event,annotation"
 )
 for r in "${runs[@]}"; do
   spec=${r%%:*}; set -- $spec; modes=${r#*:}
   echo "$spec" | grep -Eq "$only" || continue
   for mode in ${modes//,/ }; do
+    [ -z "${MODES:-}" ] || [[ ",$MODES," == *",$mode,"* ]] || continue
     start=$(date +%s%N)
     $py -m kbench.kernel "$1" "$2" --kernel-path "$val" --prof_type="$mode" --out "$res/profiles" \
       > "$res/$mode-$1-$2.md" 2> "$res/$mode-$1-$2.err"

@@ -52,8 +52,9 @@ BIMODAL_SIDE_PCT = 10.0
 # The diagnosis catalogue (analysis/opportunities.py).
 # A stage at or above this share of its practical roof (measured ceilings) is done: "stop" is the advice.
 AT_ROOF_PCT = 90.0
-# A partial last wave is named when it costs at least this share of the stage's time.
-TAIL_LOSS_PCT = 5.0
+# A partial last wave is named when it costs at least this share of the stage's time (a stage at its practical roof
+# gets "stop" whatever its waves).
+TAIL_LOSS_PCT = 2.0
 # Measured DRAM bytes over the analytic (compulsory) bytes beyond this, on a memory-limited stage, is excess
 # traffic worth naming (the same factor as the model-mismatch finding).
 EXCESS_TRAFFIC = 1.25
@@ -72,6 +73,16 @@ MANY_LAUNCHES = 8
 COALESCED_BYTES_PER_SECTOR = 16.0
 # Fusing stages is named when it would move at least this share fewer bytes than the stages do apart.
 FUSION_MIN_SAVED = 0.1
+# Counted FLOPs beyond the plan's model by this factor, where arithmetic sets the time, are work the result does not
+# need (padded or masked-out tiles computed): the same factor as the model-mismatch finding.
+EXCESS_WORK = 1.25
+# Narrow tensor tiles are named when shared memory can feed less than this share of the tensor cores' rate.
+TILE_FEED_CAP = 0.9
+# Too few bytes in flight (Little's law): named when an SM's loads in flight are under this share of what DRAM needs
+# at its measured latency, and only when the measured bandwidth is no more than IN_FLIGHT_MODEL_SLACK times what
+# those bytes in flight allow (a kernel moving more than its static loads explain is not this case).
+IN_FLIGHT_ENOUGH = 1.0
+IN_FLIGHT_MODEL_SLACK = 1.5
 
 
 def classify(compute_pct: float, memory_pct: float) -> StageClass:

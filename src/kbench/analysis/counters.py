@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from kbench.analysis import bottleneck as b
-from kbench.analysis.ncu import Kernel
+from kbench.analysis.ncu import TENSOR_PATHS, Kernel
 from kbench.model import Model
 
 
@@ -44,6 +44,10 @@ class StageCounters(Model):
     st_sectors: float | None = None
     ld_use: float | None = None
     st_use: float | None = None
+    tensor_paths: dict[str, float] = Field(default_factory=dict)  # tensor FLOPs by operand precision, summed
+    issue_pct: float | None = None  # issue slots used (smsp__issue_active), weighted by duration
+    shared_wavefronts: float | None = None
+    shared_conflicts: float | None = None
     stalls: dict[str, float] = Field(default_factory=dict)  # the longest kernel's warp-stall reasons (ncu's full set)
     hot_lines: list[str] = Field(default_factory=list)  # the longest kernel's source lines with the most stall samples
 
@@ -136,6 +140,14 @@ def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
         st_sectors=st_sectors,
         ld_use=ld_use,
         st_use=st_use,
+        tensor_paths={
+            p: total
+            for p in TENSOR_PATHS
+            if (total := _sum([k.m(f"tensor_flops_{p}") for k in ks])) is not None and total > 0
+        },
+        issue_pct=_weighted(ks, "issue_pct"),
+        shared_wavefronts=_sum([k.m("shared_wavefronts") for k in ks]),
+        shared_conflicts=_sum([k.m("shared_bank_conflicts") for k in ks]),
         stalls=main.stalls,
         hot_lines=main.hot_lines,
     )

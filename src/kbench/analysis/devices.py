@@ -42,6 +42,17 @@ class SmLimits(Model):
     reserved_shared: int = Field(ge=0)  # shared memory the system reserves per CTA
     shared_unit: PositiveInt  # shared memory is allocated per CTA in multiples of this
     source: str = Field(min_length=1)
+    # what feeds the tensor cores: shared-memory bytes per clock per SM, and dense tensor FLOPs per clock per SM by
+    # operand precision (the narrow-tensor-tiles entry of the catalogue); absent where not known
+    shared_bytes_per_clock: PositiveInt | None = None
+    tensor_flops_per_clock: dict[Precision, PositiveFloat] = Field(default_factory=dict)
+    feed_source: str | None = None
+
+    @model_validator(mode="after")
+    def _feed_sourced(self) -> SmLimits:
+        if (self.shared_bytes_per_clock or self.tensor_flops_per_clock) and not self.feed_source:
+            raise ValueError("feed_source must name where shared_bytes_per_clock and tensor_flops_per_clock come from")
+        return self
 
 
 class DeviceSpec(Model):

@@ -18,6 +18,7 @@ from kbench.analysis.fusion import fusion
 from kbench.analysis.ncu import Rule
 from kbench.analysis.occupancy import ctas_per_sm
 from kbench.analysis.opportunities import Opportunity
+from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
@@ -80,15 +81,20 @@ class Facts:
     tiling: dict[str, dict[str, Any]] = field(default_factory=dict)
     limits: SmLimits | None = None  # what an SM holds (the occupancy calculator's inputs)
     measured: dict[str, dict[str, Any]] = field(default_factory=dict)  # per stage, Evidence a mode measured itself
+    dram_latency_ns: float | None = None  # measured on the device (conf/devices.json)
+    arch: str | None = None
 
     @classmethod
     def of(cls, device: ActiveDevice, tiling: dict[str, dict[str, Any]]) -> Facts:
         spec = device.spec
+        latency = spec.measured.get("dram_latency_ns") if spec else None
         return cls(
             practical=spec.practical() if spec else {},
             sm_count=spec.sm_count if spec else None,
             tiling=tiling,
             limits=spec.limits if spec else None,
+            dram_latency_ns=latency.value if latency else None,
+            arch=spec.arch if spec else None,
         )
 
     def on(self, ceilings: dict[str, Ceilings], roofline_known: bool) -> Facts:
@@ -104,14 +110,21 @@ class Facts:
         """The stage's evidence: its launch record, overridden by what counters measured (``counted``)."""
         t = self.tiling.get(f.name, {})
         grid = t.get("grid")
+        mix = InstructionMix.model_validate(t["instructions"]) if t.get("instructions") else None
         known: dict[str, Any] = {
             "sm_count": self.sm_count,
             "ctas": math.prod(int(g) for g in grid) if grid else None,
             "registers": t.get("registers"),
             "warps": t.get("num_warps"),
+            "num_stages": t.get("num_stages"),
             "spilled": t.get("spills"),
             "tensor_cores": t.get("tensor_cores"),
             "launches": (t.get("dataflow") or {}).get("kernels"),
+            "instructions": mix,
+            "limits": self.limits,
+            "dram_latency_ns": self.dram_latency_ns,
+            "arch": self.arch,
+            "practical_by_precision": self.practical,
         }
         if self.limits and t.get("num_warps"):
             held = ctas_per_sm(self.limits, int(t["num_warps"]), t.get("registers"), t.get("shared_bytes"))
@@ -203,8 +216,12 @@ def from_counters(
             spill_bytes=c.spill_bytes,
             moved_bytes=c.measured_bytes,
             tensor_cores=None if c.tensor_flops is None else c.tensor_flops > 0,
+            tensor_paths=c.tensor_paths or None,
             stalls=c.stalls or None,
             hot_lines=tuple(c.hot_lines) or None,
+            occupancy_pct=c.occupancy_pct,
+            shared_wavefronts=c.shared_wavefronts,
+            shared_conflicts=c.shared_conflicts,
         )
         found = op.diagnose(e if model is not None else replace(e, practical=None))
         candidates += found or [gains.unit_headroom(c, c.duration_us / total if total else 0.0)]

@@ -21,6 +21,25 @@ from kbench.model import Model
 if TYPE_CHECKING:
     pass
 
+# Tensor-core operations by operand precision (one op = one FLOP): the precision the tensor cores really ran
+TENSOR_PATHS = {
+    "bf16": "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+    "fp16": "sm__ops_path_tensor_src_fp16.sum",
+    "tf32": "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
+    "fp8": "sm__ops_path_tensor_src_fp8_sparsity_off.sum",
+    "fp64": "sm__ops_path_tensor_src_fp64.sum",
+}
+# The SM's instruction pipes whose utilisation (instructions executed over the pipe's peak) annotation mode reads:
+# load/store, FP32 FMA, integer/logic ALU, special functions (xu), FP64, address divergence, warpgroup and warp MMA
+PIPES = ("lsu", "fma", "alu", "xu", "fp64", "adu", "uniform", "tensor_op_gmma", "tensor_op_hmma")
+# Every warp-state reason ncu samples on Hopper (the profiling guide's "Warp Stall Reasons"), but "selected" (the
+# warp that issued): per reason, warps stalled on it per issued instruction
+STALL_REASONS = (
+    "barrier", "branch_resolving", "dispatch_stall", "drain", "gmma", "imc_miss", "lg_throttle", "long_scoreboard",
+    "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction", "not_selected", "short_scoreboard",
+    "sleeping", "tex_throttle", "wait",
+)  # fmt: skip
+
 # canonical name -> metric names, preferred first
 ALIASES: dict[str, tuple[str, ...]] = {
     "duration_ns": ("gpu__time_duration.sum",),
@@ -60,17 +79,22 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "grid_size": ("launch__grid_size",),
     "block_size": ("launch__block_size",),
     "replay_passes": ("profiler__replayer_passes",),
+    # issue: the share of cycles an SM sub-partition issued an instruction (the issue-slot ceiling is 100%)
+    "issue_pct": ("smsp__issue_active.avg.pct_of_peak_sustained_active",),
+    "instructions": ("smsp__inst_executed.sum",),
+    # shared memory: wavefronts the data pipe processed and the extra ones bank conflicts caused
+    "shared_wavefronts": ("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",),
+    "shared_bank_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",),
+    # global atomics and reductions (atom / red instructions' requests)
+    "global_atomic_requests": ("l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum",),
+    "global_red_requests": ("l1tex__t_requests_pipe_lsu_mem_global_op_red.sum",),
+    **{f"tensor_flops_{p}": (n,) for p, n in TENSOR_PATHS.items()},
+    **{f"pipe_{p}_pct": (f"sm__inst_executed_pipe_{p}.avg.pct_of_peak_sustained_active",) for p in PIPES},
 }
 
 # Measured FLOPs: tensor-core operations (sm__ops_path_tensor_*, one op = one FLOP) and CUDA-core
 # floating-point instructions per thread (an FMA is two FLOPs).
-TENSOR_FLOPS = (
-    "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
-    "sm__ops_path_tensor_src_fp16.sum",
-    "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
-    "sm__ops_path_tensor_src_fp8_sparsity_off.sum",
-    "sm__ops_path_tensor_src_fp64.sum",
-)
+TENSOR_FLOPS = tuple(TENSOR_PATHS.values())
 SCALAR_FLOPS = {
     f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum": (2 if op == "fma" else 1)
     for p in ("f", "d", "h")
@@ -97,6 +121,16 @@ ANNOTATION_METRICS: tuple[str, ...] = (
     "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio",
     *TENSOR_FLOPS,
     *SCALAR_FLOPS,
+    # what the diagnosis catalogue reads beyond the roofline (docs/diagnosis.md): the warp states, the issue slots,
+    # the pipes, shared-memory bank conflicts and global atomics
+    *(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS),
+    "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "smsp__inst_executed.sum",
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum",
+    *(f"sm__inst_executed_pipe_{p}.avg.pct_of_peak_sustained_active" for p in PIPES),
 )
 
 SPEEDUP_TYPES = {0: "unknown", 1: "local", 2: "global"}  # ncu_report.SpeedupType_*

@@ -31,10 +31,16 @@ OPERAND_PRECISION = {"bf16": "bf16", "f16": "fp16", "tf32": "tf32", "e4m3": "fp8
                      "u8": "int8", "f64": "fp64"}  # fmt: skip
 
 _INSTR = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)", re.MULTILINE)
+# a wgmma's operands after its accumulator list: "{...}, {" (A in registers) or "{...}, %rd" (A's shared descriptor)
+_WGMMA_A = re.compile(r"^\s*(?:@!?%\w+\s+)?(wgmma\.mma_async[\w.:]*)\s+\{[^}]*\},\s*(\{|%)", re.MULTILINE)
 _CP_SIZE = re.compile(
     r"cp\.async\.c[ag]\.shared(?:::\w+)?\.global[\w.:]*\s+\[[^]]*\],\s*\[[^]]*\],\s*(0x[0-9a-f]+|\d+)"
 )
 _FLOAT_CVT = re.compile(r"^cvt\.(?:\w+\.)*(?:f16|bf16|f32|f64|tf32|e4m3|e5m2)\w*\.(?:f16|bf16|f32|f64|e4m3|e5m2)")
+
+
+# bytes of one tensor-instruction operand element, by the precision a plan declares
+OPERAND_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4, "fp8": 1, "int8": 1, "fp64": 8}
 
 
 class TensorOp(Model):
@@ -42,6 +48,11 @@ class TensorOp(Model):
     shape: str  # e.g. m64n256k16
     types: str  # accumulator and operand types as PTX spells them, e.g. f32.bf16.bf16
     count: int
+    a_from: str = ""  # wgmma's A operand: "shared" (a descriptor) or "registers"; "" for mma.sync or not read
+
+    @property
+    def precision(self) -> str | None:
+        return precision(self.types)
 
 
 class InstructionMix(Model):
@@ -155,7 +166,11 @@ def instruction_mix(ptx: str) -> InstructionMix:
         elif head in ("bar", "barrier"):
             counts["barriers"] += 1
     copies = Counter(int(size, 0) for size in _CP_SIZE.findall(ptx))
-    ops = [TensorOp(op=o, shape=s, types=t, count=n) for (o, s, t), n in sorted(tensor.items())]
+    a_from = {_tensor_op(name): "registers" if brace == "{" else "shared" for name, brace in _WGMMA_A.findall(ptx)}
+    ops = [
+        TensorOp(op=o, shape=s, types=t, count=n, a_from=a_from.get((o, s, t), ""))
+        for (o, s, t), n in sorted(tensor.items())
+    ]
     precisions = {precision(o.types) for o in ops}
     return InstructionMix(
         tensor_ops=ops,

@@ -1,5 +1,6 @@
 """C = A @ B in fp16 (fp32 accumulation); what the versions share. The kernel differs only in how a tile's
-products are summed."""
+products are summed (DOT; UPCAST: the fp16 tiles converted to fp32 before tl.dot, tf32 tensor cores) and in its
+tiles, warps and stages."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from kbench.plan.base import Config, KernelPlan, Launch, Stage, param
 
 @triton.jit
 def tile_mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                   DOT: tl.constexpr):  # fmt: skip
+                   DOT: tl.constexpr, UPCAST: tl.constexpr = False):  # fmt: skip
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -26,7 +27,10 @@ def tile_mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.conste
         b = tl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :], mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N),
                     other=0.0)  # fmt: skip
         if DOT:
-            acc = tl.dot(a, b, acc)
+            if UPCAST:
+                acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="tf32")
+            else:
+                acc = tl.dot(a, b, acc)
         else:
             acc += tl.sum(a.to(tl.float32)[:, :, None] * b.to(tl.float32)[None, :, :], axis=1)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=(rm[:, None] < M) & (rn[None, :] < N))
@@ -43,6 +47,7 @@ class TileMatmul(KernelPlan):
     check_params: ClassVar[dict[str, Any]] = {"m": 64, "n": 64, "k": 64}
     TUNING: ClassVar[list[Config]] = []
     DOT: ClassVar[bool] = False
+    UPCAST: ClassVar[bool] = False
 
     def stages(self) -> list[Stage]:
         return [
@@ -60,7 +65,8 @@ class TileMatmul(KernelPlan):
     def build(self, ws: Any, cfg: Config) -> Launch:
         grid = (triton.cdiv(self.m, cfg["BM"]), triton.cdiv(self.n, cfg["BN"]))
         kernel = tile_mm_kernel[grid]
-        return Launch(lambda: kernel(ws["a"], ws["b"], ws["c"], self.m, self.n, self.k, DOT=self.DOT, **cfg), grid)
+        args = (ws["a"], ws["b"], ws["c"], self.m, self.n, self.k)
+        return Launch(lambda: kernel(*args, DOT=self.DOT, UPCAST=self.UPCAST, **cfg), grid)
 
     def setup(self, device: str, seed: int) -> Any:
         import torch

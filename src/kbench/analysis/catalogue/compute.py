@@ -1,0 +1,169 @@
+"""The compute family: tensor cores idle, tensor work in a lower precision than the plan's, warp-level MMA where the
+GPU has warpgroup MMA, tensor tiles too narrow for shared memory to feed, operand loads not pipelined, measured work
+beyond the model. Pure."""
+
+from __future__ import annotations
+
+from kbench.analysis import bottleneck as b
+from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
+from kbench.analysis.ptx import OPERAND_BYTES
+
+
+def tensor_cores_idle(e: Evidence) -> Opportunity | None:
+    s = e.stage
+    if e.tensor_cores is not False or s.precision not in b.TENSOR_PRECISIONS or e.bound_us is None:
+        return None
+    if s.intensity is None or s.intensity < b.MATMUL_SHAPED_INTENSITY:
+        return None
+    return finding(
+        e,
+        f"Tensor cores idle in {e.name}: {s.flops:.3g} {s.precision} FLOPs at {s.intensity:.0f} FLOP/B run on the "
+        "CUDA cores",
+        e.us - e.bound_us,
+        (f"{e.name}.tensor_core_work", "none"),
+        f"compute {e.name}'s products with tl.dot: {s.precision} tiles of A (BLOCK_M x BLOCK_K) and B (BLOCK_K x "
+        "BLOCK_N), accumulated in fp32",
+    )
+
+
+def _used_precision(e: Evidence) -> str | None:
+    """The precision the tensor cores ran: ncu's tensor FLOPs by operand path where counted (the largest), else the
+    compiled kernel's tensor instructions (one operand precision throughout)."""
+    if e.tensor_paths and sum(e.tensor_paths.values()) > 0:
+        return max(e.tensor_paths.items(), key=lambda kv: kv[1])[0]
+    return e.instructions.operand_precision if e.instructions else None
+
+
+def tensor_precision(e: Evidence) -> Opportunity | None:
+    """Tensor work in a slower precision than the plan's (operands converted up before tl.dot): at the plan
+    precision's practical rate the same FLOPs take (used rate / plan rate) of the time."""
+    s, plan = e.stage, e.practical
+    used = _used_precision(e)
+    if used is None or used == s.precision or plan is None or e.memory_limited:
+        return None
+    slow = e.practical_by_precision.get(used)
+    if slow is None or slow.tflops >= plan.tflops:
+        return None
+    return finding(
+        e,
+        f"Tensor cores run {used} in {e.name}, not the plan's {s.precision}: {slow.tflops:g} against "
+        f"{plan.tflops:g} TFLOP/s on this device",
+        e.us * (1.0 - slow.tflops / plan.tflops),
+        (f"{e.name}.tensor_precision", used),
+        f"give tl.dot {e.name}'s {s.precision} tiles as loaded (no .to(tl.float32) before the dot; accumulate in "
+        "fp32 through the dot's accumulator), so the tensor cores run the plan's precision",
+    )
+
+
+def warp_mma(e: Evidence) -> Opportunity | None:
+    """Warp-level mma.sync on a GPU with warpgroup MMA (Hopper's wgmma): the warp-level path does not reach the
+    tensor cores' practical rate; the whole distance to the roof is what wgmma can buy at most."""
+    mix = e.instructions
+    if mix is None or "sm_90" not in (e.arch or "") or e.memory_limited:
+        return None
+    if not any(o.op == "mma" for o in mix.tensor_ops) or any(o.op == "wgmma" for o in mix.tensor_ops):
+        return None
+    shapes = ", ".join(sorted({f"mma.sync {o.shape}" for o in mix.tensor_ops}))
+    warps = f" (now {e.warps})" if e.warps else ""
+    return finding(
+        e,
+        f"Warp-level MMA in {e.name} on a Hopper GPU: {shapes}, no warpgroup MMA (wgmma)",
+        e.gap_us,
+        (f"{e.name}.tensor_instruction", "mma.sync"),
+        f"let Triton emit wgmma for {e.name}: num_warps a multiple of 4{warps} and BLOCK_M a multiple of 64 per "
+        "warpgroup, operands from shared memory (tl.dot on loaded tiles)",
+    )
+
+
+def _shape(shape: str) -> tuple[int, int, int] | None:
+    dims = [int(x) for x in shape[1:].replace("n", " ").replace("k", " ").split()] if shape.startswith("m") else []
+    return (dims[0], dims[1], dims[2]) if len(dims) == 3 else None
+
+
+def tile_feed(e: Evidence) -> tuple[float, str] | None:
+    """How much of the tensor cores' rate shared memory can feed the kernel's warpgroup MMAs: each wgmma mMnNkK
+    reads B (K x N) and, unless A sits in registers, A (M x K) from shared memory; it does 2MNK FLOPs. Over
+    what the SM's tensor cores do per clock (FLOPs) against what its shared memory gives per clock (bytes), the
+    FLOP-weighted cap, and the narrowest shape's words; None where not known or not capped."""
+    mix, lim = e.instructions, e.limits
+    if mix is None or lim is None or not lim.shared_bytes_per_clock:
+        return None
+    rates: dict[str, float] = {str(p): v for p, v in lim.tensor_flops_per_clock.items()}
+    flops_w = slowed_w = 0.0
+    narrow = None
+    for o in mix.tensor_ops:
+        dims, prec = _shape(o.shape), o.precision
+        rate = rates.get(prec or "")
+        size = OPERAND_BYTES.get(prec or "")
+        if o.op != "wgmma" or dims is None or not rate or not size:
+            continue
+        m, n, k = dims
+        flops = 2.0 * m * n * k
+        nbytes = size * (k * n + (0 if o.a_from == "registers" else m * k))
+        need = rate / lim.shared_bytes_per_clock
+        cap = min(1.0, flops / nbytes / need)
+        flops_w += flops * o.count
+        slowed_w += flops * o.count / cap
+        if cap < 1.0 and (narrow is None or cap < narrow[0]):
+            narrow = (cap, f"wgmma {o.shape} reads {flops / nbytes:.0f} FLOP per shared-memory byte, {need:.0f} needed")
+    if not flops_w or narrow is None:
+        return None
+    return flops_w / slowed_w, narrow[1]
+
+
+def narrow_tiles(e: Evidence) -> Opportunity | None:
+    """Tensor tiles too narrow for shared memory to feed: at the FLOP-weighted cap the stage cannot exceed that share
+    of the tensor rate; wider tiles lift it."""
+    fed = tile_feed(e)
+    if fed is None or e.memory_limited or fed[0] >= b.TILE_FEED_CAP:
+        return None
+    cap, words = fed
+    return finding(
+        e,
+        f"Narrow tensor tiles in {e.name}: {words}; shared memory feeds at most {100 * cap:.0f}% of the tensor rate",
+        e.us * (1.0 - cap),
+        (f"{e.name}.tensor_feed_cap", f"{100 * cap:.0f}%"),
+        f"wider tiles per warpgroup MMA in {e.name}: an n of 64 or more per wgmma, that is a larger BLOCK_N, or "
+        "fewer warpgroups splitting the same tile (num_warps=4 gives one warpgroup the whole BLOCK_N), or the A "
+        f"operand kept in registers{f' (now {e.config})' if e.config else ''}",
+    )
+
+
+def unpipelined(e: Evidence) -> Opportunity | None:
+    """A tensor-core loop whose operand tiles come through plain loads, with no asynchronous copies (cp.async or
+    TMA) in flight while the tensor cores work: each iteration waits its loads' whole latency. Up to the distance
+    to the roof."""
+    mix = e.instructions
+    if mix is None or not mix.tensor_ops or mix.cp_async or mix.tma_loads or not mix.global_loads:
+        return None
+    stages = f" (num_stages={e.num_stages})" if e.num_stages is not None else ""
+    return finding(
+        e,
+        f"Operand loads not pipelined in {e.name}{stages}: its tensor-core loop loads tiles with plain global loads, "
+        "no asynchronous copies overlap them",
+        e.gap_us,
+        (f"{e.name}.async_copies", "0"),
+        f"pipeline {e.name}'s operand loads: num_stages of 3 or 4 (Triton then copies the next tiles with cp.async "
+        "or TMA while the current ones multiply)",
+    )
+
+
+def excess_work(e: Evidence) -> Opportunity | None:
+    """Tensor-core FLOPs counted beyond the plan's model (tiles padded past the problem, masked-out tiles computed,
+    recomputation) where arithmetic sets the time: without them the stage takes model / counted of its time.
+    CUDA-core FLOPs are left out (address and mask arithmetic in floats would read as extra work)."""
+    s = e.stage
+    counted = sum(e.tensor_paths.values())
+    if not counted or not s.flops or counted < b.EXCESS_WORK * s.flops or e.memory_limited:
+        return None
+    ratio = counted / s.flops
+    return finding(
+        e,
+        f"Work beyond the model in {e.name}: ncu counted {ratio:.2f}x the plan's FLOPs on the tensor cores (padded "
+        "or masked-out tiles computed, or work repeated)",
+        e.us * (1.0 - s.flops / counted),
+        (f"{e.name}.flops_over_model", f"{ratio:.2f}x"),
+        f"compute only what {e.name}'s result keeps: skip tiles whose output is masked away (bound the loop or return "
+        "early per CTA), tile shapes that divide the problem instead of padding it"
+        f"{f' (now {e.config})' if e.config else ''}",
+    )

@@ -1,0 +1,116 @@
+"""What a mode measured of one stage (``Evidence``), the item a catalogue entry yields (``Opportunity``), and the one
+gain rule every entry follows: a share of the plan's time, never beyond the stage's distance to its practical roof.
+Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kbench.analysis import roofline as rl
+from kbench.analysis.devices import SmLimits
+from kbench.analysis.ptx import InstructionMix
+from kbench.analysis.stages import StageFigures
+from kbench.model import Model
+
+
+class Opportunity(Model):
+    name: str
+    gain_pct: float
+    metric: str
+    value: str
+    change: str | None = None  # what to change in the kernel (the report's `   change:` line)
+    named: bool = False  # the catalogue named the mechanism (or that the stage is done) from this run's data
+    stop: bool = False  # the stage is at its practical roof: listed whatever its gain
+    rest: bool = False  # the part of the distance to the roof no named mechanism explains
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a mode measured of one stage, for the catalogue (None: this mode did not measure it)."""
+
+    stage: StageFigures
+    total_us: float  # the plan's time: every gain is a share of it
+    practical: rl.Ceilings | None  # the practical roof of the stage's precision (measured ceilings)
+    sm_count: int | None = None
+    ctas: int | None = None  # the grid of its (longest) kernel
+    ctas_per_sm: float | None = None  # how many of those CTAs one SM holds at once
+    ctas_limiter: str | None = None  # what caps them: registers, shared memory, warps, blocks
+    launches: int | None = None  # kernels the stage launches per run
+    ld_sectors: float | None = None  # 32-byte sectors global loads / stores touched (ncu)
+    st_sectors: float | None = None
+    ld_use: float | None = None  # bytes of each such sector the instructions used, of 32 (ncu)
+    st_use: float | None = None
+    registers: float | None = None  # per thread
+    warps: int | None = None  # per CTA
+    num_stages: int | None = None  # software-pipelining depth the kernel was compiled with (Triton)
+    spilled: float | None = None  # the compiler's spill count (Triton)
+    spill_bytes: float | None = None  # local-memory traffic counted by ncu
+    moved_bytes: float | None = None  # DRAM bytes counted by ncu
+    tensor_cores: bool | None = None  # tensor-core work seen (ncu's tensor FLOPs, or mma in the kernel's PTX)
+    tensor_paths: dict[str, float] = field(default_factory=dict)  # ncu: tensor FLOPs by operand precision
+    instructions: InstructionMix | None = None  # the compiled kernel's PTX by instruction class (static)
+    stalls: dict[str, float] = field(default_factory=dict)  # warp-stall reason -> stalled warps per issue (ncu)
+    stall_unit: str = "stalled warps per issued instruction"  # what ``stalls`` counts (PC sampling: samples)
+    hot_lines: tuple[str, ...] = ()  # the source lines with the most stall samples (ncu mode)
+    occupancy_pct: float | None = None  # achieved warps per SM over the SM's maximum (ncu)
+    shared_wavefronts: float | None = None  # shared-memory data-pipe wavefronts, and those bank conflicts added (ncu)
+    shared_conflicts: float | None = None
+    config: str = ""  # its launch configuration, as the report shows it
+    tail_idle_pct: float | None = None  # SM time idle after each SM's last CTA, of SMs x span (intra timeline)
+    cta_imbalance: float | None = None  # slowest CTA over the mean CTA (intra timeline)
+    limits: SmLimits | None = None  # what an SM holds and feeds per clock (conf/devices.json)
+    dram_latency_ns: float | None = None  # one dependent DRAM load, measured on the device (conf/devices.json)
+    arch: str | None = None  # the device's architecture, as conf/devices.json names it ("Hopper (sm_90)")
+    practical_by_precision: dict[str, rl.Ceilings] = field(default_factory=dict)  # every precision's practical roof
+
+    @property
+    def name(self) -> str:
+        return self.stage.name
+
+    @property
+    def us(self) -> float:
+        return self.stage.duration_us
+
+    @property
+    def bound_us(self) -> float | None:
+        """The stage's time on its practical roof, with the plan's FLOP/byte model."""
+        s = self.stage
+        if self.practical is None or s.flops is None or s.dram_bytes is None:
+            return None
+        return rl.bound_us(self.practical, s.flops, s.dram_bytes)
+
+    @property
+    def gap_us(self) -> float:
+        """The stage's distance to its practical roof (its whole time without a model)."""
+        bound = self.bound_us
+        return max(0.0, self.us - bound) if bound is not None else self.us
+
+    def gain(self, saved_us: float) -> float:
+        """``saved_us`` of this stage as a share of the plan, never beyond its distance to the practical roof."""
+        return 100.0 * max(0.0, min(saved_us, self.gap_us)) / self.total_us
+
+    @property
+    def memory_limited(self) -> bool:
+        """DRAM sets the stage's roof (the plan's model), or counters class it Memory."""
+        c, s = self.practical, self.stage
+        if c is not None and s.flops is not None and s.dram_bytes:
+            return rl.limiting_roof(c, s.flops, s.dram_bytes) == "memory"
+        return s.bottleneck == "Memory"
+
+
+def finding(
+    e: Evidence, name: str, saved_us: float, trigger: tuple[str, str], change: str, stop: bool = False
+) -> Opportunity:
+    """A mechanism the catalogue named: ``saved_us`` of the stage as a share of the plan, capped by its roof."""
+    return Opportunity(
+        name=name, gain_pct=e.gain(saved_us), metric=trigger[0], value=trigger[1], change=change, named=True, stop=stop
+    )
+
+
+def roof_words(e: Evidence) -> str:
+    """The practical roof that limits the stage, as the report names it."""
+    c, s = e.practical, e.stage
+    assert c is not None and s.flops is not None and s.dram_bytes is not None
+    if rl.limiting_roof(c, s.flops, s.dram_bytes) == "memory":
+        return f"{c.gbps:g} GB/s DRAM"
+    return f"{c.tflops:g} TFLOP/s {s.precision}"

@@ -1,0 +1,101 @@
+"""The memory family: DRAM traffic beyond the compulsory bytes, global accesses that waste sectors, too few bytes in
+flight for the DRAM's latency, shared-memory bank conflicts. Pure."""
+
+from __future__ import annotations
+
+from kbench.analysis import bottleneck as b
+from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
+
+
+def excess_traffic(e: Evidence) -> Opportunity | None:
+    s = e.stage
+    if not e.moved_bytes or not s.dram_bytes or e.moved_bytes < b.EXCESS_TRAFFIC * s.dram_bytes:
+        return None
+    if s.bottleneck != "Memory":
+        return None  # the extra bytes cost time only where DRAM sets it
+    return finding(
+        e,
+        f"DRAM traffic in {e.name} is {e.moved_bytes / s.dram_bytes:.2f}x the compulsory bytes: data is "
+        "fetched more than once",
+        e.us * (1.0 - s.dram_bytes / e.moved_bytes),
+        (f"{e.name}.dram_bytes_over_model", f"{e.moved_bytes / s.dram_bytes:.2f}x"),
+        f"make {e.name} read each input once: larger tiles or a GROUP_M-style swizzle so neighbouring CTAs "
+        "share tiles in L2, or fuse the passes that re-read the same data",
+    )
+
+
+def uncoalesced(e: Evidence) -> Opportunity | None:
+    """Global loads or stores that use few bytes of each 32-byte sector they touch; coalesced, the same data
+    takes (used / 32) of the sectors, and the stage's time shrinks with its sector traffic (capped by its roof)."""
+    kinds = [
+        (what, sectors, use)
+        for what, sectors, use in (("loads", e.ld_sectors, e.ld_use), ("stores", e.st_sectors, e.st_use))
+        if sectors and use
+    ]
+    if not kinds:
+        return None
+    what, _, worst = min(kinds, key=lambda k: k[2])
+    if worst >= b.COALESCED_BYTES_PER_SECTOR:
+        return None
+    total = sum(sectors for _, sectors, _ in kinds)
+    needed = sum(sectors * use / 32.0 for _, sectors, use in kinds)
+    op = "ld" if what == "loads" else "st"
+    return finding(
+        e,
+        f"Uncoalesced global {what} in {e.name}: {worst:.1f} of every 32 bytes they fetch are used",
+        e.us * (1.0 - needed / total),
+        (f"{e.name}.global_{op}_bytes_per_sector", f"{worst:.1f}"),
+        f"make neighbouring threads of {e.name} touch neighbouring addresses: index the contiguous dimension with "
+        "the fastest-varying tl.arange (load tiles row by row and transpose them on chip with tl.trans), or store "
+        "the tensor in the layout the kernel walks",
+    )
+
+
+def in_flight(e: Evidence) -> tuple[float, str] | None:
+    """Bytes of global loads one SM has in flight, from the compiled kernel: each thread's global loads and cp.async
+    copies as written in its PTX (static: a loop body's loads, issued before their first use), times 32 threads,
+    the CTA's warps and the CTAs an SM holds at once (the occupancy calculator's, or fewer where the grid is
+    smaller); and how that product is made up. None where the kernel's loads are not known (TMA boxes are not in
+    the PTX)."""
+    mix, warps = e.instructions, e.warps
+    if mix is None or not warps or not e.ctas or not e.sm_count or mix.tma_loads:
+        return None
+    per_thread = sum(w * n for w, n in {**mix.global_loads}.items()) + sum(w * n for w, n in mix.cp_async.items())
+    if not per_thread:
+        return None
+    resident = -(-e.ctas // e.sm_count)  # CTAs per SM the grid gives
+    if e.ctas_per_sm:
+        resident = min(resident, int(e.ctas_per_sm))
+    sizes = ", ".join(f"{w} B x{n}" for w, n in sorted({**mix.global_loads, **mix.cp_async}.items()))
+    words = f"{resident} CTA{'s' if resident > 1 else ''} x {warps} warps x 32 threads x {per_thread} B ({sizes})"
+    return float(resident * warps * 32 * per_thread), words
+
+
+def few_bytes_in_flight(e: Evidence) -> Opportunity | None:
+    """Little's law: DRAM delivers bandwidth x latency bytes only if that many are requested and not yet returned.
+    An SM whose warps have fewer loads in flight caps the stage at (bytes in flight x SMs / latency); on a
+    memory-limited stage whose measured bandwidth sits under that cap's reach, more bytes in flight is what lifts it
+    toward the practical roof."""
+    c, s = e.practical, e.stage
+    if c is None or not e.dram_latency_ns or not e.sm_count or not s.dram_bytes or not e.memory_limited:
+        return None
+    flight = in_flight(e)
+    if flight is None:
+        return None
+    per_sm, words = flight
+    needed = c.gbps * e.dram_latency_ns / e.sm_count  # GB/s x ns = bytes
+    reach = per_sm * e.sm_count / e.dram_latency_ns  # GB/s
+    achieved = s.dram_bytes / (e.us * 1e3)  # GB/s
+    if per_sm >= b.IN_FLIGHT_ENOUGH * needed or achieved > b.IN_FLIGHT_MODEL_SLACK * reach:
+        return None  # enough in flight, or the kernel moves more than the static count allows (the model misses)
+    return finding(
+        e,
+        f"Too few bytes in flight in {e.name}: {per_sm / 1024:.1f} KiB per SM ({words}) where DRAM needs "
+        f"{needed / 1024:.1f} KiB at {e.dram_latency_ns:.0f} ns to reach {c.gbps:g} GB/s (Little's law caps it near "
+        f"{reach:.0f} GB/s; measured {achieved:.0f})",
+        e.gap_us,
+        (f"{e.name}.bytes_in_flight_per_sm", f"{per_sm:.0f}"),
+        f"give each SM of {e.name} at least {needed / 1024:.0f} KiB of loads in flight: more elements per thread "
+        "per iteration (a larger BLOCK, 16-byte loads), more warps per CTA, and a grid of several CTAs per SM "
+        f"instead of a loop inside few CTAs{f' (now {e.config})' if e.config else ''}",
+    )

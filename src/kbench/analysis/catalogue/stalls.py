@@ -1,0 +1,131 @@
+"""The warp-state family: why a stage's warps did not issue, from ncu's per-reason stall counters (annotation and ncu
+modes; every reason of the Nsight Compute profiling guide's "Warp Stall Reasons" but "selected", the warp that did
+issue) or Proton's PC samples. Each reason maps to a mechanism: what the warps wait on, and what in a Triton
+kernel removes that wait. Pure.
+
+Gain model: what the named mechanisms leave of the stage's distance to its practical roof, times the reason's share
+of all its stalled warps (stall cycles attributed to their reasons in proportion). A reason is named when it holds
+at least DOMINANT_SHARE of them, at most two reasons a stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kbench.analysis.catalogue.evidence import Evidence, Opportunity
+
+DOMINANT_SHARE = 0.25  # a stall reason holding at least this share of a stage's stalled warps is named
+MOST = 2  # reasons named per stage
+
+
+@dataclass(frozen=True)
+class Stall:
+    mechanism: str  # what the warps wait on
+    change: str  # what removes the wait, in a Triton kernel's terms
+
+
+STALLS: dict[str, Stall] = {
+    "long_scoreboard": Stall(
+        "warps wait on global or local memory loads",
+        "more independent loads in flight before their first use (num_stages for tl.dot loops, a larger BLOCK per "
+        "thread, more CTAs per SM through fewer registers), or fewer loads (reuse tiles kept in shared memory)",
+    ),
+    "barrier": Stall(
+        "warps wait at CTA barriers for the other warps",
+        "even out the warps' work inside a CTA and do more work between barriers (a larger BLOCK_K per iteration, "
+        "fewer tl.debug_barrier / reductions across warps), or fewer warps per CTA",
+    ),
+    "short_scoreboard": Stall(
+        "warps wait on shared-memory or special-function results",
+        "fewer shared-memory round trips and special functions in the dependent chain (exp2 on pre-scaled inputs "
+        "instead of exp, no layout conversions between ops), no bank conflicts",
+    ),
+    "mio_throttle": Stall(
+        "the memory-input/output queue (shared memory, special functions) is full",
+        "fewer, wider shared-memory instructions (16-byte vectors), no bank conflicts, fewer layout conversions "
+        "(tl.trans / reshapes that go through shared memory)",
+    ),
+    "lg_throttle": Stall(
+        "the local/global memory instruction queue is full",
+        "fewer, wider global accesses (16 bytes per thread: aligned, contiguous pointers), and no local memory "
+        "(register spills)",
+    ),
+    "math_pipe_throttle": Stall(
+        "an arithmetic pipe is saturated",
+        "move the arithmetic to the tensor cores (tl.dot) or to cheaper instructions (packed fp16x2/bf16x2 math, "
+        "exp2, fewer float conversions)",
+    ),
+    "wait": Stall(
+        "each instruction waits a fixed latency on the one before (a dependent chain)",
+        "more independent work per thread (more elements per thread, unrolled independent accumulators) or more "
+        "warps per SM to interleave",
+    ),
+    "not_selected": Stall(
+        "warps are ready but the issue slots are taken: the stage is issue-bound",
+        "fewer instructions per byte or FLOP: wider loads and stores, packed math, work moved to the tensor cores, "
+        "less index arithmetic in the loop (constexpr strides, tl.multiple_of hints)",
+    ),
+    "dispatch_stall": Stall(
+        "the dispatcher could not issue the selected instruction (pipe contention)",
+        "fewer instructions competing for one pipe in the hot loop (ncu mode's report-verbose.md shows the pipes)",
+    ),
+    "gmma": Stall(
+        "warps wait on warpgroup MMA (wgmma) operands or results",
+        "keep the tensor cores fed: more num_stages so the next tile is in shared memory before the MMA needs it, "
+        "two consumer warpgroups (num_warps=8), larger tiles per MMA",
+    ),
+    "no_instruction": Stall(
+        "warps wait for instructions (instruction-cache misses)",
+        "a smaller hot loop: fewer statically unrolled steps (tl.static_range) and fewer specialised branches",
+    ),
+    "branch_resolving": Stall(
+        "warps wait for branch targets to resolve (divergent control flow)",
+        "masks (tl.where) instead of data-dependent branches inside the loop",
+    ),
+    "drain": Stall(
+        "warps wait at exit for their stores to drain",
+        "more work per CTA (fewer, longer CTAs: a persistent grid) so the exit drain is a smaller share",
+    ),
+    "membar": Stall(
+        "warps wait on memory fences",
+        "fewer fences: atomics with relaxed semantics (sem='relaxed') where ordering is not needed",
+    ),
+    "imc_miss": Stall(
+        "warps wait on the immediate-constant cache",
+        "fewer distinct kernel arguments and constants read in the loop",
+    ),
+    "tex_throttle": Stall(
+        "the texture/TMA unit's queue is full",
+        "fewer texture or bulk-copy requests: larger TMA boxes",
+    ),
+    "sleeping": Stall("warps sleep (nanosleep, yield)", "no spin-waits between CTAs"),
+    "misc": Stall("miscellaneous hardware stalls", "see ncu mode's report-verbose.md"),
+}
+
+
+def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
+    """The stage's dominant stall reasons, each with ``left_pct`` (the share of the plan the named mechanisms leave
+    of the stage's distance to its roof) times its share of the stalls."""
+    total = sum(e.stalls.values())
+    if total <= 0 or left_pct <= 0:
+        return []
+    digits = 0 if e.stall_unit.endswith("samples") else 1
+    out = []
+    for reason, per in sorted(e.stalls.items(), key=lambda kv: kv[1], reverse=True)[:MOST]:
+        share = per / total
+        if share < DOMINANT_SHARE:
+            break
+        s = STALLS.get(reason, Stall(f"warps stall on {reason}", "see ncu mode's report-verbose.md"))
+        where = f" (hottest: {'; '.join(e.hot_lines)})" if e.hot_lines else ""
+        out.append(
+            Opportunity(
+                name=f"Stall on {reason} in {e.name}: {s.mechanism} ({per:.{digits}f} of {total:.{digits}f} "
+                f"{e.stall_unit}, {100 * share:.0f}%)",
+                gain_pct=left_pct * share,
+                metric=f"{e.name}.stall_{reason}",
+                value=f"{per:.{digits}f}",
+                change=f"{s.change}{where}",
+                named=True,
+            )
+        )
+    return out
