@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from kbench import pipeline
-from kbench.analysis import ncu
+from kbench.analysis import gains, ncu
+from kbench.analysis.opportunities import Evidence
 from kbench.analysis.devices import load_devices
 from kbench.errors import KbenchError
 from kbench.modes import registry
@@ -70,19 +71,30 @@ def test_classification(fixture: str, plan_class: str, mode: str) -> None:
     assert result.figures.bottleneck == plan_class
 
 
-def test_ncu_rules_are_evidence_converted_to_the_plan_and_filtered() -> None:
+def test_ncu_rules_lead_only_where_no_mechanism_is_named() -> None:
+    # full_mm without a plan: the precision (bf16) and the work come from the counters, so the stage is placed against
+    # the practical bf16 roof; its dominant stall is a named mechanism, so ncu's rules stay in report-verbose.md
     result = analysed(REPS / "full_mm.ncu-rep", "ncu", None)
+    (mm,) = result.figures.stages
+    assert mm.precision == "bf16" and mm.model == "counters"
     top = result.figures.opportunities
     assert [o.gain_pct for o in top] == sorted((o.gain_pct for o in top), reverse=True)
-    rules = [o for o in top if o.name.startswith("ncu says: ")]
-    assert rules and all("(rule " in o.name and o.change and "report-verbose.md" in o.change for o in rules)
-    # ncu's "Tail Effect 25%" (the catalogue computes the partial wave itself: 3.88 waves lose 3%, under the
-    # threshold), its L2 compression rule (no kernel change) and its local estimates are not advice
-    names = " ".join(o.name for o in top)
+    assert any(o.metric == "mm_kernel.stall_long_scoreboard" for o in top)
+    assert not any(o.name.startswith("ncu says: ") for o in top)
+    assert any(o.rest and o.name.startswith("Unexplained in mm_kernel") for o in top)
+
+
+def test_ncu_rules_are_evidence_converted_to_the_plan_and_filtered() -> None:
+    (k,) = ncu.kernels(REPS / "full_mm.ncu-rep")
+    (f,) = analysed(REPS / "full_mm.ncu-rep", "ncu", None).figures.stages
+    e = Evidence(stage=f, total_us=f.duration_us, practical=None)
+    converted = [o for r in k.rules if (o := gains.ncu_rule(e, r)) is not None]
+    assert converted and all("(rule " in o.name and o.change and "report-verbose.md" in o.change for o in converted)
+    # ncu's "Tail Effect" (the catalogue computes the partial wave itself), its L2 compression rule (no kernel
+    # change) and its local estimates are not advice
+    names = " ".join(o.name for o in converted)
     assert "LaunchConfiguration" not in names and "MemoryL2Compression" not in names
     assert "HighPipeUtilization" not in names
-    # without a FLOP/byte model the headroom of the busiest unit stands in for the roofline
-    assert top[0].metric == "mm_kernel.compute_pct" and top[0].gain_pct == pytest.approx(100 - 72.67, abs=0.05)
 
 
 def test_annotation_mode_with_a_plan_uses_the_roofline() -> None:
@@ -92,9 +104,11 @@ def test_annotation_mode_with_a_plan_uses_the_roofline() -> None:
     assert mm.duration_us == pytest.approx((221568 + 230208 + 226112) / 1000, rel=1e-3)
     assert mm.bound_us == pytest.approx(2 * 4096**3 / 989.4e12 * 1e6)
     assert mm.efficiency_pct == pytest.approx(100 * mm.bound_us / mm.duration_us)  # type: ignore[operator]
-    (opp,) = result.figures.opportunities  # no mechanism in a 14-metric capture: the practical-roof distance
-    assert opp.metric == "mm.practical_roof_pct" and not opp.named and "--prof_type=ncu" in (opp.change or "")
-    assert opp.gain_pct == pytest.approx(100 * (1 - 2 * 4096**3 / 793.0e12 * 1e6 / mm.duration_us))
+    # a 14-metric capture: the partial wave from ncu's launch facts, and the rest of the practical-roof distance
+    rest, wave = result.figures.opportunities
+    assert wave.metric == "mm.waves" and wave.named
+    assert rest.metric == "mm.practical_roof_pct" and rest.rest and "--prof_type=ncu" in (rest.change or "")
+    assert rest.gain_pct + wave.gain_pct == pytest.approx(100 * (1 - 2 * 4096**3 / 793.0e12 * 1e6 / mm.duration_us))
 
 
 def test_a_plan_that_does_not_match_the_report_is_one_line() -> None:
@@ -183,13 +197,23 @@ def test_tidy_tables_are_written(tmp_path: Path) -> None:
 
 
 def test_ncu_mode_names_the_dominant_stall_and_the_hottest_lines() -> None:
-    # full_mm (a Triton matmul at 76% of the measured 793 TFLOP/s): no catalogue mechanism applies, so Top 1 says
-    # what the warps wait on and where, from ncu's stall ratios and source counters
+    # full_mm (a Triton matmul at 76% of the measured 793 TFLOP/s): its dominant stall reason is a named mechanism
+    # with its share of what the other mechanisms leave of the distance, its change and the hottest lines; what no
+    # item explains is said, with what shows it
     result = analysed(REPS / "full_mm.ncu-rep", "ncu", load_version("matmul").from_values({}))
-    first = result.figures.opportunities[0]
-    assert "its warps stall most on long_scoreboard (6.6 of 16.6 stalled warps per issued instruction)" in first.name
-    assert first.change is not None and first.change.startswith("waiting on global or local memory loads")
-    assert "workloads.py:16 `for k in range(0, K, BK):` (long_scoreboard)" in first.change
+    top = result.figures.opportunities
+    stall = next(o for o in top if o.metric == "mm.stall_long_scoreboard")
+    assert stall.named and "(6.6 of 16.6 stalled warps per issued instruction, 40%)" in stall.name
+    wave = next(o for o in top if o.metric == "mm.waves")
+    rest = next(o for o in top if o.rest)
+    # the stall's share (6.6 of 16.6) of what the partial wave leaves of the distance; the rest is said
+    left = rest.gain_pct + stall.gain_pct
+    assert stall.gain_pct == pytest.approx(left * 6.646797662005186 / 16.6, rel=0.01)
+    distance = 100 * (1 - 2 * 4096**3 / 793e12 * 1e6 / result.figures.total_us)
+    assert wave.gain_pct + left == pytest.approx(distance, abs=0.05)
+    assert stall.change is not None and stall.change.startswith("more independent loads in flight")
+    assert "workloads.py:16 `for k in range(0, K, BK):` (long_scoreboard)" in stall.change
+    assert rest.change is not None and "source/mm.md" in rest.change
     (k,) = ncu.kernels(REPS / "full_mm.ncu-rep")
     assert "selected" not in k.stalls and len(k.hot_lines) == 3
     (a,) = ncu.kernels(DATA / "kbench_h100" / "annotation_vector_add_base.ncu-rep")

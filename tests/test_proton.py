@@ -119,10 +119,11 @@ def test_a_pc_sampling_report_shows_lines_and_stalls(isolated: Path) -> None:
     assert not any("no PC sampling" in n for n in r.notes)
     back = read_result(Path(r.out_dir))
     assert back is not None and isinstance(back.sections, ModeSections) and back.sections == r.sections
-    # the catalogue's rest-of-the-gap item names the stall and the hottest lines from the samples
-    rest = [o for o in r.figures.opportunities if o.metric == "mm.practical_roof_pct"]
-    assert rest and "stall most on dispatch_stall (3591 of" in rest[0].name and "PC samples" in rest[0].name
-    assert rest[0].change is not None and "_triton.py:50 (5850 samples, most dispatch_stall)" in rest[0].change
+    # the dominant stall in the samples is a named item, with the hottest lines from the samples
+    stall = [o for o in r.figures.opportunities if o.metric == "mm.stall_dispatch_stall"]
+    assert stall and stall[0].named and "Stall on dispatch_stall in mm" in stall[0].name
+    assert "(3591 of" in stall[0].name and "PC samples" in stall[0].name
+    assert stall[0].change is not None and "_triton.py:50 (5850 samples, most dispatch_stall)" in stall[0].change
 
 
 def test_samples_proton_could_not_map_to_lines_stay_on_the_kernel() -> None:

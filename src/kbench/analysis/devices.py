@@ -55,6 +55,15 @@ class SmLimits(Model):
         return self
 
 
+# measured streaming bandwidths (conf/devices.json "measured" keys) and what each is: the practical memory roof is the
+# highest of them, what a kernel was seen to reach on the device
+STREAMS = {
+    "dram_gbps": "measured copy",
+    "stream_read_gbps": "measured read-only streaming",
+    "stream_write_gbps": "measured write-only streaming",
+}
+
+
 class DeviceSpec(Model):
     model_config = ConfigDict(extra="forbid")
     display_name: str
@@ -74,11 +83,13 @@ class DeviceSpec(Model):
         return {str(p): Ceilings(tflops=v, gbps=self.dram_gbps, source=source) for p, v in self.peak_tflops.items()}
 
     def practical(self) -> dict[str, Ceilings]:
-        """The roofs a kernel can reach: per precision the measured matmul rate and the measured copy bandwidth
-        where conf/devices.json has them, else the datasheet value; the source says which is which."""
-        bw = self.measured.get("dram_gbps")
-        gbps = bw.value if bw else self.dram_gbps
-        memory = f"{gbps:g} GB/s {'measured copy' if bw else 'datasheet'}"
+        """The roofs a kernel can reach: per precision the measured matmul rate, and the highest streaming bandwidth
+        measured (copy, read-only, write-only) where conf/devices.json has them, else the datasheet value; the source
+        says which is which."""
+        streams = {k: m for k in STREAMS if (m := self.measured.get(k)) is not None}
+        best = max(streams, key=lambda k: streams[k].value, default=None)
+        gbps = streams[best].value if best else self.dram_gbps
+        memory = f"{gbps:g} GB/s {STREAMS[best] if best else 'datasheet'}"
         out = {}
         for p, peak in self.peak_tflops.items():
             m = self.measured.get(f"peak_tflops_{p}")

@@ -156,7 +156,10 @@ def from_timings(
     ``roofline_known``, else measured at run time and used only to classify); Top 3 from the catalogue, against
     the practical roofs (``facts``; on an unknown device the measured ``ceilings`` are the practical roofs)."""
     facts = (facts or Facts()).on(ceilings, roofline_known)
-    figs = [st.timed(s, timings[s.name], ceilings.get(s.precision), roofline_known) for s in stages]
+    figs = [
+        st.timed(s, timings[s.name], ceilings.get(s.precision), roofline_known, facts.practical.get(s.precision))
+        for s in stages
+    ]
     classified = [f for f in figs if f.bottleneck is not None]
     if not classified:
         raise KbenchError(
@@ -223,7 +226,9 @@ def from_counters(
             shared_wavefronts=c.shared_wavefronts,
             shared_conflicts=c.shared_conflicts,
         )
-        found = op.diagnose(e if model is not None else replace(e, practical=None))
+        # without a plan the work counted (FLOPs, DRAM bytes) stands in for the model, against the practical roof of
+        # the precision the counters show; without either, the busiest unit's headroom is the distance
+        found = op.diagnose(e if f.flops is not None and f.dram_bytes is not None else replace(e, practical=None))
         candidates += found or [gains.unit_headroom(c, c.duration_us / total if total else 0.0)]
         if not any(o.named for o in found):
             # ncu's rules lead only where the catalogue named no mechanism (their estimates are whole-kernel

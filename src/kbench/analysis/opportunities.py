@@ -66,14 +66,18 @@ def unexplained(e: Evidence, explained_pct: float = 0.0) -> Opportunity | None:
     """The stage's distance to its practical roof less ``explained_pct`` (what the named mechanisms account for), and
     what would show where that time goes; None without a roof or when nothing is left."""
     bound = e.bound_us
-    if bound is None:
+    if bound is not None:
+        pct = 100.0 * bound / e.us
+        where, metric = f"{pct:.0f}% of its practical roof, {roof_words(e)}", "practical_roof_pct"
+    elif (busiest := e.busiest_pct) is not None and explained_pct:
+        # no FLOP/byte model: the busiest unit's headroom is the distance (gains.unit_headroom when nothing is named)
+        pct, where, metric = busiest, f"its busiest unit at {busiest:.0f}% of peak, no FLOP/byte model", "busiest_pct"
+    else:
         return None
-    pct = 100.0 * bound / e.us
-    gap = e.gain(e.us - bound)
+    gap = e.gain(e.gap_us)
     left = gap - explained_pct
     if left < NEGLIGIBLE_PCT:
         return None
-    where = f"{pct:.0f}% of its practical roof, {roof_words(e)}"
     if explained_pct:
         name = f"Unexplained in {e.name}: {left:.1f} of its {gap:.1f} points to the practical roof ({where}) are not "
         name += "accounted for by the items named"
@@ -82,7 +86,7 @@ def unexplained(e: Evidence, explained_pct: float = 0.0) -> Opportunity | None:
     return Opportunity(
         name=name,
         gain_pct=left,
-        metric=f"{e.name}.practical_roof_pct",
+        metric=f"{e.name}.{metric}",
         value=f"{pct:.1f}%",
         change=_would_show(e),
         rest=True,

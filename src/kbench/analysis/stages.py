@@ -57,9 +57,33 @@ def _place(f: StageFigures, c: rl.Ceilings, flops: float, nbytes: float) -> None
     f.limiting_roof = rl.limiting_roof(c, flops, nbytes)
 
 
-def timed(s: Stage, t: TimingStats, c: rl.Ceilings | None, roofline_known: bool) -> StageFigures:
+def _practical_words(f: StageFigures, s: Stage, c: rl.Ceilings, practical: rl.Ceilings | None) -> str:
+    """Where a stage stands against its practical roof (the measured ceiling Top 3 measures gains against), with
+    the datasheet peak beside it; against the datasheet alone where no practical roof is known."""
+    assert f.efficiency_pct is not None
+    memory = f.limiting_roof == "memory"
+    if practical is None or (practical.tflops, practical.gbps) == (c.tflops, c.gbps):  # no measured roof
+        if memory:
+            return f"{f.efficiency_pct:.1f}% of memory roof ({f.gbps:.0f} of {c.gbps:.0f} GB/s)"
+        return f"{f.efficiency_pct:.1f}% of {s.precision} roof ({f.tflops:.1f} of {c.tflops:.1f} TFLOP/s)"
+    pct = 100.0 * rl.efficiency(practical, s.flops, s.dram_bytes, f.duration_us)
+    if memory:
+        return (
+            f"{pct:.1f}% of its practical memory roof ({f.gbps:.0f} of {practical.gbps:g} GB/s measured; "
+            f"{f.efficiency_pct:.1f}% of the {c.gbps:g} GB/s datasheet)"
+        )
+    return (
+        f"{pct:.1f}% of its practical {s.precision} roof ({f.tflops:.1f} of {practical.tflops:g} TFLOP/s measured; "
+        f"{f.efficiency_pct:.1f}% of the {c.tflops:g} TFLOP/s datasheet)"
+    )
+
+
+def timed(
+    s: Stage, t: TimingStats, c: rl.Ceilings | None, roofline_known: bool, practical: rl.Ceilings | None = None
+) -> StageFigures:
     """A stage timed as a whole (its median), classified by its roofline position. ``roofline_known``: ``c`` are
-    datasheet peaks (the roofline columns are filled); else ceilings measured at run time (class only)."""
+    datasheet peaks (the roofline columns are filled); else ceilings measured at run time (class only). The key
+    issue places it against ``practical`` (the measured roof Top 3 uses) with the datasheet peak beside it."""
     us = t.median_us
     tflops, gbps = rl.achieved_tflops(s.flops, us), rl.achieved_gbps(s.dram_bytes, us)
     f = StageFigures(
@@ -90,10 +114,8 @@ def timed(s: Stage, t: TimingStats, c: rl.Ceilings | None, roofline_known: bool)
             )
         elif f.bottleneck == "Latency":
             issue = f"neither unit busy: {f.compute_pct:.1f}% of {s.precision} peak, {f.memory_pct:.1f}% of DRAM peak"
-        elif f.limiting_roof == "memory":
-            issue = f"{f.efficiency_pct:.1f}% of memory roof ({f.gbps:.0f} of {c.gbps:.0f} GB/s)"
         else:
-            issue = f"{f.efficiency_pct:.1f}% of {s.precision} roof ({f.tflops:.1f} of {c.tflops:.1f} TFLOP/s)"
+            issue = _practical_words(f, s, c, practical)
     else:
         issue = (
             f"device not in devices.json: {f.compute_pct:.1f}% of measured {s.precision} ceiling, "
@@ -123,16 +145,26 @@ def untimed_model(s: StageTimeline) -> StageFigures:
     )
 
 
+def counted_precision(c: StageCounters) -> str:
+    """Without a plan, the precision the counters show: the tensor cores' operand path that did most FLOPs, else fp32
+    for CUDA-core floating-point work (Triton's arithmetic outside tl.dot), else n/a."""
+    if c.tensor_paths:
+        return max(c.tensor_paths.items(), key=lambda kv: kv[1])[0]
+    return "fp32" if c.measured_flops else "n/a"
+
+
 def counted(
     c: StageCounters, model: StageModel | None, ceiling: rl.Ceilings | None, roofline_known: bool
 ) -> StageFigures:
     """A stage from its ncu counters; with a model and datasheet ceilings also on the roofline."""
-    flops = model.flops if model else c.measured_flops
+    # without a plan the work counted stands in for the model (tensor FLOPs alone where CUDA-core FLOPs were not
+    # counted: a short metric list)
+    flops = model.flops if model else c.measured_flops if c.measured_flops is not None else c.tensor_flops or None
     nbytes = model.dram_bytes if model else c.measured_bytes
     us = c.duration_us
     f = StageFigures(
         name=c.stage,
-        precision=model.precision if model else "n/a",
+        precision=model.precision if model else counted_precision(c),
         flops=flops,
         dram_bytes=nbytes,
         model="plan" if model else "counters" if flops is not None or nbytes is not None else None,

@@ -80,10 +80,19 @@ class Evidence:
         return rl.bound_us(self.practical, s.flops, s.dram_bytes)
 
     @property
+    def busiest_pct(self) -> float | None:
+        """Its busiest unit's share of peak (counters: tensor/SM or DRAM), where no roofline places it."""
+        return max((v for v in (self.stage.compute_pct, self.stage.memory_pct) if v is not None), default=None)
+
+    @property
     def gap_us(self) -> float:
-        """The stage's distance to its practical roof (its whole time without a model)."""
+        """The stage's distance to its practical roof; without a roof, its busiest unit's headroom (counters), else
+        its whole time."""
         bound = self.bound_us
-        return max(0.0, self.us - bound) if bound is not None else self.us
+        if bound is not None:
+            return max(0.0, self.us - bound)
+        busiest = self.busiest_pct
+        return self.us * max(0.0, 1.0 - busiest / 100.0) if busiest is not None else self.us
 
     def gain(self, saved_us: float) -> float:
         """``saved_us`` of this stage as a share of the plan, never beyond its distance to the practical roof."""

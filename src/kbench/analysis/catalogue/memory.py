@@ -60,14 +60,20 @@ def in_flight(e: Evidence) -> tuple[float, str] | None:
     mix, warps = e.instructions, e.warps
     if mix is None or not warps or not e.ctas or not e.sm_count or mix.tma_loads:
         return None
-    per_thread = sum(w * n for w, n in {**mix.global_loads}.items()) + sum(w * n for w, n in mix.cp_async.items())
+    loads = {**mix.global_loads}
+    for w, n in mix.cp_async.items():
+        loads[w] = loads.get(w, 0) + n
+    per_thread = sum(w * n for w, n in loads.items())
     if not per_thread:
         return None
     resident = -(-e.ctas // e.sm_count)  # CTAs per SM the grid gives
     if e.ctas_per_sm:
         resident = min(resident, int(e.ctas_per_sm))
-    sizes = ", ".join(f"{w} B x{n}" for w, n in sorted({**mix.global_loads, **mix.cp_async}.items()))
-    words = f"{resident} CTA{'s' if resident > 1 else ''} x {warps} warps x 32 threads x {per_thread} B ({sizes})"
+    each = " + ".join(f"{n} x {w} B" if n > 1 else f"{w} B" for w, n in sorted(loads.items()))
+    words = (
+        f"{resident} CTA{'s' if resident > 1 else ''} x {warps} warp{'s' if warps > 1 else ''} x 32 threads x "
+        f"{each} of loads"
+    )
     return float(resident * warps * 32 * per_thread), words
 
 
@@ -83,16 +89,16 @@ def few_bytes_in_flight(e: Evidence) -> Opportunity | None:
     if flight is None:
         return None
     per_sm, words = flight
-    needed = c.gbps * e.dram_latency_ns / e.sm_count  # GB/s x ns = bytes
-    reach = per_sm * e.sm_count / e.dram_latency_ns  # GB/s
+    needed = b.IN_FLIGHT_ENOUGH * c.gbps * e.dram_latency_ns / e.sm_count  # GB/s x ns = bytes
+    reach = per_sm * e.sm_count / e.dram_latency_ns  # GB/s at the idle latency: an upper bound
     achieved = s.dram_bytes / (e.us * 1e3)  # GB/s
-    if per_sm >= b.IN_FLIGHT_ENOUGH * needed or achieved > b.IN_FLIGHT_MODEL_SLACK * reach:
+    if per_sm >= needed or achieved > b.IN_FLIGHT_MODEL_SLACK * reach:
         return None  # enough in flight, or the kernel moves more than the static count allows (the model misses)
     return finding(
         e,
-        f"Too few bytes in flight in {e.name}: {per_sm / 1024:.1f} KiB per SM ({words}) where DRAM needs "
-        f"{needed / 1024:.1f} KiB at {e.dram_latency_ns:.0f} ns to reach {c.gbps:g} GB/s (Little's law caps it near "
-        f"{reach:.0f} GB/s; measured {achieved:.0f})",
+        f"Too few bytes in flight in {e.name}: {per_sm / 1024:.1f} KiB per SM ({words}) where {c.gbps:g} GB/s "
+        f"needs about {needed / 1024:.1f} KiB ({b.IN_FLIGHT_ENOUGH:g}x bandwidth x the {e.dram_latency_ns:.0f} ns "
+        f"DRAM latency, Little's law); measured {achieved:.0f} GB/s",
         e.gap_us,
         (f"{e.name}.bytes_in_flight_per_sm", f"{per_sm:.0f}"),
         f"give each SM of {e.name} at least {needed / 1024:.0f} KiB of loads in flight: more elements per thread "
