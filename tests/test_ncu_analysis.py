@@ -12,8 +12,8 @@ import pytest
 
 from kbench import pipeline
 from kbench.analysis import gains, ncu
-from kbench.analysis.opportunities import Evidence
 from kbench.analysis.devices import load_devices
+from kbench.analysis.opportunities import Evidence
 from kbench.errors import KbenchError
 from kbench.modes import registry
 from kbench.modes.base import Analysis, Context

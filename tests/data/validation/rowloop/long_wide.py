@@ -1,5 +1,5 @@
-"""rowloop long_wide (run with --rows=264 --cols=1048576): the fixed twin of long_narrow, 8192 columns per iteration on 8
-warps (eight 16-byte loads per thread in flight)."""
+"""rowloop long_wide (run with --rows=264 --cols=1048576): the fixed twin of long_narrow, 8192 columns per
+iteration on 8 warps (eight 16-byte loads per thread in flight)."""
 
 from __future__ import annotations
 
