@@ -65,3 +65,33 @@ def test_an_item_whose_gain_rounds_to_zero_is_left_out_and_named_in_the_note() -
     assert note == "Only 2 listed. Left out, each under 0.05% of the plan's time: Uncoalesced stores in add."
     alone, alone_note = op.rank([tiny], fewer=lambda n: f"Only {n} listed.")
     assert alone == [tiny] and alone_note == "Only 1 listed."  # nothing else: the one item is kept
+
+
+def test_the_unexplained_rest_is_said_under_the_list_when_it_is_not_in_it() -> None:
+    def item(name: str, gain: float, rest: bool = False) -> op.Opportunity:
+        return op.Opportunity(name=name, gain_pct=gain, metric="m", value="v", named=not rest, rest=rest, change="c")
+
+    named = [item("A", 30.0), item("B", 20.0), item("C", 10.0)]
+    rest = item("Unexplained in s: 5.0 of its 65.0 points", 5.0, rest=True)
+    found, note = op.rank([*named, rest], fewer=lambda n: f"Only {n} listed.")
+    assert found == named and note == "Unexplained in s: 5.0 of its 65.0 points (est. 5.0%): c."
+
+
+def test_bytes_in_flight_follow_littles_law() -> None:
+    from kbench.analysis.ptx import InstructionMix
+
+    mix = InstructionMix(
+        tensor_ops=[], operand_precision=None, global_loads={16: 1}, global_stores={16: 1}, cp_async={},
+        tma_loads=0, tma_stores=0, local=0, atomics=0, shared_atomics=0, float_conversions=0, fp32_math=1,
+        half_math=0, special=0, barriers=0,
+    )  # fmt: skip
+    # 132 one-warp CTAs, one 16-byte load per thread: 512 B per SM; 4000 GB/s x 100 ns x 1.5 / 132 = 4545 B needed
+    kw: dict[str, Any] = {"instructions": mix, "warps": 1, "ctas": 132, "sm_count": 132, "dram_latency_ns": 100.0}
+    slow = 4e7 / (600e9) * 1e6  # the stage moved 600 GB/s: under what 512 B per SM allow (676 GB/s)
+    found = op.diagnose(evidence(slow, **kw))[0]
+    assert found.metric == "s.bytes_in_flight_per_sm" and found.value == "512" and found.named
+    assert abs(found.gain_pct - 100.0 * (1 - 4e7 / 4000e9 * 1e6 / slow)) < 1e-9  # the distance to the roof
+    # eight warps a CTA and 8 CTAs per SM: 32 KiB, enough
+    assert op.diagnose(evidence(slow, **{**kw, "warps": 8, "ctas": 1056}))[0].metric != "s.bytes_in_flight_per_sm"
+    # a stage moving far more than its static loads allow is not this case (the count misses its loads)
+    assert op.diagnose(evidence(4e7 / 3000e9 * 1e6 * 1.2, **kw))[0].metric != "s.bytes_in_flight_per_sm"

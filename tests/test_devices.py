@@ -88,3 +88,22 @@ def test_unreadable_tables(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("KBENCH_DEVICES", str(bad))
     with pytest.raises(ConfigError, match="not valid JSON at line 1"):
         load_devices()
+
+
+def test_the_practical_memory_roof_is_the_highest_stream_measured() -> None:
+    spec = load_devices().devices["H100_SXM"]
+    streams = [spec.measured[k].value for k in ("dram_gbps", "stream_read_gbps", "stream_write_gbps")]
+    roofs = spec.practical()
+    assert {c.gbps for c in roofs.values()} == {max(streams)}
+    assert "measured write-only streaming" in roofs["bf16"].source
+    assert spec.limits is not None and spec.limits.shared_bytes_per_clock == 128
+    assert spec.limits.tensor_flops_per_clock["bf16"] == 4096 and spec.limits.feed_source
+
+
+def test_tensor_feed_numbers_need_a_source(tmp_path: Path, monkeypatch) -> None:
+    table = json.loads(REPO_CONF.read_text())
+    del table["devices"]["H100_SXM"]["limits"]["feed_source"]
+    path = tmp_path / "devices.json"
+    path.write_text(json.dumps(table))
+    with pytest.raises(ConfigError, match="feed_source"):
+        load_devices(path)

@@ -104,3 +104,15 @@ def test_the_h100_mla_decode_kernels() -> None:
         "no tensor-core instruction; global loads: ld 4 B x3, 16 B x2; global stores: st 16 B x1; "
         "4 float conversions; 1 special-function instruction"
     )
+
+
+def test_where_each_warpgroup_mma_reads_its_a_operand() -> None:
+    """P @ V keeps P (A) in registers, Q @ K^T reads both operands through shared-memory descriptors; mma.sync has
+    no such operand form."""
+    mix = instruction_mix((DATA / "ptx_h100" / "mla_v2_fused_kernel.ptx").read_text())
+    assert [(o.shape, o.a_from, o.precision) for o in mix.tensor_ops] == [
+        ("m64n256k16", "registers", "bf16"),
+        ("m64n32k16", "shared", "bf16"),
+    ]
+    (sync,) = instruction_mix((SM90 / "dot_tf32_atomic_sm90_w1.ptx").read_text()).tensor_ops
+    assert sync.op == "mma" and sync.a_from == ""
