@@ -218,3 +218,10 @@ def test_ncu_mode_names_the_dominant_stall_and_the_hottest_lines() -> None:
     assert "selected" not in k.stalls and len(k.hot_lines) == 3
     (a,) = ncu.kernels(DATA / "kbench_h100" / "annotation_vector_add_base.ncu-rep")
     assert a.stalls == {} and a.hot_lines == []  # a short metric list has neither
+
+
+def test_without_a_plan_every_stage_has_a_name() -> None:
+    ks = ncu.kernels(REPS / "sol_streams.ncu-rep")[:2]
+    nameless = [k.model_copy(update={"name": ""}) for k in ks]
+    assert [name for name, _ in group(nameless, None)] == ["kernel#0", "kernel#1"]
+    assert [name for name, _ in group(nameless[:1], None)] == ["kernel"]

@@ -41,8 +41,8 @@ Grouped = list[tuple[str, list[ncu.Kernel]]]
 def group(kernels: list[ncu.Kernel], plan: KernelPlan | None) -> Grouped:
     """With a plan: its stages in order, each with the kernels of its NVTX range. Without: one stage per kernel."""
     if plan is None:
-        names = [k.name for k in kernels]
-        return [(k.name if names.count(k.name) == 1 else f"{k.name}#{k.index}", [k]) for k in kernels]
+        names = [k.name or "kernel" for k in kernels]  # a kernel without a name still names its stage
+        return [(n if names.count(n) == 1 else f"{n}#{k.index}", [k]) for n, k in zip(names, kernels, strict=True)]
     stages = [s.name for s in plan.checked_stages()]
     grouped = [(s, [k for k in kernels if ncu.stage_of(k) == s]) for s in stages]
     missing = [s for s, ks in grouped if not ks]

@@ -134,7 +134,11 @@ def _model(s: StageFigures, value: float | None, unit: str, field: str) -> Value
     if value is None:
         return Value(value=None, unit=unit, source="n/a", by="no FLOP/byte model and nothing counted")
     if s.model == "counters":
-        by = "ncu: tensor-core ops and FP instructions" if field == "flops" else "ncu: dram__bytes_read.sum + write"
+        by = (
+            "ncu: tensor-core ops, plus FP instructions where counted"
+            if field == "flops"
+            else "ncu: dram__bytes_read.sum + write"
+        )
         return Value(value=value, unit=unit, source="measured", by=by)
     return Value(value=value, unit=unit, source="analytic", by=f"the plan's model: Stage.{field}")
 
