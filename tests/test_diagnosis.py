@@ -149,6 +149,13 @@ PAIRS = [
         "ea",
     ),
     (
+        f"{NEW}/rowloop-long_narrow",
+        f"{NEW}/rowloop-long_wide",
+        "Too few bytes in flight in rowsum: 1.0 KiB per SM (2 CTAs x 4 warps",
+        "more warps per CTA",
+        "ea",
+    ),
+    (
         f"{NEW}/trimm-full",
         f"{NEW}/trimm-skip",
         "Work beyond the model in trimm: ncu counted 2.00x the plan's FLOPs",

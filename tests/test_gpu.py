@@ -203,7 +203,7 @@ def test_annotation_mode_reads_counters_for_each_stage(isolated: Path) -> None:
     assert contract_problems(run / "report.md") == []
     (c,) = r.sections.counters.stages  # type: ignore[union-attr]
     assert c.kernels == ["add_kernel"] and c.dram_pct is not None and c.dram_pct > 50
-    assert c.replay_passes is not None and c.replay_passes <= 15
+    assert c.replay_passes is not None and c.replay_passes <= 21  # 14 for the roofline, 7 for the diagnosis
     assert r.stage("add").bottleneck == "Memory" and r.sections.conformance.rows[0]["verdict"] == "as declared"  # type: ignore[union-attr]
     assert (run / "profile.ncu-rep").exists() and (run / "compiled" / "add").is_dir()
     params = json.loads((run / "params.json").read_text())
