@@ -26,6 +26,9 @@ runs=(
   "rowloop narrow:event,annotation" "rowloop wide:event,annotation"
   "misalign offset:event,annotation" "misalign aligned:event,annotation"
   "trimm full:event,annotation" "trimm skip:event,annotation"
+  "atomics per_element:event,annotation" "atomics per_cta:event,annotation"
+  "fp64 double:event,annotation" "fp64 single:event,annotation"
+  "syncs per_iter:event,annotation" "syncs at_end:event,annotation"
 )
 for r in "${runs[@]}"; do
   spec=${r%%:*}; set -- $spec; modes=${r#*:}

@@ -86,6 +86,9 @@ TILE_FEED_CAP = 0.9
 # this many times (bandwidth x idle latency) in flight.
 IN_FLIGHT_ENOUGH = 1.5
 IN_FLIGHT_MODEL_SLACK = 1.5
+# A kernel whose PTX holds this many global atomic instructions per thread updates per element (a block of values),
+# not once per CTA after a reduction (a scalar tl.atomic_add is one predicated instruction).
+PER_ELEMENT_ATOMICS = 2
 
 
 def classify(compute_pct: float, memory_pct: float) -> StageClass:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from kbench.analysis import bottleneck as b
-from kbench.analysis.ncu import TENSOR_PATHS, Kernel
+from kbench.analysis.ncu import PIPES, TENSOR_PATHS, Kernel
 from kbench.model import Model
 
 
@@ -46,6 +46,7 @@ class StageCounters(Model):
     st_use: float | None = None
     tensor_paths: dict[str, float] = Field(default_factory=dict)  # tensor FLOPs by operand precision, summed
     issue_pct: float | None = None  # issue slots used (smsp__issue_active), weighted by duration
+    pipes: dict[str, float] = Field(default_factory=dict)  # instruction pipe -> % of its peak, weighted by duration
     shared_wavefronts: float | None = None
     shared_conflicts: float | None = None
     stalls: dict[str, float] = Field(default_factory=dict)  # the longest kernel's warp-stall reasons (ncu's full set)
@@ -146,6 +147,7 @@ def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
             if (total := _sum([k.m(f"tensor_flops_{p}") for k in ks])) is not None and total > 0
         },
         issue_pct=_weighted(ks, "issue_pct"),
+        pipes={p: v for p in PIPES if (v := _weighted(ks, f"pipe_{p}_pct")) is not None},
         shared_wavefronts=_sum([k.m("shared_wavefronts") for k in ks]),
         shared_conflicts=_sum([k.m("shared_bank_conflicts") for k in ks]),
         stalls=main.stalls,

@@ -223,6 +223,7 @@ def from_counters(
             stalls=c.stalls or None,
             hot_lines=tuple(c.hot_lines) or None,
             occupancy_pct=c.occupancy_pct,
+            pipes=c.pipes or None,
             shared_wavefronts=c.shared_wavefronts,
             shared_conflicts=c.shared_conflicts,
         )

@@ -105,9 +105,11 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     compute.narrow_tiles,
     compute.unpipelined,
     compute.excess_work,
+    compute.fp64_math,
     memory.excess_traffic,
     memory.uncoalesced,
     memory.few_bytes_in_flight,
+    memory.per_element_atomics,
 )
 
 

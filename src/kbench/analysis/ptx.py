@@ -70,6 +70,7 @@ class InstructionMix(Model):
     shared_atomics: int
     float_conversions: int  # cvt between float types (precision changes)
     fp32_math: int  # fma / mul / add .f32
+    fp64_math: int = 0  # fma / mul / add / div .f64 (the FP64 pipe: half the FP32 rate on an H100, far less elsewhere)
     half_math: int  # packed f16x2 / bf16x2 fma / mul / add
     special: int  # ex2 / lg2 / rcp / rsqrt / sqrt / sin / cos (the special-function unit)
     barriers: int  # bar.sync / barrier.sync
@@ -98,6 +99,7 @@ class InstructionMix(Model):
             "global atomic": self.atomics,
             "shared atomic": self.shared_atomics,
             "float conversion": self.float_conversions,
+            "FP64 instruction": self.fp64_math,
             "special-function instruction": self.special,
         }
         plural = {"local-memory access": "local-memory accesses"}
@@ -159,6 +161,8 @@ def instruction_mix(ptx: str) -> InstructionMix:
             counts["float_conversions"] += 1
         elif head in ("fma", "mul", "add", "sub") and parts[-1] == "f32":
             counts["fp32_math"] += 1
+        elif head in ("fma", "mul", "add", "sub", "div", "rcp", "sqrt") and parts[-1] == "f64":
+            counts["fp64_math"] += 1
         elif head in ("fma", "mul", "add", "sub") and parts[-1] in ("f16x2", "bf16x2"):
             counts["half_math"] += 1
         elif head in ("ex2", "lg2", "rcp", "rsqrt", "sqrt", "sin", "cos", "tanh"):
@@ -179,5 +183,5 @@ def instruction_mix(ptx: str) -> InstructionMix:
         global_stores=dict(sorted(stores.items())),
         cp_async=dict(sorted(copies.items())),
         **{k: counts[k] for k in ("tma_loads", "tma_stores", "local", "atomics", "shared_atomics")},
-        **{k: counts[k] for k in ("float_conversions", "fp32_math", "half_math", "special", "barriers")},
+        **{k: counts[k] for k in ("float_conversions", "fp32_math", "fp64_math", "half_math", "special", "barriers")},
     )

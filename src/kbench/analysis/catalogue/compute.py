@@ -167,3 +167,21 @@ def excess_work(e: Evidence) -> Opportunity | None:
         "early per CTA), tile shapes that divide the problem instead of padding it"
         f"{f' (now {e.config})' if e.config else ''}",
     )
+
+
+def fp64_math(e: Evidence) -> Opportunity | None:
+    """FP64 arithmetic in a stage whose plan is in another precision (values converted to float64, a float64 constant
+    or library call): the FP64 pipe runs at a fraction of the FP32 rate, and the conversions cost issue slots. Up to
+    the distance to the roof."""
+    mix, s = e.instructions, e.stage
+    if mix is None or not mix.fp64_math or s.precision == "fp64":
+        return None
+    return finding(
+        e,
+        f"FP64 arithmetic in {e.name}, a {s.precision} stage: {mix.fp64_math} FP64 instructions in its kernel"
+        f"{f' and {mix.float_conversions} float conversions' if mix.float_conversions else ''}",
+        e.gap_us,
+        (f"{e.name}.fp64_instructions", str(mix.fp64_math)),
+        f"keep {e.name}'s arithmetic in {s.precision}: no .to(tl.float64), float32 constants and accumulators, "
+        "libdevice calls on float32 values",
+    )

@@ -53,6 +53,7 @@ class Evidence:
     stall_unit: str = "stalled warps per issued instruction"  # what ``stalls`` counts (PC sampling: samples)
     hot_lines: tuple[str, ...] = ()  # the source lines with the most stall samples (ncu mode)
     occupancy_pct: float | None = None  # achieved warps per SM over the SM's maximum (ncu)
+    pipes: dict[str, float] = field(default_factory=dict)  # instruction pipe -> % of its peak (ncu)
     shared_wavefronts: float | None = None  # shared-memory data-pipe wavefronts, and those bank conflicts added (ncu)
     shared_conflicts: float | None = None
     config: str = ""  # its launch configuration, as the report shows it

@@ -105,3 +105,21 @@ def few_bytes_in_flight(e: Evidence) -> Opportunity | None:
         "per iteration (a larger BLOCK, 16-byte loads), more warps per CTA, and a grid of several CTAs per SM "
         f"instead of a loop inside few CTAs{f' (now {e.config})' if e.config else ''}",
     )
+
+
+def per_element_atomics(e: Evidence) -> Opportunity | None:
+    """Global atomics issued per element (a tl.atomic_add on a block of values: several atom / red instructions per
+    thread), where one per CTA would do after a reduction on chip: updates that meet at one address serialize in
+    L2. Up to the distance to the roof."""
+    mix = e.instructions
+    if mix is None or mix.atomics < b.PER_ELEMENT_ATOMICS:
+        return None
+    return finding(
+        e,
+        f"Per-element global atomics in {e.name}: {mix.atomics} atomic instructions per thread in its kernel; "
+        "updates to one address serialize in L2",
+        e.gap_us,
+        (f"{e.name}.global_atomics_per_thread", str(mix.atomics)),
+        f"reduce on chip first in {e.name}: tl.sum over the block, then one tl.atomic_add per CTA (or per output "
+        "element), or write per-CTA partial results and reduce them in a second stage",
+    )

@@ -16,6 +16,16 @@ from kbench.analysis.catalogue.evidence import Evidence, Opportunity
 
 DOMINANT_SHARE = 0.25  # a stall reason holding at least this share of a stage's stalled warps is named
 MOST = 2  # reasons named per stage
+# reasons whose cause is an instruction pipe: their item names the busiest pipes (ncu's sm__inst_executed_pipe_*)
+PIPE_BOUND = ("math_pipe_throttle", "dispatch_stall", "not_selected", "wait", "mio_throttle", "lg_throttle")
+# reasons that wait on shared memory: their item says how many shared-memory wavefronts bank conflicts added
+SHARED_BOUND = ("mio_throttle", "short_scoreboard")
+# what each pipe executes, in a Triton kernel's terms
+PIPE_WORDS = {
+    "fma": "FP32 multiply-add", "alu": "integer and logic", "xu": "special functions (exp, log, sqrt, division)",
+    "fp64": "FP64", "lsu": "loads and stores", "adu": "address divergence and branches", "uniform": "uniform (scalar)",
+    "tensor_op_gmma": "warpgroup MMA", "tensor_op_hmma": "warp MMA",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,14 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
             break
         s = STALLS.get(reason, Stall(f"warps stall on {reason}", "see ncu mode's report-verbose.md"))
         where = f" (hottest: {'; '.join(e.hot_lines)})" if e.hot_lines else ""
+        if reason in SHARED_BOUND and e.shared_wavefronts:
+            conflicts = 100.0 * (e.shared_conflicts or 0.0) / e.shared_wavefronts
+            where += f"; bank conflicts add {conflicts:.0f}% of the shared-memory wavefronts"
+        if reason in PIPE_BOUND and e.pipes:
+            busiest = sorted(e.pipes.items(), key=lambda kv: kv[1], reverse=True)[:2]
+            where += "; busiest pipes: " + ", ".join(
+                f"{p} ({PIPE_WORDS.get(p, p)}) {v:.0f}% of peak" for p, v in busiest
+            )
         out.append(
             Opportunity(
                 name=f"Stall on {reason} in {e.name}: {s.mechanism} ({per:.{digits}f} of {total:.{digits}f} "
