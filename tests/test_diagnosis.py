@@ -156,6 +156,20 @@ PAIRS = [
         "ea",
     ),
     (
+        f"{NEW}/atomics-per_element",
+        f"{NEW}/atomics-per_cta",
+        "Per-element global atomics in sum: 8 atomic instructions per thread",
+        "one tl.atomic_add per CTA",
+        "ea",
+    ),
+    (
+        f"{NEW}/fp64-double",
+        f"{NEW}/fp64-single",
+        "FP64 arithmetic in expo (plan precision fp32)",
+        "no .to(tl.float64)",
+        "ea",
+    ),
+    (
         f"{NEW}/trimm-full",
         f"{NEW}/trimm-skip",
         "Work beyond the model in trimm: ncu counted 2.00x the plan's FLOPs",
@@ -205,7 +219,11 @@ def test_event_mode_says_what_counters_would_show_of_masked_work() -> None:
     [
         ("vector_add-base", "event"),
         ("vector_add-base", "annotation"),
-        *[(f"{NEW}/{k}", m) for k in ("stream-many", "rowloop-wide", "misalign-aligned") for m in MODES.values()],
+        *[
+            (f"{NEW}/{k}", m)
+            for k in ("stream-many", "rowloop-wide", "misalign-aligned", "syncs-per_iter", "syncs-at_end")
+            for m in MODES.values()
+        ],
         *[(f"h200/{k}", m) for k in ("softmax-fused", "transpose-tiled", "tail-after") for m in MODES.values()],
     ],
 )

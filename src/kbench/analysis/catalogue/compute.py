@@ -178,7 +178,7 @@ def fp64_math(e: Evidence) -> Opportunity | None:
         return None
     return finding(
         e,
-        f"FP64 arithmetic in {e.name}, a {s.precision} stage: {mix.fp64_math} FP64 instructions in its kernel"
+        f"FP64 arithmetic in {e.name} (plan precision {s.precision}): {mix.fp64_math} FP64 instructions in its kernel"
         f"{f' and {mix.float_conversions} float conversions' if mix.float_conversions else ''}",
         e.gap_us,
         (f"{e.name}.fp64_instructions", str(mix.fp64_math)),
