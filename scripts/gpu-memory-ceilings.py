@@ -1,7 +1,8 @@
 """Measure what a GPU's memory system reaches, for conf/devices.json's `measured` block: streaming bandwidth read-only,
-write-only and copy (1 GiB, bytes read + written), and the DRAM load latency of one dependent chain (a pointer chase
-over 512 MiB at 128-byte granularity, far beyond L2). Prints one JSON object; nothing is written to the device's
-settings. Usage on a CUDA machine: python scripts/gpu-memory-ceilings.py [--reps N]
+write-only and copy (1 GiB, bytes read + written), the DRAM load latency of one dependent chain (a pointer chase
+over 512 MiB at 128-byte granularity, far beyond L2), and the time one fp32 atomic add takes when every thread adds
+to the same address (2^21 of them from 512 CTAs of 256 threads). Prints one JSON object; nothing is written to the
+device's settings. Usage on a CUDA machine: python scripts/gpu-memory-ceilings.py [--reps N]
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ def _chase_kernel(next_ptr, out_ptr, hops):
     for _ in range(hops):
         i = tl.load(next_ptr + i)
     tl.store(out_ptr, i)
+
+
+@triton.jit
+def _atomic_kernel(out_ptr, per_thread, BLOCK: tl.constexpr):
+    one = tl.full((BLOCK,), 1.0, tl.float32)
+    for _ in range(per_thread):
+        tl.atomic_add(out_ptr + tl.zeros((BLOCK,), tl.int32), one)
 
 
 def _median_ms(fn, reps: int) -> float:
@@ -98,11 +106,24 @@ def latency(hops: int = 20000) -> float:
     return (ms_long - ms_short) * 1e6 / (hops - hops // 10)
 
 
+def atomic_serial_ns(ctas: int = 512, threads: int = 256, per_thread: int = 16) -> float:
+    """ns per fp32 atomic add when every thread of every CTA adds to one address (they serialize in L2)."""
+    out = torch.zeros(1, device="cuda")
+    n = ctas * threads * per_thread
+    ms = _median_ms(lambda: _atomic_kernel[(ctas,)](out, per_thread, BLOCK=threads, num_warps=threads // 32), 5)
+    return ms * 1e6 / n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--reps", type=int, default=20)
     args = ap.parse_args()
-    res = {"device": torch.cuda.get_device_name(), **streaming(args.reps), "dram_latency_ns": latency()}
+    res = {
+        "device": torch.cuda.get_device_name(),
+        **streaming(args.reps),
+        "dram_latency_ns": latency(),
+        "atomic_same_address_ns": atomic_serial_ns(),
+    }
     print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in res.items()}))
 
 

@@ -158,14 +158,14 @@ PAIRS = [
     (
         f"{NEW}/atomics-per_element",
         f"{NEW}/atomics-per_cta",
-        "Per-element global atomics in sum: 8 atomic instructions per thread",
+        "Per-element global atomics in sum: 8 per thread, 1.68e+07 in all",
         "one tl.atomic_add per CTA",
         "ea",
     ),
     (
         f"{NEW}/fp64-double",
         f"{NEW}/fp64-single",
-        "FP64 arithmetic in expo (plan precision fp32)",
+        "FP64 arithmetic in expo (plan precision fp32): 2432 FP64 instructions per thread",
         "no .to(tl.float64)",
         "ea",
     ),

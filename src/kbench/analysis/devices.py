@@ -46,12 +46,18 @@ class SmLimits(Model):
     # operand precision (the narrow-tensor-tiles entry of the catalogue); absent where not known
     shared_bytes_per_clock: PositiveInt | None = None
     tensor_flops_per_clock: dict[Precision, PositiveFloat] = Field(default_factory=dict)
+    fp64_per_clock: PositiveInt | None = None  # FP64 instructions (fma) an SM issues per clock
+    sm_clock_mhz: PositiveInt | None = None  # the highest SM clock: per-clock rates to per-second ones
     feed_source: str | None = None
 
     @model_validator(mode="after")
     def _feed_sourced(self) -> SmLimits:
-        if (self.shared_bytes_per_clock or self.tensor_flops_per_clock) and not self.feed_source:
-            raise ValueError("feed_source must name where shared_bytes_per_clock and tensor_flops_per_clock come from")
+        given = self.shared_bytes_per_clock or self.tensor_flops_per_clock or self.fp64_per_clock or self.sm_clock_mhz
+        if given and not self.feed_source:
+            raise ValueError(
+                "feed_source must name where shared_bytes_per_clock, tensor_flops_per_clock, fp64_per_clock and "
+                "sm_clock_mhz come from"
+            )
         return self
 
 

@@ -82,18 +82,21 @@ class Facts:
     limits: SmLimits | None = None  # what an SM holds (the occupancy calculator's inputs)
     measured: dict[str, dict[str, Any]] = field(default_factory=dict)  # per stage, Evidence a mode measured itself
     dram_latency_ns: float | None = None  # measured on the device (conf/devices.json)
+    atomic_serial_ns: float | None = None
     arch: str | None = None
 
     @classmethod
     def of(cls, device: ActiveDevice, tiling: dict[str, dict[str, Any]]) -> Facts:
         spec = device.spec
         latency = spec.measured.get("dram_latency_ns") if spec else None
+        atomic = spec.measured.get("atomic_same_address_ns") if spec else None
         return cls(
             practical=spec.practical() if spec else {},
             sm_count=spec.sm_count if spec else None,
             tiling=tiling,
             limits=spec.limits if spec else None,
             dram_latency_ns=latency.value if latency else None,
+            atomic_serial_ns=atomic.value if atomic else None,
             arch=spec.arch if spec else None,
         )
 
@@ -123,6 +126,7 @@ class Facts:
             "instructions": mix,
             "limits": self.limits,
             "dram_latency_ns": self.dram_latency_ns,
+            "atomic_serial_ns": self.atomic_serial_ns,
             "arch": self.arch,
             "practical_by_precision": self.practical,
         }

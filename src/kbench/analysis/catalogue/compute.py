@@ -171,17 +171,24 @@ def excess_work(e: Evidence) -> Opportunity | None:
 
 def fp64_math(e: Evidence) -> Opportunity | None:
     """FP64 arithmetic in a stage whose plan is in another precision (values converted to float64, a float64 constant
-    or library call): the FP64 pipe runs at a fraction of the FP32 rate, and the conversions cost issue slots. Up to
-    the distance to the roof."""
-    mix, s = e.instructions, e.stage
-    if mix is None or not mix.fp64_math or s.precision == "fp64":
+    or library call). Its cost: the FP64 instructions the kernel executes (the PTX's count in every thread of every
+    CTA) at the SM's FP64 rate (conf/devices.json); named when that explains at least FP64_SHARE of the distance to the
+    roof, the time saved being that FP64 time."""
+    mix, s, lim = e.instructions, e.stage, e.limits
+    if mix is None or not mix.fp64_math or s.precision == "fp64" or lim is None:
         return None
+    executed = e.executed(mix.fp64_math)
+    if executed is None or not lim.fp64_per_clock or not lim.sm_clock_mhz or not e.sm_count:
+        return None
+    fp64_us = executed / (lim.fp64_per_clock * e.sm_count * lim.sm_clock_mhz)  # instructions / (per us)
+    if fp64_us < b.FP64_SHARE * e.gap_us:
+        return None  # a little FP64 (an accumulator) that does not set the time
     return finding(
         e,
-        f"FP64 arithmetic in {e.name} (plan precision {s.precision}): {mix.fp64_math} FP64 instructions in its kernel"
-        f"{f' and {mix.float_conversions} float conversions' if mix.float_conversions else ''}",
-        e.gap_us,
-        (f"{e.name}.fp64_instructions", str(mix.fp64_math)),
+        f"FP64 arithmetic in {e.name} (plan precision {s.precision}): {mix.fp64_math} FP64 instructions per thread, "
+        f"{executed:.3g} in all, take {fp64_us:.1f} us at the SM's FP64 rate of its {e.us:.1f} us",
+        fp64_us,
+        (f"{e.name}.fp64_instructions", f"{executed:.3g}"),
         f"keep {e.name}'s arithmetic in {s.precision}: no .to(tl.float64), float32 constants and accumulators, "
         "libdevice calls on float32 values",
     )

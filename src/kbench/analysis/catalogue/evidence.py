@@ -62,6 +62,7 @@ class Evidence:
     limits: SmLimits | None = None  # what an SM holds and feeds per clock (conf/devices.json)
     dram_latency_ns: float | None = None  # one dependent DRAM load, measured on the device (conf/devices.json)
     arch: str | None = None  # the device's architecture, as conf/devices.json names it ("Hopper (sm_90)")
+    atomic_serial_ns: float | None = None  # one atomic to an address others also update, measured (conf/devices.json)
     practical_by_precision: dict[str, rl.Ceilings] = field(default_factory=dict)  # every precision's practical roof
 
     @property
@@ -98,6 +99,11 @@ class Evidence:
     def gain(self, saved_us: float) -> float:
         """``saved_us`` of this stage as a share of the plan, never beyond its distance to the practical roof."""
         return 100.0 * max(0.0, min(saved_us, self.gap_us)) / self.total_us
+
+    def executed(self, per_thread: int) -> float | None:
+        """Instructions the kernel executes in all, ``per_thread`` of them (its static count) in every thread of every
+        CTA: a floor where a loop repeats them."""
+        return float(per_thread * self.warps * 32 * self.ctas) if self.warps and self.ctas else None
 
     @property
     def memory_limited(self) -> bool:
