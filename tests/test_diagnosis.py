@@ -281,3 +281,10 @@ def test_the_split_kv_decode_at_its_roof_gets_no_false_alarm() -> None:
     opps, _ = top("mla_decode-v3-s1", "event")
     assert all(o.gain_pct < 5.0 for o in opps), [(o.name, o.gain_pct) for o in opps]
     assert any(o.name.startswith("Stage partial is at its practical roof") for o in opps)
+
+
+def test_narrow_tiles_offer_fewer_warpgroups_only_where_registers_allow() -> None:
+    # mla_decode v2 holds 255 registers per thread on 8 warps: halving its warpgroups would double its accumulators
+    opps, _ = top(f"{NEW}/mla_decode-v2-s16", "event")
+    narrow = next(o for o in opps if o.metric == "attention.tensor_feed_cap")
+    assert narrow.change is not None and "num_warps=4" not in narrow.change and "BLOCK_N" in narrow.change

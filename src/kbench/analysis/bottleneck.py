@@ -78,6 +78,9 @@ FUSION_MIN_SAVED = 0.1
 EXCESS_WORK = 1.25
 # Narrow tensor tiles are named when shared memory can feed less than this share of the tensor cores' rate.
 TILE_FEED_CAP = 0.9
+# ... and fewer warpgroups on the same tile (each thread then holds twice the accumulators) are suggested only for a
+# kernel holding at most this many registers per thread (twice it stays within the 255 a thread can have).
+REGISTERS_TO_DOUBLE = 127
 # Too few bytes in flight (Little's law): named when an SM's loads in flight are under this share of what DRAM needs
 # at its measured latency, and only when the measured bandwidth is no more than IN_FLIGHT_MODEL_SLACK times what
 # those bytes in flight allow (a kernel moving more than its static loads explain is not this case).

@@ -118,14 +118,19 @@ def narrow_tiles(e: Evidence) -> Opportunity | None:
     if fed is None or e.memory_limited or fed[0] >= b.TILE_FEED_CAP:
         return None
     cap, words = fed
+    # fewer warpgroups on the same tile double each thread's accumulators: offered only where registers allow it
+    fewer = (
+        ", fewer warpgroups splitting the same tile (num_warps=4 gives one warpgroup the whole BLOCK_N)"
+        if e.registers is not None and e.registers <= b.REGISTERS_TO_DOUBLE and (e.warps or 0) > 4
+        else ""
+    )
     return finding(
         e,
         f"Narrow tensor tiles in {e.name}: {words}; shared memory feeds at most {100 * cap:.0f}% of the tensor rate",
         e.us * (1.0 - cap),
         (f"{e.name}.tensor_feed_cap", f"{100 * cap:.0f}%"),
-        f"wider tiles per warpgroup MMA in {e.name}: an n of 64 or more per wgmma, that is a larger BLOCK_N, or "
-        "fewer warpgroups splitting the same tile (num_warps=4 gives one warpgroup the whole BLOCK_N), or the A "
-        f"operand kept in registers{f' (now {e.config})' if e.config else ''}",
+        f"wider tiles per warpgroup MMA in {e.name}: an n of 64 or more per wgmma, that is a larger BLOCK_N (shared "
+        f"memory permitting){fewer}, or the A operand kept in registers{f' (now {e.config})' if e.config else ''}",
     )
 
 
