@@ -288,3 +288,15 @@ def test_narrow_tiles_offer_fewer_warpgroups_only_where_registers_allow() -> Non
     opps, _ = top(f"{NEW}/mla_decode-v2-s16", "event")
     narrow = next(o for o in opps if o.metric == "attention.tensor_feed_cap")
     assert narrow.change is not None and "num_warps=4" not in narrow.change and "BLOCK_N" in narrow.change
+
+
+def test_work_repeated_by_warpgroups_is_recognised_from_the_ptx() -> None:
+    # mla_decode v2 on 8 warps: both warpgroups compute the whole Q.K^T (wgmma m64n32k16, A from shared memory) that
+    # feeds P.V (m64n256k16, A in registers), which they split: the PTX predicts 1.53x the model's FLOPs, ncu counted
+    # 1.53x; trimm's excess (masked tiles) has no such chain and gets no such sentence
+    opps, _ = top(f"{NEW}/mla_decode-v2-s16", "annotation")
+    (work,) = [o for o in opps if o.metric == "attention.flops_over_model"]
+    assert work.change is not None and "1.53x expected from the PTX, 1.53x counted" in work.change
+    assert "255 per thread" in work.change
+    (trimm,) = [o for o in top(f"{NEW}/trimm-full", "annotation")[0] if o.metric == "trimm.flops_over_model"]
+    assert trimm.change is not None and "warpgroup" not in trimm.change

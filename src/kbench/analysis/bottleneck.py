@@ -76,6 +76,9 @@ FUSION_MIN_SAVED = 0.1
 # Counted FLOPs beyond the plan's model by this factor, where arithmetic sets the time, are work the result does not
 # need (padded or masked-out tiles computed): the same factor as the model-mismatch finding.
 EXCESS_WORK = 1.25
+# A product repeated by every warpgroup is named as the excess's source when the ratio the PTX predicts for it is
+# within this share of the counted one.
+REPEATED_MATCH = 0.1
 # Narrow tensor tiles are named when shared memory can feed less than this share of the tensor cores' rate.
 TILE_FEED_CAP = 0.9
 # ... and fewer warpgroups on the same tile (each thread then holds twice the accumulators) are suggested only for a

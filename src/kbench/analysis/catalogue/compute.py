@@ -4,6 +4,8 @@ beyond the model. Pure."""
 
 from __future__ import annotations
 
+import math
+
 from kbench.analysis import bottleneck as b
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
 from kbench.analysis.ptx import OPERAND_BYTES
@@ -170,7 +172,37 @@ def excess_work(e: Evidence) -> Opportunity | None:
         (f"{e.name}.flops_over_model", f"{ratio:.2f}x"),
         f"compute only what {e.name}'s result keeps: skip tiles whose output is masked away (bound the loop or return "
         "early per CTA), tile shapes that divide the problem instead of padding it"
-        f"{f' (now {e.config})' if e.config else ''}",
+        f"{f' (now {e.config})' if e.config else ''}{_repeated_by_warpgroups(e, ratio)}",
+    )
+
+
+def _repeated_by_warpgroups(e: Evidence, ratio: float) -> str:
+    """Where the compiled kernel chains a product into a wgmma that reads its A operand from registers and several
+    warpgroups split that second product, each warpgroup needs the whole first product: it is computed once per
+    warpgroup. From the PTX's tensor FLOPs per warpgroup, f1 (A from shared memory) and f2 (A from registers), the
+    counted FLOPs are then groups x (f1 + f2) against f1 + groups x f2 in the model; said only where that ratio is
+    within REPEATED_MATCH of the counted one."""
+    mix, groups = e.instructions, (e.warps or 0) // 4
+    if mix is None or groups < 2:
+        return ""
+
+    def flops(a_from: str) -> float:
+        return sum(
+            2.0 * math.prod(d) * o.count for o in mix.tensor_ops if o.a_from == a_from and (d := _shape(o.shape))
+        )
+
+    f1, f2 = flops("shared"), flops("registers")
+    if not f1 or not f2:
+        return ""
+    expected = groups * (f1 + f2) / (f1 + groups * f2)
+    if abs(expected / ratio - 1.0) > b.REPEATED_MATCH:
+        return ""
+    return (
+        f"; here each of its {groups} warpgroups (num_warps={e.warps}) computes the whole product that feeds the "
+        f"register-operand wgmma, which they split: {expected:.2f}x expected from the PTX, {ratio:.2f}x counted. "
+        "Compute that product once per CTA: one warpgroup per row block (num_warps=4), or rows split between the "
+        "warpgroups (a BLOCK_M of 64 per warpgroup); either gives each warpgroup its rows' whole accumulator"
+        f"{f', so registers decide (now {e.registers:.0f} per thread)' if e.registers else ''}"
     )
 
 
