@@ -95,3 +95,41 @@ def test_bytes_in_flight_follow_littles_law() -> None:
     assert op.diagnose(evidence(slow, **{**kw, "warps": 8, "ctas": 1056}))[0].metric != "s.bytes_in_flight_per_sm"
     # a stage moving far more than its static loads allow is not this case (the count misses its loads)
     assert op.diagnose(evidence(4e7 / 3000e9 * 1e6 * 1.2, **kw))[0].metric != "s.bytes_in_flight_per_sm"
+
+
+def _mix(**kw: Any) -> Any:
+    from kbench.analysis.ptx import InstructionMix, TensorOp
+
+    base: dict[str, Any] = {
+        "tensor_ops": [], "operand_precision": None, "global_loads": {}, "global_stores": {}, "cp_async": {},
+        "tma_loads": 0, "tma_stores": 0, "local": 0, "atomics": 0, "shared_atomics": 0, "float_conversions": 0,
+        "fp32_math": 0, "half_math": 0, "special": 0, "barriers": 0,
+    }  # fmt: skip
+    ops = [TensorOp(**o) for o in kw.pop("ops", [])]
+    return InstructionMix(**{**base, "tensor_ops": ops, **kw})
+
+
+def test_unpipelined_loads_need_num_stages_1() -> None:
+    from kbench.analysis.catalogue import compute
+
+    mm = {"op": "wgmma", "shape": "m64n128k16", "types": "f32.f16.f16", "count": 8, "a_from": "shared"}
+    mix = _mix(ops=[mm], global_loads={16: 4})
+    e = evidence(1000.0, nbytes=1e6, bottleneck="Compute", instructions=mix, num_stages=1)
+    assert compute.unpipelined(e) is not None
+    # num_stages=3 and still no async copy: the kernel has no loop to pipeline (one tile), not this mechanism
+    assert compute.unpipelined(evidence(1000.0, nbytes=1e6, instructions=mix, num_stages=3)) is None
+
+
+def test_bf16_work_on_the_fp16_path_is_no_precision_finding() -> None:
+    from kbench.analysis.catalogue import compute
+    from kbench.analysis.devices import load_devices
+
+    spec = load_devices().devices["H100_SXM"]
+    roofs = spec.practical()
+    f = evidence(1000.0, nbytes=1e6, bottleneck="Compute").stage.model_copy(update={"precision": "bf16", "flops": 1e12})
+    kw: dict[str, Any] = {"practical_by_precision": roofs, "limits": spec.limits}
+    fp16 = op.Evidence(stage=f, total_us=1000.0, practical=roofs["bf16"], tensor_paths={"fp16": 1e12}, **kw)
+    assert compute.tensor_precision(fp16) is None  # 695 measured against 793, but one rate per clock (4096)
+    tf32 = op.Evidence(stage=f, total_us=1000.0, practical=roofs["bf16"], tensor_paths={"tf32": 1e12}, **kw)
+    found = compute.tensor_precision(tf32)
+    assert found is not None and found.value == "tf32"

@@ -46,6 +46,9 @@ def tensor_precision(e: Evidence) -> Opportunity | None:
     slow = e.practical_by_precision.get(used)
     if slow is None or slow.tflops >= plan.tflops:
         return None
+    per_clock = {str(p): v for p, v in e.limits.tensor_flops_per_clock.items()} if e.limits else {}
+    if used in per_clock and s.precision in per_clock and per_clock[used] >= per_clock[s.precision]:
+        return None  # the hardware runs both at one rate (bf16 and fp16): the measured difference is not the precision
     return finding(
         e,
         f"Tensor cores run {used} in {e.name}, not the plan's {s.precision}: {slow.tflops:g} against "
@@ -137,13 +140,15 @@ def narrow_tiles(e: Evidence) -> Opportunity | None:
 
 
 def unpipelined(e: Evidence) -> Opportunity | None:
-    """A tensor-core loop whose operand tiles come through plain loads, with no asynchronous copies (cp.async or
-    TMA) in flight while the tensor cores work: each iteration waits its loads' whole latency. Up to the distance
-    to the roof."""
+    """A tensor-core loop compiled with num_stages=1: its operand tiles come through plain loads, with no asynchronous
+    copies (cp.async or TMA) in flight while the tensor cores work, and each iteration waits its loads' whole
+    latency. Up to the distance to the roof. (With num_stages > 1 and still no copies there is no loop to pipeline.)"""
     mix = e.instructions
     if mix is None or not mix.tensor_ops or mix.cp_async or mix.tma_loads or not mix.global_loads:
         return None
-    stages = f" (num_stages={e.num_stages})" if e.num_stages is not None else ""
+    if e.num_stages is None or e.num_stages > 1:
+        return None  # asked to pipeline and still no copies: no loop to pipeline (one tile), not this case
+    stages = f" (num_stages={e.num_stages})"
     return finding(
         e,
         f"Operand loads not pipelined in {e.name}{stages}: its tensor-core loop loads tiles with plain global loads, "
