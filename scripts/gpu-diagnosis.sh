@@ -29,6 +29,7 @@ runs=(
   "atomics per_element:event,annotation" "atomics per_cta:event,annotation"
   "fp64 double:event,annotation" "fp64 single:event,annotation"
   "syncs per_iter:event,annotation" "syncs at_end:event,annotation"
+  "ilp serial:event,annotation" "ilp parallel:event,annotation"
 )
 for r in "${runs[@]}"; do
   spec=${r%%:*}; set -- $spec; modes=${r#*:}

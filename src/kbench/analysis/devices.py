@@ -48,15 +48,24 @@ class SmLimits(Model):
     tensor_flops_per_clock: dict[Precision, PositiveFloat] = Field(default_factory=dict)
     fp64_per_clock: PositiveInt | None = None  # FP64 instructions (fma) an SM issues per clock
     sm_clock_mhz: PositiveInt | None = None  # the highest SM clock: per-clock rates to per-second ones
+    schedulers: PositiveInt | None = None  # warp schedulers per SM (each issues for its own warps)
+    fma_latency_cycles: PositiveInt | None = None  # cycles before an FP32 FMA's result can feed the next
     feed_source: str | None = None
 
     @model_validator(mode="after")
     def _feed_sourced(self) -> SmLimits:
-        given = self.shared_bytes_per_clock or self.tensor_flops_per_clock or self.fp64_per_clock or self.sm_clock_mhz
+        given = (
+            self.shared_bytes_per_clock
+            or self.tensor_flops_per_clock
+            or self.fp64_per_clock
+            or self.sm_clock_mhz
+            or self.schedulers
+            or self.fma_latency_cycles
+        )
         if given and not self.feed_source:
             raise ValueError(
-                "feed_source must name where shared_bytes_per_clock, tensor_flops_per_clock, fp64_per_clock and "
-                "sm_clock_mhz come from"
+                "feed_source must name where shared_bytes_per_clock, tensor_flops_per_clock, fp64_per_clock, "
+                "sm_clock_mhz, schedulers and fma_latency_cycles come from"
             )
         return self
 

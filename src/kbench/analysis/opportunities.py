@@ -106,6 +106,7 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     compute.unpipelined,
     compute.excess_work,
     compute.fp64_math,
+    compute.few_warps,
     memory.excess_traffic,
     memory.uncoalesced,
     memory.few_bytes_in_flight,

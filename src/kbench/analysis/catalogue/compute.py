@@ -234,3 +234,32 @@ def fp64_math(e: Evidence) -> Opportunity | None:
         f"keep {e.name}'s arithmetic in {s.precision}: no .to(tl.float64), float32 constants and accumulators, "
         "libdevice calls on float32 values",
     )
+
+
+def few_warps(e: Evidence) -> Opportunity | None:
+    """CUDA-core arithmetic (no tensor instructions) on a compute-limited stage whose SMs hold fewer warps per
+    scheduler than an FP32 FMA's dependent latency in cycles: a warp whose next FMA waits on its last issues once every
+    that many cycles, and no other warp is there to fill the gaps (with one chain per thread). Up to the distance to
+    the roof."""
+    mix, lim = e.instructions, e.limits
+    if mix is None or mix.tensor_ops or e.memory_limited or lim is None or not lim.schedulers:
+        return None
+    if not lim.fma_latency_cycles or not e.warps or not e.ctas or not e.sm_count or not mix.fp32_math:
+        return None
+    resident = -(-e.ctas // e.sm_count)
+    if e.ctas_per_sm:
+        resident = min(resident, int(e.ctas_per_sm))
+    per_scheduler = resident * e.warps / lim.schedulers
+    if per_scheduler >= lim.fma_latency_cycles:
+        return None
+    return finding(
+        e,
+        f"Too few warps to hide arithmetic latency in {e.name}: {resident * e.warps} warps per SM ({resident} CTA"
+        f"{'s' if resident > 1 else ''} x {e.warps} warps), {per_scheduler:g} per scheduler, where a dependent FP32 "
+        f"FMA waits {lim.fma_latency_cycles} cycles",
+        e.gap_us,
+        (f"{e.name}.warps_per_scheduler", f"{per_scheduler:g}"),
+        f"give each of {e.name}'s schedulers at least {lim.fma_latency_cycles} independent instruction streams: more "
+        "CTAs per SM (a grid of several CTAs per SM instead of a loop inside few), more warps per CTA, or more "
+        f"independent elements per thread (a larger BLOCK){f' (now {e.config})' if e.config else ''}",
+    )
