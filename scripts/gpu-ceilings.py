@@ -1,8 +1,9 @@
-"""Measure what a GPU's memory system reaches, for conf/devices.json's `measured` block: streaming bandwidth read-only,
+"""Measure what a GPU reaches, for conf/devices.json's `measured` block: FP32 FMA throughput (four independent chains
+per element), and of its memory system: streaming bandwidth read-only,
 write-only and copy (1 GiB, bytes read + written), the DRAM load latency of one dependent chain (a pointer chase
 over 512 MiB at 128-byte granularity, far beyond L2), and the time one fp32 atomic add takes when every thread adds
 to the same address (2^21 of them from 512 CTAs of 256 threads). Prints one JSON object; nothing is written to the
-device's settings. Usage on a CUDA machine: python scripts/gpu-memory-ceilings.py [--reps N]
+device's settings. Usage on a CUDA machine: python scripts/gpu-ceilings.py [--reps N]
 """
 
 from __future__ import annotations
@@ -45,6 +46,19 @@ def _chase_kernel(next_ptr, out_ptr, hops):
     for _ in range(hops):
         i = tl.load(next_ptr + i)
     tl.store(out_ptr, i)
+
+
+@triton.jit
+def _fma_kernel(y_ptr, STEPS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    a = offs.to(tl.float32) * 1e-9
+    b, c, d = a + 1.0, a + 2.0, a + 3.0  # four independent chains per element
+    for _ in range(STEPS):
+        a = a * 0.999 + 0.5
+        b = b * 0.999 + 0.5
+        c = c * 0.999 + 0.5
+        d = d * 0.999 + 0.5
+    tl.store(y_ptr + offs, a + b + c + d)
 
 
 @triton.jit
@@ -114,6 +128,13 @@ def atomic_serial_ns(ctas: int = 512, threads: int = 256, per_thread: int = 16) 
     return ms * 1e6 / n
 
 
+def fp32_fma_tflops(ctas: int = 132 * 16, block: int = 1024, steps: int = 4096) -> float:
+    """FP32 FMA throughput: four independent multiply-add chains per element, 1024 elements per CTA on 8 warps."""
+    y = torch.empty(ctas * block, device="cuda")
+    ms = _median_ms(lambda: _fma_kernel[(ctas,)](y, STEPS=steps, BLOCK=block, num_warps=8), 10)
+    return 2.0 * 4 * steps * ctas * block / (ms * 1e-3) / 1e12
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--reps", type=int, default=20)
@@ -123,6 +144,7 @@ def main() -> None:
         **streaming(args.reps),
         "dram_latency_ns": latency(),
         "atomic_same_address_ns": atomic_serial_ns(),
+        "fp32_fma_tflops": fp32_fma_tflops(),
     }
     print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in res.items()}))
 
