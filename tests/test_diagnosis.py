@@ -308,3 +308,20 @@ def test_work_repeated_by_warpgroups_is_recognised_from_the_ptx() -> None:
     assert "255 per thread" in work.change
     (trimm,) = [o for o in top(f"{NEW}/trimm-full", "annotation")[0] if o.metric == "trimm.flops_over_model"]
     assert trimm.change is not None and "warpgroup" not in trimm.change
+
+
+def test_kbench_analyze_reads_the_launch_records_beside_a_capture(tmp_path: Path) -> None:
+    # an annotation capture analysed offline with its plan: tiling/ beside it gives the catalogue the compiled kernel's
+    # instruction mix, so the narrow tensor tiles are named as they were live
+    from kbench import pipeline
+
+    folder = folder_of(f"{NEW}/mla_decode-v2-s16", "annotation")
+    r = pipeline.analyze(folder / "profile.ncu-rep", "annotation", tmp_path, plan_of(folder))
+    assert any(o.metric == "attention.tensor_feed_cap" for o in r.figures.opportunities)
+    assert "wgmma m64n32k16" in (Path(r.out_dir) / "report.md").read_text()
+    # the same capture alone: no launch records, no instruction mix, no such item
+    alone = tmp_path / "alone" / "profile.ncu-rep"
+    alone.parent.mkdir()
+    alone.write_bytes((folder / "profile.ncu-rep").read_bytes())
+    r = pipeline.analyze(alone, "annotation", tmp_path / "out", plan_of(folder))
+    assert not any(o.metric == "attention.tensor_feed_cap" for o in r.figures.opportunities)

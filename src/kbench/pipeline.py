@@ -13,6 +13,7 @@ import logging
 import shlex
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -220,6 +221,10 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
         _same_plan(path, plan)
     backend = registry.for_capture(path, mode)
     capture = backend.open(path)
+    if plan is not None and (tiling := folder.tiling_beside(path)):
+        # a capture kbench made, analysed with its plan: the launch records beside it (grid, the compiled kernel's
+        # instruction mix) feed the catalogue as they did live
+        capture = replace(capture, tiling=tiling)
     if plan is not None:
         identity = (plan.package, plan.version, plan.values())
     else:

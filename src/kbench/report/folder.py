@@ -106,6 +106,22 @@ def made_with(capture: Path) -> dict[str, Any]:
     return made if isinstance(made, dict) else {}
 
 
+def tiling_beside(capture: Path) -> dict[str, dict[str, Any]]:
+    """The launch records (tiling/<stage>.json: grid, registers, the compiled kernel's instruction mix) of the run
+    folder a capture file lies in, by stage; {} where there are none or they cannot be read."""
+    import json
+
+    out: dict[str, dict[str, Any]] = {}
+    for p in sorted((capture.parent / "tiling").glob("*.json")):
+        try:
+            record = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict):
+            out[p.stem] = record
+    return out
+
+
 def previous_run(run_dir: Path) -> Path | None:
     """The latest earlier successful run of the same mode, kernel and parameters (any version)."""
     earlier = sorted(p for p in run_dir.parent.iterdir() if p.is_dir() and p.name < run_dir.name)
