@@ -232,7 +232,7 @@ def test_event_mode_says_what_counters_would_show_of_masked_work() -> None:
             for m in MODES.values()
         ],
         (f"{NEW}/ilp-parallel", "event"),  # 91% of the 62.4 TFLOP/s FMA ceiling (annotation: 89%)
-        *[(f"h200/{k}", m) for k in ("softmax-fused", "transpose-tiled", "tail-after") for m in MODES.values()],
+        *[(f"h200/{k}", m) for k in ("softmax-fused", "transpose-tiled") for m in MODES.values()],
     ],
 )
 def test_a_kernel_at_its_roof_is_told_to_stop(run: str, mode: str, tmp_path: Path) -> None:
@@ -325,3 +325,11 @@ def test_kbench_analyze_reads_the_launch_records_beside_a_capture(tmp_path: Path
     alone.write_bytes((folder / "profile.ncu-rep").read_bytes())
     r = pipeline.analyze(alone, "annotation", tmp_path / "out", plan_of(folder))
     assert not any(o.metric == "attention.tensor_feed_cap" for o in r.figures.opportunities)
+
+
+@pytest.mark.parametrize("mode", MODES.values())
+def test_the_whole_wave_tail_claims_no_mechanism(mode: str) -> None:
+    # tail after on the H200: 81% of the 62.7 TFLOP/s an FMA kernel reached there (it was 100% of cuBLAS SGEMM's 50.7,
+    # the roof before): not "stop", and no mechanism is claimed for the rest
+    opps, _ = top("h200/tail-after", mode)
+    assert not any(o.named for o in opps) and opps[0].rest and 15.0 < opps[0].gain_pct < 25.0
