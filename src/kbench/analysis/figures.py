@@ -226,7 +226,6 @@ def from_counters(
             tensor_paths=c.tensor_paths or None,
             stalls=c.stalls or None,
             hot_lines=tuple(c.hot_lines) or None,
-            occupancy_pct=c.occupancy_pct,
             pipes=c.pipes or None,
             shared_wavefronts=c.shared_wavefronts,
             shared_conflicts=c.shared_conflicts,

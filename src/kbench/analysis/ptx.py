@@ -54,6 +54,12 @@ class TensorOp(Model):
     def precision(self) -> str | None:
         return precision(self.types)
 
+    @property
+    def dims(self) -> tuple[int, int, int] | None:
+        """(M, N, K) of its shape (m64n256k16 -> (64, 256, 16))."""
+        m = re.fullmatch(r"m(\d+)n(\d+)k(\d+)", self.shape)
+        return (int(m[1]), int(m[2]), int(m[3])) if m else None
+
 
 class InstructionMix(Model):
     """A kernel's PTX instructions by class (static counts)."""

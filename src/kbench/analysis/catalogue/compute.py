@@ -80,11 +80,6 @@ def warp_mma(e: Evidence) -> Opportunity | None:
     )
 
 
-def _shape(shape: str) -> tuple[int, int, int] | None:
-    dims = [int(x) for x in shape[1:].replace("n", " ").replace("k", " ").split()] if shape.startswith("m") else []
-    return (dims[0], dims[1], dims[2]) if len(dims) == 3 else None
-
-
 def tile_feed(e: Evidence) -> tuple[float, str] | None:
     """How much of the tensor cores' rate shared memory can feed the kernel's warpgroup MMAs: each wgmma mMnNkK
     reads B (K x N) and, unless A sits in registers, A (M x K) from shared memory; it does 2MNK FLOPs. Over
@@ -97,7 +92,7 @@ def tile_feed(e: Evidence) -> tuple[float, str] | None:
     flops_w = slowed_w = 0.0
     narrow = None
     for o in mix.tensor_ops:
-        dims, prec = _shape(o.shape), o.precision
+        dims, prec = o.dims, o.precision
         rate = rates.get(prec or "")
         size = OPERAND_BYTES.get(prec or "")
         if o.op != "wgmma" or dims is None or not rate or not size:
@@ -192,9 +187,7 @@ def _repeated_by_warpgroups(e: Evidence, ratio: float) -> str:
         return ""
 
     def flops(a_from: str) -> float:
-        return sum(
-            2.0 * math.prod(d) * o.count for o in mix.tensor_ops if o.a_from == a_from and (d := _shape(o.shape))
-        )
+        return sum(2.0 * math.prod(d) * o.count for o in mix.tensor_ops if o.a_from == a_from and (d := o.dims))
 
     f1, f2 = flops("shared"), flops("registers")
     if not f1 or not f2:
@@ -241,14 +234,11 @@ def few_warps(e: Evidence) -> Opportunity | None:
     scheduler than an FP32 FMA's dependent latency in cycles: a warp whose next FMA waits on its last issues once every
     that many cycles, and no other warp is there to fill the gaps (with one chain per thread). Up to the distance to
     the roof."""
-    mix, lim = e.instructions, e.limits
+    mix, lim, resident = e.instructions, e.limits, e.resident_ctas
     if mix is None or mix.tensor_ops or e.memory_limited or lim is None or not lim.schedulers:
         return None
-    if not lim.fma_latency_cycles or not e.warps or not e.ctas or not e.sm_count or not mix.fp32_math:
+    if not lim.fma_latency_cycles or not e.warps or resident is None or not mix.fp32_math:
         return None
-    resident = -(-e.ctas // e.sm_count)
-    if e.ctas_per_sm:
-        resident = min(resident, int(e.ctas_per_sm))
     per_scheduler = resident * e.warps / lim.schedulers
     if per_scheduler >= lim.fma_latency_cycles:
         return None

@@ -52,7 +52,6 @@ class Evidence:
     stalls: dict[str, float] = field(default_factory=dict)  # warp-stall reason -> stalled warps per issue (ncu)
     stall_unit: str = "stalled warps per issued instruction"  # what ``stalls`` counts (PC sampling: samples)
     hot_lines: tuple[str, ...] = ()  # the source lines with the most stall samples (ncu mode)
-    occupancy_pct: float | None = None  # achieved warps per SM over the SM's maximum (ncu)
     pipes: dict[str, float] = field(default_factory=dict)  # instruction pipe -> % of its peak (ncu)
     shared_wavefronts: float | None = None  # shared-memory data-pipe wavefronts, and those bank conflicts added (ncu)
     shared_conflicts: float | None = None
@@ -99,6 +98,14 @@ class Evidence:
     def gain(self, saved_us: float) -> float:
         """``saved_us`` of this stage as a share of the plan, never beyond its distance to the practical roof."""
         return 100.0 * max(0.0, min(saved_us, self.gap_us)) / self.total_us
+
+    @property
+    def resident_ctas(self) -> int | None:
+        """CTAs one SM holds at once: the grid spread over the SMs, at most what the occupancy limits allow."""
+        if not self.ctas or not self.sm_count:
+            return None
+        resident = -(-self.ctas // self.sm_count)
+        return min(resident, int(self.ctas_per_sm)) if self.ctas_per_sm else resident
 
     def executed(self, per_thread: int) -> float | None:
         """Instructions the kernel executes in all, ``per_thread`` of them (its static count) in every thread of every

@@ -1,5 +1,5 @@
 """The memory family: DRAM traffic beyond the compulsory bytes, global accesses that waste sectors, too few bytes in
-flight for the DRAM's latency, shared-memory bank conflicts. Pure."""
+flight for the DRAM's latency, per-element atomics meeting at one address. Pure."""
 
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ def in_flight(e: Evidence) -> tuple[float, str] | None:
     the CTA's warps and the CTAs an SM holds at once (the occupancy calculator's, or fewer where the grid is
     smaller); and how that product is made up. None where the kernel's loads are not known (TMA boxes are not in
     the PTX)."""
-    mix, warps = e.instructions, e.warps
-    if mix is None or not warps or not e.ctas or not e.sm_count or mix.tma_loads:
+    mix, warps, resident = e.instructions, e.warps, e.resident_ctas
+    if mix is None or not warps or resident is None or mix.tma_loads:
         return None
     loads = {**mix.global_loads}
     for w, n in mix.cp_async.items():
@@ -66,9 +66,6 @@ def in_flight(e: Evidence) -> tuple[float, str] | None:
     per_thread = sum(w * n for w, n in loads.items())
     if not per_thread:
         return None
-    resident = -(-e.ctas // e.sm_count)  # CTAs per SM the grid gives
-    if e.ctas_per_sm:
-        resident = min(resident, int(e.ctas_per_sm))
     each = " + ".join(f"{n} x {w} B" if n > 1 else f"{w} B" for w, n in sorted(loads.items()))
     words = (
         f"{resident} CTA{'s' if resident > 1 else ''} x {warps} warp{'s' if warps > 1 else ''} x 32 threads x "
