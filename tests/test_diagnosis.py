@@ -183,6 +183,15 @@ PAIRS = [
         "skip tiles",
         "a",
     ),
+    # issue 29: a product chained into a register-operand wgmma, repeated by both warpgroups that split the second one
+    # (read from the PTX and the config in event mode, confirmed by ncu's count in annotation mode)
+    (
+        f"{NEW}/chain-split",
+        f"{NEW}/chain-whole",
+        "Work repeated by warpgroups in attention: each of its 2 warpgroups (num_warps=8)",
+        "num_warps=4, about 149 registers per thread",
+        "ea",
+    ),
 ]
 MODES = {"e": "event", "a": "annotation"}
 
@@ -291,40 +300,80 @@ def test_the_split_kv_decode_at_its_roof_gets_no_false_alarm() -> None:
     assert any(o.name.startswith("Stage partial is at its practical roof") for o in opps)
 
 
-def test_narrow_tiles_offer_fewer_warpgroups_only_where_registers_allow() -> None:
-    # mla_decode v2 holds 255 registers per thread on 8 warps: halving its warpgroups would double its accumulators
-    opps, _ = top(f"{NEW}/mla_decode-v2-s16", "event")
-    narrow = next(o for o in opps if o.metric == "attention.tensor_feed_cap")
-    assert narrow.change is not None and "num_warps=4" not in narrow.change and "BLOCK_N" in narrow.change
+def every_item(run: str, mode: str, monkeypatch: pytest.MonkeyPatch) -> list[Opportunity]:
+    """Every item the catalogue names for a committed run, not only the Top 3."""
+    from kbench.analysis import opportunities
+
+    monkeypatch.setattr(opportunities, "TOP", 20)
+    return top(run, mode)[0]
 
 
-def test_work_repeated_by_warpgroups_is_recognised_from_the_ptx() -> None:
+def test_narrow_tiles_offer_fewer_warpgroups_only_where_registers_allow(monkeypatch: pytest.MonkeyPatch) -> None:
+    # chain split (d=128) holds 117 registers per thread on 8 warps: one warpgroup may take the whole BLOCK_N
+    (narrow,) = [o for o in every_item(f"{NEW}/chain-split", "event", monkeypatch) if "tensor_feed_cap" in o.metric]
+    assert narrow.change is not None and "num_warps=4" in narrow.change and not narrow.structural
+    # mla_decode v2 (d=512) holds 255: halving its warpgroups would double its accumulators; and its CTA holds 221184
+    # of the 233472 bytes of shared memory an SM gives: no wider tile fits, the item is structural and ranked last
+    opps = every_item(f"{NEW}/mla_decode-v2-s16", "event", monkeypatch)
+    (narrow,) = [o for o in opps if o.metric == "attention.tensor_feed_cap"]
+    assert narrow.structural and narrow.change is not None and "num_warps=4" not in narrow.change
+    assert "holds 221184 of the 233472 bytes of shared memory" in narrow.change
+    assert opps.index(narrow) > max(i for i, o in enumerate(opps) if not o.structural and o.gain_pct >= 1.0)
+
+
+def test_work_repeated_by_warpgroups_is_recognised_from_the_ptx(monkeypatch: pytest.MonkeyPatch) -> None:
     # mla_decode v2 on 8 warps: both warpgroups compute the whole Q.K^T (wgmma m64n32k16, A from shared memory) that
     # feeds P.V (m64n256k16, A in registers), which they split: the PTX predicts 1.53x the model's FLOPs, ncu counted
-    # 1.53x; trimm's excess (masked tiles) has no such chain and gets no such sentence
-    opps, _ = top(f"{NEW}/mla_decode-v2-s16", "annotation")
-    (work,) = [o for o in opps if o.metric == "attention.flops_over_model"]
-    assert work.change is not None and "1.53x expected from the PTX, 1.53x counted" in work.change
-    assert "255 per thread" in work.change
-    (trimm,) = [o for o in top(f"{NEW}/trimm-full", "annotation")[0] if o.metric == "trimm.flops_over_model"]
-    assert trimm.change is not None and "warpgroup" not in trimm.change
+    # 1.53x. One warpgroup would need 256 accumulator registers per thread (255 the most): structural, and no
+    # "work beyond the model" item says it again; trimm's excess (masked tiles) has no such chain
+    for mode, counted in (("annotation", ", 1.53x counted by ncu"), ("event", "")):
+        opps = every_item(f"{NEW}/mla_decode-v2-s16", mode, monkeypatch)
+        (rep,) = [o for o in opps if o.metric == "attention.repeated_tensor_work"]
+        assert rep.name.endswith(f"1.53x the model's tensor FLOPs expected from the PTX{counted}")
+        assert rep.structural and rep.change is not None and "needs 256 fp32 registers per thread" in rep.change
+        assert not any(o.metric == "attention.flops_over_model" for o in opps)
+        assert 30.0 < rep.gain_pct < 40.0
+    trimm = every_item(f"{NEW}/trimm-full", "annotation", monkeypatch)
+    assert any(o.metric == "trimm.flops_over_model" for o in trimm)
+    assert not any(o.metric.endswith("repeated_tensor_work") for o in trimm)
+
+
+def test_the_fused_mla_decode_is_told_what_is_structural_and_what_is_left() -> None:
+    # mla_decode v2 at s=16: the only item an edit of the Triton kernel can act on comes first (128 CTAs on 132
+    # SMs); the repeated product and the narrow tiles are explained but structural (registers, shared memory,
+    # Triton's layout of a dot that feeds a dot), and no unexplained rest is claimed
+    for mode in MODES.values():
+        opps, _ = top(f"{NEW}/mla_decode-v2-s16", mode)
+        assert opps[0].name.startswith("Underfilled grid in attention: 128 CTAs on 132 SMs") and opps[0].gain_pct < 5
+        assert any(o.structural and o.metric == "attention.repeated_tensor_work" for o in opps)
+        assert all(o.gain_pct < 1.0 for o in opps if o.rest)
+
+
+def test_structural_items_rank_after_what_an_edit_can_act_on() -> None:
+    from kbench.analysis.opportunities import rank
+
+    big = Opportunity(name="big", gain_pct=40.0, metric="s.a", value="1", named=True, structural=True)
+    small = Opportunity(name="small", gain_pct=3.0, metric="s.b", value="1", named=True)
+    found, _ = rank([big, small], fewer=lambda n: f"{n} listed")
+    assert [o.name for o in found] == ["small", "big"]
 
 
 def test_kbench_analyze_reads_the_launch_records_beside_a_capture(tmp_path: Path) -> None:
     # an annotation capture analysed offline with its plan: tiling/ beside it gives the catalogue the compiled kernel's
-    # instruction mix, so the narrow tensor tiles are named as they were live
+    # instruction mix, so the product both warpgroups repeat is named as it was live
     from kbench import pipeline
 
     folder = folder_of(f"{NEW}/mla_decode-v2-s16", "annotation")
     r = pipeline.analyze(folder / "profile.ncu-rep", "annotation", tmp_path, plan_of(folder))
-    assert any(o.metric == "attention.tensor_feed_cap" for o in r.figures.opportunities)
-    assert "wgmma m64n32k16" in (Path(r.out_dir) / "report.md").read_text()
-    # the same capture alone: no launch records, no instruction mix, no such item
+    assert any(o.metric == "attention.repeated_tensor_work" for o in r.figures.opportunities)
+    assert "wgmma m64n256k16" in (Path(r.out_dir) / "report.md").read_text()
+    # the same capture alone: no launch records, no instruction mix: only ncu's count of work beyond the model
     alone = tmp_path / "alone" / "profile.ncu-rep"
     alone.parent.mkdir()
     alone.write_bytes((folder / "profile.ncu-rep").read_bytes())
     r = pipeline.analyze(alone, "annotation", tmp_path / "out", plan_of(folder))
-    assert not any(o.metric == "attention.tensor_feed_cap" for o in r.figures.opportunities)
+    assert not any(o.metric == "attention.repeated_tensor_work" for o in r.figures.opportunities)
+    assert any(o.metric == "attention.flops_over_model" for o in r.figures.opportunities)
 
 
 @pytest.mark.parametrize("mode", MODES.values())

@@ -1,16 +1,94 @@
-"""MLA decode: every version at the issue's points in event mode, with each row's share of the device's measured
-ceilings (conf/devices.json `measured`: copy bandwidth, bf16 matmul rate): `python -m tests.benchmark.bench_mla_decode`
-on a CUDA machine (KBENCH_LOCK_CLOCKS=0 on a shared one). Targets: the memory-bound point (b=32 s=1 t=8192) at >= 75%
-of the measured copy bandwidth, the compute-bound point (b=32 s=16 t=4096) at >= 40% of the measured bf16 rate."""
+"""MLA decode: every version at the issue's points in event mode, with each row's share of ceilings measured in the
+same run (a bf16 torch.mm of 8192^3 and a device-to-device copy, CUDA events, median): `python -m
+tests.benchmark.bench_mla_decode` on a CUDA machine (KBENCH_LOCK_CLOCKS=0 on a shared one). Targets (issue 29): the
+compute-bound point (b=32 s=16 t=4096 h=16) at >= 55% of the measured bf16 matmul rate; the memory-bound point
+(b=32 s=1 t=8192) no slower than v3."""
 
 from __future__ import annotations
 
 import argparse
+import statistics
+from collections.abc import Callable
 
-from kbench.analysis.devices import load_devices
-from kbench.capture.gpu import active_device
 from kbench.plan.discovery import find_package
-from tests.benchmark._bench import print_table, run
+from tests.benchmark._bench import Row, print_table, run
+
+COMPUTE_POINT = "b32_s16_t4096_h16_d512_p64_bfloat16"
+MEMORY_POINT = "b32_s1_t8192_h16_d512_p64_bfloat16"
+TARGET_SHARE = 55.0
+
+
+def _median_ms(fn: Callable[[], object], reps: int) -> float:
+    """Median of ``reps`` CUDA-event timings of ``fn`` after 10 warm-up calls."""
+    import torch
+
+    for _ in range(10):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(float(start.elapsed_time(end)))
+    return statistics.median(times)
+
+
+def _matmul_tflops(reps: int) -> float:
+    import torch
+
+    n = 8192
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    return 2.0 * n**3 / (_median_ms(lambda: torch.mm(a, b), reps) * 1e-3) / 1e12
+
+
+def _copy_gbps(reps: int) -> float:
+    import torch
+
+    src = torch.empty(1 << 30, device="cuda", dtype=torch.float16)  # 2 GiB, read and written once each
+    dst = torch.empty_like(src)
+    return 2.0 * src.numel() * src.element_size() / (_median_ms(lambda: dst.copy_(src), reps) * 1e-3) / 1e9
+
+
+def measured_ceilings(reps: int = 50) -> tuple[float, float]:
+    """The bf16 matmul rate (TFLOP/s, torch.mm 8192^3) and the copy bandwidth (GB/s, read + write of 2 GiB),
+    measured now on the active GPU."""
+    return _matmul_tflops(reps), _copy_gbps(reps)
+
+
+def share_table(rows: list[Row], mm: float, copy: float) -> list[str]:
+    """Per version and point: time, the useful work's TFLOP/s and GB/s (the baseline's model: the attention's FLOPs
+    and its compulsory bytes) and their shares of the ceilings measured in this run."""
+    lines = [f"{'version':<8}{'point':<38}{'time (us)':>11}{'TFLOP/s':>9}{'GB/s':>8}{'of bf16 mm':>12}{'of copy':>9}"]
+    for r in rows:
+        lines.append(
+            f"{r.version:<8}{r.params:<38}{r.us:>11.2f}{r.useful_tflops:>9.1f}{r.useful_gbps:>8.0f}"
+            f"{100 * r.useful_tflops / mm:>11.1f}%{100 * r.useful_gbps / copy:>8.1f}%"
+        )
+    return lines
+
+
+def verdict(rows: list[Row], mm: float) -> list[str]:
+    """The targets against this run's rows."""
+    at = {(r.version, r.params): r for r in rows}
+    compute = [r for r in rows if r.params == COMPUTE_POINT]
+    best = max(compute, key=lambda r: r.useful_tflops)
+    share = 100 * best.useful_tflops / mm
+    out = [
+        f"compute-bound point: best {best.version} at {best.useful_tflops:.1f} TFLOP/s = {share:.1f}% of the bf16 "
+        f"matmul ceiling measured in this run ({mm:.0f} TFLOP/s); target {TARGET_SHARE:.0f}%: "
+        f"{'met' if share >= TARGET_SHARE else 'not met'}"
+    ]
+    v3 = at.get(("v3", MEMORY_POINT))
+    mine = at.get((best.version, MEMORY_POINT))
+    if v3 and mine:
+        out.append(
+            f"memory-bound point: {best.version} {mine.us:.2f} us against v3 {v3.us:.2f} us "
+            f"({'no slower' if mine.us <= v3.us * 1.01 else 'slower'}, 1% allowed for noise)"
+        )
+    return out
 
 
 def main() -> None:
@@ -18,21 +96,20 @@ def main() -> None:
     ap.add_argument("--bench-runs", type=int, default=50)
     ap.add_argument("--out", default="out/profiles")
     args = ap.parse_args()
+    mm, copy = measured_ceilings()
+    print(f"ceilings measured in this run: bf16 torch.mm 8192^3 {mm:.1f} TFLOP/s, copy {copy:.0f} GB/s")
     rows = run("mla_decode", find_package("mla_decode").versions(), args.bench_runs, args.out)
     print_table("mla_decode", rows)
-    spec = active_device(load_devices()).spec
-    measured = spec.measured if spec else {}
-    copy = measured.get("dram_gbps")
-    mm = measured.get("peak_tflops_bf16")
+    mm_after, copy_after = measured_ceilings()
     print(
-        "\nshare of the measured ceilings at the useful work (every version credited with the baseline's model: the"
-        " attention's FLOPs and its compulsory bytes, q + the cache once + out):"
+        f"\nceilings again after the versions: bf16 mm {mm_after:.1f} TFLOP/s, copy {copy_after:.0f} GB/s; the shares "
+        "below are against the first measurement"
     )
-    print(f"{'version':<10}{'parameters':<40}{'GB/s':>8}{'of copy':>9}{'TFLOP/s':>9}{'of bf16 mm':>11}")
-    for r in rows:
-        gb = f"{100 * r.useful_gbps / copy.value:.1f}%" if copy else "n/a"
-        tf = f"{100 * r.useful_tflops / mm.value:.1f}%" if mm else "n/a"
-        print(f"{r.version:<10}{r.params:<40}{r.useful_gbps:>8.0f}{gb:>9}{r.useful_tflops:>9.1f}{tf:>11}")
+    print("\nshare of the ceilings measured in this run, at the useful work (every version credited with the "
+          "baseline's model: the attention's FLOPs and its compulsory bytes, q + the cache once + out):")  # fmt: skip
+    print("\n".join(share_table(rows, mm, copy)))
+    print()
+    print("\n".join(verdict(rows, mm)))
 
 
 if __name__ == "__main__":

@@ -79,11 +79,19 @@ EXCESS_WORK = 1.25
 # A product repeated by every warpgroup is named as the excess's source when the ratio the PTX predicts for it is
 # within this share of the counted one.
 REPEATED_MATCH = 0.1
+# The rows one warpgroup MMA (wgmma) computes, and the registers a thread can hold at most (sm_90): a warpgroup that
+# would need more for one accumulator cannot hold it.
+WGMMA_M = 64
+THREAD_REGISTERS = 255
 # Narrow tensor tiles are named when shared memory can feed less than this share of the tensor cores' rate.
 TILE_FEED_CAP = 0.9
 # ... and fewer warpgroups on the same tile (each thread then holds twice the accumulators) are suggested only for a
 # kernel holding at most this many registers per thread (twice it stays within the 255 a thread can have).
 REGISTERS_TO_DOUBLE = 127
+# ... and no wider tile fits where the CTA holds at least this share of the shared memory an SM gives and at least
+# this many registers per thread (the A operand in registers then has no room either).
+SHARED_FULL = 0.9
+REGISTERS_FULL = 224
 # Too few bytes in flight (Little's law): named when an SM's loads in flight are under this share of what DRAM needs
 # at its measured latency, and only when the measured bandwidth is no more than IN_FLIGHT_MODEL_SLACK times what
 # those bytes in flight allow (a kernel moving more than its static loads explain is not this case).

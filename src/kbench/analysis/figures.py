@@ -121,6 +121,7 @@ class Facts:
             "warps": t.get("num_warps"),
             "num_stages": t.get("num_stages"),
             "spilled": t.get("spills"),
+            "shared_bytes": t.get("shared_bytes"),
             "tensor_cores": t.get("tensor_cores"),
             "launches": (t.get("dataflow") or {}).get("kernels"),
             "instructions": mix,
@@ -137,7 +138,12 @@ class Facts:
         known.update({k: v for k, v in {**self.measured.get(f.name, {}), **counted}.items() if v is not None})
         config = ", ".join(f"{k}={v}" for k, v in (t.get("config") or {}).items())
         return op.Evidence(
-            stage=f, total_us=total_us, practical=self.practical.get(f.precision), config=config, **known
+            stage=f,
+            total_us=total_us,
+            practical=self.practical.get(f.precision),
+            config=config,
+            tile=dict(t.get("config") or {}),
+            **known,
         )
 
 

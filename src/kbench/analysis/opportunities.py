@@ -27,6 +27,7 @@ __all__ = [
 
 TOP = 3
 NEGLIGIBLE_PCT = 0.05  # an estimated gain below this shows as 0.0%: no item to act on
+SMALL_PCT = 1.0  # an item below this ranks with the structural ones: what no edit reaches explains more
 
 
 def at_roof(e: Evidence) -> Opportunity | None:
@@ -105,6 +106,7 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     compute.narrow_tiles,
     compute.unpipelined,
     compute.excess_work,
+    compute.repeated_by_warpgroups,
     compute.fp64_math,
     compute.few_warps,
     memory.excess_traffic,
@@ -133,10 +135,16 @@ def rank(
     fewer: Callable[[int], str],
     none: tuple[Opportunity, str] | None = None,
 ) -> tuple[list[Opportunity], str | None]:
-    """The Top 3 by estimated gain, and the note a report shows under them: ``fewer(n)`` when fewer than three
+    """The Top 3 by estimated gain (the items no edit of the kernel reaches, ``structural``, and those under SMALL_PCT
+    after the others), and the note a report shows under them: ``fewer(n)`` when fewer than three
     are left, ``none`` (a placeholder and its note) when there is none at all. An item whose gain rounds to 0.0%
     is left out (the note names it) unless it is a "stop" line, or nothing else is left."""
-    listed = sorted((c for c in candidates if c is not None), key=lambda o: o.gain_pct, reverse=True)
+    # what an edit of the kernel can act on first, then what none reaches (and items too small to act on), each
+    # group by estimated gain
+    listed = sorted(
+        (c for c in candidates if c is not None),
+        key=lambda o: (o.structural or o.gain_pct < SMALL_PCT, -o.gain_pct),
+    )
     found = [o for o in listed if o.stop or o.gain_pct >= NEGLIGIBLE_PCT][:TOP] or listed[:1]
     if not found and none is not None:
         return [none[0]], none[1]

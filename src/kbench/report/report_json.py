@@ -63,6 +63,7 @@ class OpportunityReport(Model):
     trigger_value: str
     change: str | None
     named: bool  # the catalogue named a mechanism (or that the stage is done) from this run's data
+    structural: bool = False  # no edit of the kernel in its language and structure reaches it; the change says what would
 
 
 class PlanReport(Model):
@@ -215,6 +216,7 @@ def build(r: ProfileResult) -> ReportJson:
                 trigger_value=o.value,
                 change=o.change,
                 named=o.named,
+                structural=o.structural,
             )
             for i, o in enumerate(f.opportunities, 1)
         ],

@@ -5,10 +5,11 @@ beyond the model. Pure."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from kbench.analysis import bottleneck as b
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
-from kbench.analysis.ptx import OPERAND_BYTES
+from kbench.analysis.ptx import OPERAND_BYTES, TensorOp
 
 
 def tensor_cores_idle(e: Evidence) -> Opportunity | None:
@@ -113,7 +114,9 @@ def tile_feed(e: Evidence) -> tuple[float, str] | None:
 
 def narrow_tiles(e: Evidence) -> Opportunity | None:
     """Tensor tiles too narrow for shared memory to feed: at the FLOP-weighted cap the stage cannot exceed that share
-    of the tensor rate; wider tiles lift it."""
+    of the tensor rate; wider tiles lift it. Where the CTA's shared memory is nearly all the SM gives (SHARED_FULL)
+    and its registers are near a thread's most (REGISTERS_FULL), neither a wider tile at the same depth nor the A
+    operand in registers fits: structural."""
     fed = tile_feed(e)
     if fed is None or e.memory_limited or fed[0] >= b.TILE_FEED_CAP:
         return None
@@ -124,13 +127,31 @@ def narrow_tiles(e: Evidence) -> Opportunity | None:
         if e.registers is not None and e.registers <= b.REGISTERS_TO_DOUBLE and (e.warps or 0) > 4
         else ""
     )
+    now = f" (now {e.config})" if e.config else ""
+    name = f"Narrow tensor tiles in {e.name}: {words}; shared memory feeds at most {100 * cap:.0f}% of the tensor rate"
+    trigger = (f"{e.name}.tensor_feed_cap", f"{100 * cap:.0f}%")
+    limit = e.limits.shared_bytes if e.limits else None
+    full = e.shared_bytes is not None and limit and e.shared_bytes >= b.SHARED_FULL * limit
+    if full and e.registers is not None and e.registers >= b.REGISTERS_FULL:
+        return finding(
+            e,
+            name,
+            e.us * (1.0 - cap),
+            trigger,
+            f"no wider tile fits {e.name} as it is{now}: its CTA holds {e.shared_bytes:.0f} of the {limit} bytes of "
+            f"shared memory an SM gives, so a larger BLOCK_N fits only with fewer num_stages (the next tiles' loads "
+            f"then wait unpipelined), and {e.registers:.0f} registers per thread leave no room for the A operand in "
+            "registers. Less shared memory per tile first (operands not kept whole for the loop, fewer stages of "
+            "smaller tiles) or fewer registers (see the other items)",
+            structural=True,
+        )
     return finding(
         e,
-        f"Narrow tensor tiles in {e.name}: {words}; shared memory feeds at most {100 * cap:.0f}% of the tensor rate",
+        name,
         e.us * (1.0 - cap),
-        (f"{e.name}.tensor_feed_cap", f"{100 * cap:.0f}%"),
+        trigger,
         f"wider tiles per warpgroup MMA in {e.name}: an n of 64 or more per wgmma, that is a larger BLOCK_N (shared "
-        f"memory permitting){fewer}, or the A operand kept in registers{f' (now {e.config})' if e.config else ''}",
+        f"memory permitting){fewer}, or the A operand kept in registers{now}",
     )
 
 
@@ -158,12 +179,16 @@ def unpipelined(e: Evidence) -> Opportunity | None:
 def excess_work(e: Evidence) -> Opportunity | None:
     """Tensor-core FLOPs counted beyond the plan's model (tiles padded past the problem, masked-out tiles computed,
     recomputation) where arithmetic sets the time: without them the stage takes model / counted of its time.
-    CUDA-core FLOPs are left out (address and mask arithmetic in floats would read as extra work)."""
+    CUDA-core FLOPs are left out (address and mask arithmetic in floats would read as extra work). Where the
+    compiled kernel's warpgroups repeat a product and that accounts for the count, ``repeated_by_warpgroups`` names
+    it instead."""
     s = e.stage
     counted = sum(e.tensor_paths.values())
     if not counted or not s.flops or counted < b.EXCESS_WORK * s.flops or e.memory_limited:
         return None
     ratio = counted / s.flops
+    if _repeat(e) is not None:
+        return None
     return finding(
         e,
         f"Work beyond the model in {e.name}: ncu counted {ratio:.2f}x the plan's FLOPs on the tensor cores (padded "
@@ -172,35 +197,97 @@ def excess_work(e: Evidence) -> Opportunity | None:
         (f"{e.name}.flops_over_model", f"{ratio:.2f}x"),
         f"compute only what {e.name}'s result keeps: skip tiles whose output is masked away (bound the loop or return "
         "early per CTA), tile shapes that divide the problem instead of padding it"
-        f"{f' (now {e.config})' if e.config else ''}{_repeated_by_warpgroups(e, ratio)}",
+        f"{f' (now {e.config})' if e.config else ''}",
     )
 
 
-def _repeated_by_warpgroups(e: Evidence, ratio: float) -> str:
-    """Where the compiled kernel chains a product into a wgmma that reads its A operand from registers and several
-    warpgroups split that second product, each warpgroup needs the whole first product: it is computed once per
-    warpgroup. From the PTX's tensor FLOPs per warpgroup, f1 (A from shared memory) and f2 (A from registers), the
-    counted FLOPs are then groups x (f1 + f2) against f1 + groups x f2 in the model; said only where that ratio is
-    within REPEATED_MATCH of the counted one."""
+@dataclass(frozen=True)
+class _Repeat:
+    groups: int  # warpgroups per CTA
+    ratio: float  # tensor FLOPs done over those the model needs, from the PTX
+    counted: float | None  # the same ratio counted by ncu
+    second: TensorOp  # the register-operand wgmma the repeated product feeds
+
+
+def _repeat(e: Evidence) -> _Repeat | None:
+    """A product chained into a wgmma that reads its A operand from registers, in a CTA of several warpgroups that
+    split the second product: Triton gives a dot that feeds another dot all its warps along M (the rows), and where
+    the rows are too few for each warpgroup to own 64 of them (a wgmma's M) every warpgroup computes the first
+    product whole. From the PTX's tensor FLOPs per warpgroup, f1 (A from shared memory: the first product) and f2
+    (A from registers: the second), the CTA does groups x (f1 + f2) where groups x f2 + f1 would do. Known from the
+    rows per CTA (the config's BLOCK_M) or, where ncu counted tensor FLOPs, from the count agreeing with that ratio
+    (within REPEATED_MATCH)."""
     mix, groups = e.instructions, (e.warps or 0) // 4
     if mix is None or groups < 2:
-        return ""
+        return None
+    second = [o for o in mix.tensor_ops if o.op == "wgmma" and o.a_from == "registers" and o.dims]
+    if not second:
+        return None
 
     def flops(a_from: str) -> float:
         return sum(2.0 * math.prod(d) * o.count for o in mix.tensor_ops if o.a_from == a_from and (d := o.dims))
 
     f1, f2 = flops("shared"), flops("registers")
     if not f1 or not f2:
-        return ""
-    expected = groups * (f1 + f2) / (f1 + groups * f2)
-    if abs(expected / ratio - 1.0) > b.REPEATED_MATCH:
-        return ""
-    return (
-        f"; here each of its {groups} warpgroups (num_warps={e.warps}) computes the whole product that feeds the "
-        f"register-operand wgmma, which they split: {expected:.2f}x expected from the PTX, {ratio:.2f}x counted. "
-        "Compute that product once per CTA: one warpgroup per row block (num_warps=4), or rows split between the "
-        "warpgroups (a BLOCK_M of 64 per warpgroup); either gives each warpgroup its rows' whole accumulator"
-        f"{f', so registers decide (now {e.registers:.0f} per thread)' if e.registers else ''}"
+        return None
+    ratio = groups * (f1 + f2) / (f1 + groups * f2)
+    counted = sum(e.tensor_paths.values())
+    by_count = counted / e.stage.flops if counted and e.stage.flops else None
+    if by_count is not None:
+        if abs(ratio / by_count - 1.0) > b.REPEATED_MATCH:
+            return None
+    else:
+        rows = e.tile.get("BLOCK_M")
+        if not isinstance(rows, int) or rows >= b.WGMMA_M * groups:
+            return None
+    return _Repeat(groups, ratio, by_count, max(second, key=lambda o: o.dims[1] if o.dims else 0))
+
+
+def repeated_by_warpgroups(e: Evidence) -> Opportunity | None:
+    """The product every warpgroup repeats (``_repeat``): without the repeat the stage takes 1 / ratio of its time.
+    The change depends on registers: one warpgroup holding the second product's whole accumulator needs groups x
+    n / 2 fp32 registers per thread for it (n: the register-operand wgmma's width, m64nNk16 leaving N/2 accumulator
+    registers per thread); past what a thread can hold (THREAD_REGISTERS), no tile change in Triton removes the
+    repeat (structural)."""
+    rep = _repeat(e)
+    if rep is None or e.memory_limited:
+        return None
+    assert rep.second.dims is not None
+    n = rep.second.dims[1]
+    acc = rep.groups * n // 2  # one warpgroup's accumulator registers per thread for the whole second product
+    counted = f", {rep.counted:.2f}x counted by ncu" if rep.counted is not None else ""
+    now = f" (now {e.config})" if e.config else ""
+    name = (
+        f"Work repeated by warpgroups in {e.name}: each of its {rep.groups} warpgroups (num_warps={e.warps}) computes "
+        f"the whole product that feeds the register-operand wgmma {rep.second.shape}, which they split: "
+        f"{rep.ratio:.2f}x the model's tensor FLOPs expected from the PTX{counted}"
+    )
+    saved = e.us * (1.0 - 1.0 / rep.ratio)
+    trigger = (f"{e.name}.repeated_tensor_work", f"{rep.ratio:.2f}x")
+    if acc >= b.THREAD_REGISTERS:
+        return finding(
+            e,
+            name,
+            saved,
+            trigger,
+            f"no tile change in Triton removes it{now}: one warpgroup holding the second product's whole accumulator "
+            f"needs {acc} fp32 registers per thread for it alone ({b.THREAD_REGISTERS} the most), and Triton does "
+            "not split a product that feeds another between warpgroups (it gives it every warp along M), so they "
+            "cannot pass it to each other through shared memory; passing it through global memory (store, "
+            "tl.debug_barrier, load, every iteration) stops the loop's software pipelining and cost more than the "
+            "repeat on an H100 (docs/kernels/mla_decode.md, v4). A kernel with explicit shared memory and "
+            "warpgroups (Gluon, CUTLASS) shares it",
+            structural=True,
+        )
+    need = f", about {e.registers + acc - n // 2:.0f} registers per thread" if e.registers else ""
+    return finding(
+        e,
+        name,
+        saved,
+        trigger,
+        f"compute that product once per CTA{now}: one warpgroup per block of rows (num_warps=4{need}: the whole "
+        f"{acc}-register accumulator in one warpgroup), or a BLOCK_M of {b.WGMMA_M * rep.groups} so that each "
+        f"warpgroup owns {b.WGMMA_M} rows",
     )
 
 

@@ -22,6 +22,9 @@ class Opportunity(Model):
     named: bool = False  # the catalogue named the mechanism (or that the stage is done) from this run's data
     stop: bool = False  # the stage is at its practical roof: listed whatever its gain
     rest: bool = False  # the part of the distance to the roof no named mechanism explains
+    # no edit of the kernel in its language and structure reaches it (registers, shared memory, what the compiler
+    # emits): its change says what would; ranked after the items an edit can act on
+    structural: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ class Evidence:
     shared_wavefronts: float | None = None  # shared-memory data-pipe wavefronts, and those bank conflicts added (ncu)
     shared_conflicts: float | None = None
     config: str = ""  # its launch configuration, as the report shows it
+    tile: dict[str, object] = field(default_factory=dict)  # the same configuration, by name (BLOCK_M=64, ...)
+    shared_bytes: float | None = None  # shared memory a CTA holds (the compiled kernel)
     tail_idle_pct: float | None = None  # SM time idle after each SM's last CTA, of SMs x span (intra timeline)
     cta_imbalance: float | None = None  # slowest CTA over the mean CTA (intra timeline)
     limits: SmLimits | None = None  # what an SM holds and feeds per clock (conf/devices.json)
@@ -122,11 +127,24 @@ class Evidence:
 
 
 def finding(
-    e: Evidence, name: str, saved_us: float, trigger: tuple[str, str], change: str, stop: bool = False
+    e: Evidence,
+    name: str,
+    saved_us: float,
+    trigger: tuple[str, str],
+    change: str,
+    stop: bool = False,
+    structural: bool = False,
 ) -> Opportunity:
     """A mechanism the catalogue named: ``saved_us`` of the stage as a share of the plan, capped by its roof."""
     return Opportunity(
-        name=name, gain_pct=e.gain(saved_us), metric=trigger[0], value=trigger[1], change=change, named=True, stop=stop
+        name=name,
+        gain_pct=e.gain(saved_us),
+        metric=trigger[0],
+        value=trigger[1],
+        change=change,
+        named=True,
+        stop=stop,
+        structural=structural,
     )
 
 
