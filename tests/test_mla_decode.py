@@ -11,7 +11,7 @@ import pytest
 from kbench.plan.discovery import load_version
 from tests.conftest import Ran
 
-VERSIONS = ["base", "v1", "v2", "v3"]
+VERSIONS = ["base", "v1", "v2", "v3", "v4", "v5", "v6"]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -23,7 +23,16 @@ def test_every_version_passes_the_check_under_the_interpreter(cli: Callable[...,
     assert configs and len(configs) == len([line for line in done.stdout.splitlines() if line.startswith("  ")])
 
 
-@pytest.mark.parametrize(("version", "extra"), [("v2", ["--s=1", "--h=16"]), ("v3", ["--s=2", "--t=300"])])
+@pytest.mark.parametrize(
+    ("version", "extra"),
+    [
+        ("v2", ["--s=1", "--h=16"]),
+        ("v3", ["--s=2", "--t=300"]),
+        ("v4", []),
+        ("v5", ["--s=16", "--h=16"]),
+        ("v6", ["--b=99"]),  # 99 sequences of one row block fill 75% of 132 SMs: v5's fused path
+    ],
+)
 def test_fp32_and_other_shapes_pass(cli: Callable[..., Ran], version: str, extra: list[str]) -> None:
     done = cli("check", "mla_decode", version, "--dtype=float32", *extra)
     assert done.returncode == 0, done.stderr + done.stdout
@@ -71,3 +80,14 @@ def test_split_kv_puts_the_split_that_fills_the_gpu_first() -> None:
     # 4 programs want ~66 splits: 64 (each split 128 cache rows) and its neighbour 32, for each 16-row tile only
     assert [(c["BLOCK_M"], c["SPLITS"]) for c in few.tuning()] == [(16, 64), (16, 32), (16, 64), (16, 32)]  # type: ignore[attr-defined]
     assert {c["BLOCK_M"] for c in many.tuning()} == {16, 64}  # type: ignore[attr-defined]  # 256 rows: wider tiles too
+
+
+def test_v6_runs_the_fused_kernel_where_its_grid_fills_the_gpu() -> None:
+    # the compute-bound point: 32 x 4 row blocks of 64 = 128 CTAs on 132 SMs, one kernel; plain decode (32 CTAs),
+    # the s=4 point (32) and 128 heads at s=1 (64): split-KV and a combine
+    def stages(**point: str) -> list[str]:
+        return [s.name for s in load_version("mla_decode", "v6").from_values(point).stages()]
+
+    assert stages(b="32", s="16", t="4096") == ["attention"]
+    assert stages(b="32", s="1", t="8192") == stages(b="32", s="4", t="4096") == ["partial", "combine"]
+    assert stages(b="32", s="1", t="4096", h="128") == ["partial", "combine"]

@@ -27,7 +27,6 @@ __all__ = [
 
 TOP = 3
 NEGLIGIBLE_PCT = 0.05  # an estimated gain below this shows as 0.0%: no item to act on
-SMALL_PCT = 1.0  # an item below this ranks with the structural ones: what no edit reaches explains more
 
 
 def at_roof(e: Evidence) -> Opportunity | None:
@@ -135,22 +134,22 @@ def rank(
     fewer: Callable[[int], str],
     none: tuple[Opportunity, str] | None = None,
 ) -> tuple[list[Opportunity], str | None]:
-    """The Top 3 by estimated gain (the items no edit of the kernel reaches, ``structural``, and those under SMALL_PCT
-    after the others), and the note a report shows under them: ``fewer(n)`` when fewer than three
+    """The Top 3 by estimated gain, and the note a report shows under them: ``fewer(n)`` when fewer than three
     are left, ``none`` (a placeholder and its note) when there is none at all. An item whose gain rounds to 0.0%
-    is left out (the note names it) unless it is a "stop" line, or nothing else is left."""
-    # what an edit of the kernel can act on first, then what none reaches (and items too small to act on), each
-    # group by estimated gain
-    listed = sorted(
-        (c for c in candidates if c is not None),
-        key=lambda o: (o.structural or o.gain_pct < SMALL_PCT, -o.gain_pct),
-    )
+    is left out (the note names it) unless it is a "stop" line, or nothing else is left. The items no edit of the
+    kernel reaches (``structural``) are said in the note, with what would reach them, unless nothing else is left."""
+    every = sorted((c for c in candidates if c is not None), key=lambda o: o.gain_pct, reverse=True)
+    listed = [o for o in every if not o.structural] or every
     found = [o for o in listed if o.stop or o.gain_pct >= NEGLIGIBLE_PCT][:TOP] or listed[:1]
     if not found and none is not None:
         return [none[0]], none[1]
-    # what no item explains is always said: under the list when it did not make the top three
-    unsaid = [o for o in listed if o.rest and o not in found and o.gain_pct >= NEGLIGIBLE_PCT]
-    rest = " ".join(f"{o.name} (est. {o.gain_pct:.1f}%): {o.change}." for o in unsaid)
+    # what no item explains, and what no edit reaches, is always said: under the list when not in the top three
+    unsaid = [o for o in every if (o.rest or o.structural) and o not in found and o.gain_pct >= NEGLIGIBLE_PCT]
+    rest = " ".join(
+        f"{'Structural (no edit of the kernel as written reaches it): ' if o.structural else ''}{o.name} "
+        f"(est. {o.gain_pct:.1f}%): {o.change}."
+        for o in unsaid
+    )
     if len(found) == TOP:
         return found, rest or None
     left = [o.name for o in listed if o not in found and o not in unsaid]

@@ -63,7 +63,8 @@ class OpportunityReport(Model):
     trigger_value: str
     change: str | None
     named: bool  # the catalogue named a mechanism (or that the stage is done) from this run's data
-    structural: bool = False  # no edit of the kernel in its language and structure reaches it; the change says what would
+    # no edit of the kernel in its language and structure reaches it; the change says what would
+    structural: bool = False
 
 
 class PlanReport(Model):
