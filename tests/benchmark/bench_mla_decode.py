@@ -79,11 +79,12 @@ def verdict(rows: list[Row], mm: float) -> list[str]:
 
     def line(what: str, r: Row) -> str:
         share = 100 * r.useful_tflops / mm
+        met = "met" if share >= TARGET_SHARE else "not met"
         mem = at.get((r.version, MEMORY_POINT))
         there = f"; memory-bound point {mem.us:.2f} us" if mem else ""
         return (
             f"{what}: {r.version} at {r.useful_tflops:.1f} TFLOP/s = {share:.1f}% of the bf16 matmul ceiling measured "
-            f"in this run ({mm:.0f} TFLOP/s), target {TARGET_SHARE:.0f}% {'met' if share >= TARGET_SHARE else 'not met'}"
+            f"in this run ({mm:.0f} TFLOP/s), target {TARGET_SHARE:.0f}% {met}"
             f"{there}"
         )
 
