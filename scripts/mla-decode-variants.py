@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kbench.kernel.mla_decode._triton import visible
+from kbench.kernel.mla_decode._triton import queries, softmax_step, visible
 from kbench.kernel.mla_decode.v2 import mla_v2_fused_kernel
 from kbench.kernel.mla_decode.v4 import mla_v4_fused_kernel
 from kbench.kernel.mla_decode.v5 import mla_v5_fused_kernel
@@ -38,8 +38,7 @@ def options_kernel(q_nope_ptr, q_pe_ptr, kv_ptr, o_ptr, scale, s, t, R, H: tl.co
     rmask = rows < R
     dd = tl.arange(0, D)
     pp = tl.arange(0, P)
-    qn = tl.load(q_nope_ptr + (b * R + rows[:, None]) * D + dd[None, :], mask=rmask[:, None], other=0.0)
-    qp = tl.load(q_pe_ptr + (b * R + rows[:, None]) * P + pp[None, :], mask=rmask[:, None], other=0.0)
+    qn, qp = queries(q_nope_ptr, q_pe_ptr, b, rows, R, D, P)
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     total = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
@@ -69,72 +68,8 @@ def options_kernel(q_nope_ptr, q_pe_ptr, kv_ptr, o_ptr, scale, s, t, R, H: tl.co
         kp = tl.load(tile + D + pp[None, :], mask=cmask[:, None], other=0.0)
         sc = (tl.dot(qn, tl.trans(v)) + tl.dot(qp, tl.trans(kp))) * (scale * LOG2E)
         sc = tl.where(visible(rows, cols, s, t, H) & cmask[None, :], sc, float("-inf"))
-        m_new = tl.maximum(m, tl.max(sc, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m - m_safe)
-        prob = tl.exp2(sc - m_safe[:, None])
-        total = total * alpha + tl.sum(prob, axis=1)
+        m, alpha, prob, total = softmax_step(sc, m, total)
         acc = acc * alpha[:, None] + tl.dot(prob.to(v.dtype), v)
-        m = m_new
-    out = acc / total[:, None]
-    tl.store(o_ptr + (b * R + rows[:, None]) * D + dd[None, :], out.to(o_ptr.dtype.element_ty), mask=rmask[:, None])
-
-
-@triton.jit
-def shared_p_ptx_kernel(q_nope_ptr, q_pe_ptr, kv_ptr, o_ptr, p_ptr, a_ptr, scale, s, t, R, H: tl.constexpr,  # type: ignore[no-untyped-def]
-                        D: tl.constexpr, P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
-    """v4's exchange (scores split between the warpgroups, P through a per-CTA scratch buffer) with the barrier, the
-    stores and the loads in inline PTX: Triton's pipeliner then keeps the tile loads asynchronous (cp.async) and
-    cannot prefetch P before it is written."""
-    LOG2E: tl.constexpr = 1.4426950408889634
-    pid = tl.program_id(0)
-    b = tl.program_id(1)
-    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
-    rmask = rows < R
-    dd = tl.arange(0, D)
-    pp = tl.arange(0, P)
-    cn = tl.arange(0, BLOCK_N)
-    rm = tl.arange(0, BLOCK_M)
-    qn = tl.load(q_nope_ptr + (b * R + rows[:, None]) * D + dd[None, :], mask=rmask[:, None], other=0.0)
-    qp = tl.load(q_pe_ptr + (b * R + rows[:, None]) * P + pp[None, :], mask=rmask[:, None], other=0.0)
-    m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
-    total = tl.zeros((BLOCK_M,), tl.float32)
-    acc = tl.zeros((BLOCK_M, D), tl.float32)
-    cta = b * tl.num_programs(0) + pid
-    p_base = p_ptr + cta * 2 * BLOCK_M * BLOCK_N
-    a_base = a_ptr + cta * 2 * BLOCK_M
-    offs = rm[:, None] * BLOCK_N + cn[None, :]
-    c = scale * LOG2E
-    for c0 in range(0, t, BLOCK_N):
-        cols = c0 + cn
-        cmask = cols < t
-        tile = kv_ptr + (b * t + cols[:, None]) * (D + P)
-        v = tl.load(tile + dd[None, :], mask=cmask[:, None], other=0.0)
-        kp = tl.load(tile + D + pp[None, :], mask=cmask[:, None], other=0.0)
-        sc = tl.dot(qn, tl.trans(v)) * c + tl.dot(qp, tl.trans(kp)) * c
-        sc = tl.where(visible(rows, cols, s, t, H) & cmask[None, :], sc, float("-inf"))
-        m_new = tl.maximum(m, tl.max(sc, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m - m_safe)
-        prob = tl.exp2(sc - m_safe[:, None])
-        total = total * alpha + tl.sum(prob, axis=1)
-        m = m_new
-        slot = (c0 // BLOCK_N) % 2
-        pslot = p_base + slot * BLOCK_M * BLOCK_N
-        tl.inline_asm_elementwise("st.global.b32 [$1], $2;\n\tmov.b32 $0, 0;", "=r,l,r",
-                                  [(pslot + offs).to(tl.int64, bitcast=True), prob.to(tl.int32, bitcast=True)],
-                                  dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
-        aslot = (a_base + slot * BLOCK_M + rm).to(tl.int64, bitcast=True)
-        abits = alpha.to(tl.int32, bitcast=True)
-        tl.inline_asm_elementwise("st.global.b32 [$1], $2;\n\tmov.b32 $0, 0;", "=r,l,r", [aslot, abits],
-                                  dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
-        tl.inline_asm_elementwise("bar.sync 1, 256;\n\tmov.b32 $0, 0;", "=r,r", [tl.arange(0, 256)],
-                                  dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
-        shared = tl.inline_asm_elementwise("ld.global.f32 $0, [$1];", "=f,l", [pslot + offs], dtype=tl.float32,
-                                           is_pure=False, pack=1)  # fmt: skip
-        rescale = tl.inline_asm_elementwise("ld.global.f32 $0, [$1];", "=f,l", [a_base + slot * BLOCK_M + rm],
-                                            dtype=tl.float32, is_pure=False, pack=1)  # fmt: skip
-        acc = acc * rescale[:, None] + tl.dot(shared.to(v.dtype), v)
     out = acc / total[:, None]
     tl.store(o_ptr + (b * R + rows[:, None]) * D + dd[None, :], out.to(o_ptr.dtype.element_ty), mask=rmask[:, None])
 
@@ -189,8 +124,9 @@ def main() -> None:
             q_nope, q_pe, *tma(64), out, **shape, BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=2)),
         ("P through scratch, tl.debug_barrier (v4)", lambda: mla_v4_fused_kernel[grid](
             q_nope, q_pe, kv, out, probs_bf16, alpha, **shape, BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=2)),
-        ("P through scratch, inline PTX", lambda: shared_p_ptx_kernel[grid](
-            q_nope, q_pe, kv, out, probs, alpha, **shape, BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=2)),
+        ("P through scratch, inline PTX", lambda: mla_v4_fused_kernel[grid](
+            q_nope, q_pe, kv, out, probs, alpha, **shape, BLOCK_M=64, BLOCK_N=64, PTX=True, num_warps=8,
+            num_stages=2)),
         ("unmasked main loop", lambda: options_kernel[grid](
             q_nope, q_pe, kv, out, **shape, BLOCK_M=64, BLOCK_N=64, LAZY=False, WS=False, num_warps=8, num_stages=2)),
         ("unmasked, lazy rescaling", lambda: options_kernel[grid](

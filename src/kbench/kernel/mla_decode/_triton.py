@@ -32,6 +32,29 @@ def visible(rows, cols, s, t, H: tl.constexpr):  # type: ignore[no-untyped-def]
 
 
 @triton.jit
+def queries(q_nope_ptr, q_pe_ptr, b, rows, R, D: tl.constexpr, P: tl.constexpr):  # type: ignore[no-untyped-def]
+    """The rows' queries of sequence b: q_nope [rows, D] and q_pe [rows, P] (rows past R read as zeros)."""
+    rmask = rows < R
+    dd = tl.arange(0, D)
+    pp = tl.arange(0, P)
+    qn = tl.load(q_nope_ptr + (b * R + rows[:, None]) * D + dd[None, :], mask=rmask[:, None], other=0.0)
+    qp = tl.load(q_pe_ptr + (b * R + rows[:, None]) * P + pp[None, :], mask=rmask[:, None], other=0.0)
+    return qn, qp
+
+
+@triton.jit
+def softmax_step(sc, m, total):  # type: ignore[no-untyped-def]
+    """One tile of the online softmax in the base-2 domain: the new running maximum, the factor that rescales what
+    came before, the tile's unnormalised probabilities and the new running sum (a row that has seen nothing yet, its
+    maximum still -inf, stays empty)."""
+    m_new = tl.maximum(m, tl.max(sc, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m - m_safe)
+    prob = tl.exp2(sc - m_safe[:, None])
+    return m_new, alpha, prob, total * alpha + tl.sum(prob, axis=1)
+
+
+@triton.jit
 def attend(q_nope_ptr, q_pe_ptr, kv_ptr, b, rows, start, stop, scale, s, t, R, H: tl.constexpr,  # type: ignore[no-untyped-def]
            D: tl.constexpr, P: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
     """Online softmax attention of ``rows`` over cache rows [start, stop): the unnormalised output [rows, D]
@@ -39,11 +62,9 @@ def attend(q_nope_ptr, q_pe_ptr, kv_ptr, b, rows, start, stop, scale, s, t, R, H
     scale * log2(e), so exp2 does the exponentials). The queries are loaded once; each cache tile [BLOCK_N, D + P]
     is read once and used twice: its D columns as keys and again as values."""
     LOG2E: tl.constexpr = 1.4426950408889634
-    rmask = rows < R
     dd = tl.arange(0, D)
     pp = tl.arange(0, P)
-    qn = tl.load(q_nope_ptr + (b * R + rows[:, None]) * D + dd[None, :], mask=rmask[:, None], other=0.0)
-    qp = tl.load(q_pe_ptr + (b * R + rows[:, None]) * P + pp[None, :], mask=rmask[:, None], other=0.0)
+    qn, qp = queries(q_nope_ptr, q_pe_ptr, b, rows, R, D, P)
     m = tl.full((rows.shape[0],), float("-inf"), tl.float32)
     total = tl.zeros((rows.shape[0],), tl.float32)
     acc = tl.zeros((rows.shape[0], D), tl.float32)
@@ -55,11 +76,6 @@ def attend(q_nope_ptr, q_pe_ptr, kv_ptr, b, rows, start, stop, scale, s, t, R, H
         kp = tl.load(tile + D + pp[None, :], mask=cmask[:, None], other=0.0)  # [BLOCK_N, P]
         sc = (tl.dot(qn, tl.trans(v)) + tl.dot(qp, tl.trans(kp))) * (scale * LOG2E)
         sc = tl.where(visible(rows, cols, s, t, H) & cmask[None, :], sc, float("-inf"))
-        m_new = tl.maximum(m, tl.max(sc, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing yet stays empty
-        alpha = tl.exp2(m - m_safe)
-        prob = tl.exp2(sc - m_safe[:, None])
-        total = total * alpha + tl.sum(prob, axis=1)
+        m, alpha, prob, total = softmax_step(sc, m, total)
         acc = acc * alpha[:, None] + tl.dot(prob.to(v.dtype), v)
-        m = m_new
     return acc, m, total

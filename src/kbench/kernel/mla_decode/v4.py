@@ -17,7 +17,7 @@ import triton.language as tl
 from kbench.plan.base import Config, Launch, Precision, Stage
 
 from ._common import MlaDecode, Workspace
-from ._triton import visible
+from ._triton import queries, softmax_step, visible
 
 
 @dataclass
@@ -27,8 +27,31 @@ class ScratchWorkspace(Workspace):
 
 
 @triton.jit
+def through_ptx(p_ptrs, a_ptrs, prob, alpha):  # type: ignore[no-untyped-def]
+    """The exchange in inline PTX (fp32 scratch): stores, a CTA barrier, loads. Triton's pipeliner then still copies
+    the cache tiles asynchronously and cannot prefetch P before it is written; not run by the CPU interpreter
+    (scripts/mla-decode-variants.py times it)."""
+    tl.inline_asm_elementwise("st.global.b32 [$1], $2;\n\tmov.b32 $0, 0;", "=r,l,r",
+                              [p_ptrs.to(tl.int64, bitcast=True), prob.to(tl.int32, bitcast=True)], dtype=tl.int32,
+                              is_pure=False, pack=1)  # fmt: skip
+    tl.inline_asm_elementwise("st.global.b32 [$1], $2;\n\tmov.b32 $0, 0;", "=r,l,r",
+                              [a_ptrs.to(tl.int64, bitcast=True), alpha.to(tl.int32, bitcast=True)], dtype=tl.int32,
+                              is_pure=False, pack=1)  # fmt: skip
+    tl.inline_asm_elementwise("bar.sync 1, 256;\n\tmov.b32 $0, 0;", "=r,r", [tl.arange(0, 256)], dtype=tl.int32,
+                              is_pure=False, pack=1)  # fmt: skip
+    shared = tl.inline_asm_elementwise("ld.global.f32 $0, [$1];", "=f,l", [p_ptrs], dtype=tl.float32, is_pure=False,
+                                       pack=1)  # fmt: skip
+    rescale = tl.inline_asm_elementwise("ld.global.f32 $0, [$1];", "=f,l", [a_ptrs], dtype=tl.float32, is_pure=False,
+                                        pack=1)  # fmt: skip
+    return shared, rescale
+
+
+@triton.jit
 def mla_v4_fused_kernel(q_nope_ptr, q_pe_ptr, kv_ptr, o_ptr, p_ptr, a_ptr, scale, s, t, R, H: tl.constexpr,  # type: ignore[no-untyped-def]
-                        D: tl.constexpr, P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+                        D: tl.constexpr, P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        PTX: tl.constexpr = False):  # fmt: skip
+    """PTX: the exchange through inline PTX (``through_ptx``, 8 warps, an fp32 scratch buffer); else tl.store,
+    tl.debug_barrier, tl.load (the shipped version: the barrier stops Triton's software pipelining)."""
     LOG2E: tl.constexpr = 1.4426950408889634
     pid = tl.program_id(0)
     b = tl.program_id(1)
@@ -38,8 +61,7 @@ def mla_v4_fused_kernel(q_nope_ptr, q_pe_ptr, kv_ptr, o_ptr, p_ptr, a_ptr, scale
     pp = tl.arange(0, P)
     rm = tl.arange(0, BLOCK_M)
     cn = tl.arange(0, BLOCK_N)
-    qn = tl.load(q_nope_ptr + (b * R + rows[:, None]) * D + dd[None, :], mask=rmask[:, None], other=0.0)
-    qp = tl.load(q_pe_ptr + (b * R + rows[:, None]) * P + pp[None, :], mask=rmask[:, None], other=0.0)
+    qn, qp = queries(q_nope_ptr, q_pe_ptr, b, rows, R, D, P)
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     total = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
@@ -56,19 +78,19 @@ def mla_v4_fused_kernel(q_nope_ptr, q_pe_ptr, kv_ptr, o_ptr, p_ptr, a_ptr, scale
         # two scaled products summed (not one dot accumulating into the other): no dot feeds a dot here
         sc = tl.dot(qn, tl.trans(v)) * c + tl.dot(qp, tl.trans(kp)) * c
         sc = tl.where(visible(rows, cols, s, t, H) & cmask[None, :], sc, float("-inf"))
-        m_new = tl.maximum(m, tl.max(sc, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m - m_safe)
-        prob = tl.exp2(sc - m_safe[:, None])
-        total = total * alpha + tl.sum(prob, axis=1)
-        m = m_new
+        m, alpha, prob, total = softmax_step(sc, m, total)
         slot = (c0 // BLOCK_N) % 2  # two slots: one barrier an iteration keeps a slow warp's reads apart from writes
-        tl.store(p_base + slot * BLOCK_M * BLOCK_N + rm[:, None] * BLOCK_N + cn[None, :], prob.to(v.dtype))
-        tl.store(a_base + slot * BLOCK_M + rm, alpha)
-        tl.debug_barrier()
-        shared = tl.load(p_base + slot * BLOCK_M * BLOCK_N + rm[:, None] * BLOCK_N + cn[None, :])
-        rescale = tl.load(a_base + slot * BLOCK_M + rm)
-        acc = acc * rescale[:, None] + tl.dot(shared, v)
+        p_ptrs = p_base + slot * BLOCK_M * BLOCK_N + rm[:, None] * BLOCK_N + cn[None, :]
+        a_ptrs = a_base + slot * BLOCK_M + rm
+        if PTX:
+            shared, rescale = through_ptx(p_ptrs, a_ptrs, prob, alpha)
+        else:
+            tl.store(p_ptrs, prob.to(p_ptr.dtype.element_ty))
+            tl.store(a_ptrs, alpha)
+            tl.debug_barrier()
+            shared = tl.load(p_ptrs)
+            rescale = tl.load(a_ptrs)
+        acc = acc * rescale[:, None] + tl.dot(shared.to(v.dtype), v)
     out = acc / total[:, None]
     tl.store(o_ptr + (b * R + rows[:, None]) * D + dd[None, :], out.to(o_ptr.dtype.element_ty), mask=rmask[:, None])
 

@@ -5,16 +5,15 @@ spills item)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from kbench.plan.base import Config, Launch, Precision, Stage
+from kbench.plan.base import Config, Launch, Stage
 
-from ._common import MlaDecode, Workspace
-from ._triton import visible
+from ._common import Workspace
+from ._triton import queries, softmax_step, visible
+from .v2 import MlaDecodeFused
 
 
 @triton.jit
@@ -26,11 +25,7 @@ def mla_v5_fused_kernel(q_nope_ptr, q_pe_ptr, values, keys_pe, o_ptr, scale, s, 
     LOG2E: tl.constexpr = 1.4426950408889634
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     b = tl.program_id(1)  # the row blocks of one sequence are launched together: its cache is read once into L2
-    rmask = rows < R
-    dd = tl.arange(0, D)
-    pp = tl.arange(0, P)
-    qn = tl.load(q_nope_ptr + (b * R + rows[:, None]) * D + dd[None, :], mask=rmask[:, None], other=0.0)
-    qp = tl.load(q_pe_ptr + (b * R + rows[:, None]) * P + pp[None, :], mask=rmask[:, None], other=0.0)
+    qn, qp = queries(q_nope_ptr, q_pe_ptr, b, rows, R, D, P)
     m = tl.full((BLOCK_M,), float("-inf"), tl.float32)
     total = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
@@ -40,30 +35,15 @@ def mla_v5_fused_kernel(q_nope_ptr, q_pe_ptr, values, keys_pe, o_ptr, scale, s, 
         kp = keys_pe.load([b * t + c0, D])  # [BLOCK_N, P]
         sc = (tl.dot(qn, tl.trans(v)) + tl.dot(qp, tl.trans(kp))) * (scale * LOG2E)
         sc = tl.where(visible(rows, cols, s, t, H), sc, float("-inf"))
-        m_new = tl.maximum(m, tl.max(sc, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing yet stays empty
-        alpha = tl.exp2(m - m_safe)
-        prob = tl.exp2(sc - m_safe[:, None])
-        total = total * alpha + tl.sum(prob, axis=1)
+        m, alpha, prob, total = softmax_step(sc, m, total)
         acc = acc * alpha[:, None] + tl.dot(prob.to(v.dtype), v)
-        m = m_new
     out = acc / total[:, None]
-    tl.store(o_ptr + (b * R + rows[:, None]) * D + dd[None, :], out.to(o_ptr.dtype.element_ty), mask=rmask[:, None])
+    dd = tl.arange(0, D)
+    tl.store(o_ptr + (b * R + rows[:, None]) * D + dd[None, :], out.to(o_ptr.dtype.element_ty), mask=rows[:, None] < R)
 
 
-class MlaDecodeFused(MlaDecode):
-    """v2 with the cache tiles copied by TMA (tensor descriptors)."""
-
-    POW2_WIDTHS: ClassVar[bool] = True
-    FP32_AS: ClassVar[Precision] = "tf32"
-    # v2's tiles (64x64 on 8 warps, 2 stages, fastest at b=32 s=16 t=4096 on an H100)
-    TILES: ClassVar[list[Config]] = [
-        {"BLOCK_M": 16, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2},
-        {"BLOCK_M": 16, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
-        {"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2},
-        {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3},
-        {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2},
-    ]
+class MlaDecodeTma(MlaDecodeFused):
+    """v2 with the cache tiles copied by TMA (tensor descriptors); v2's tiles."""
 
     def stages(self) -> list[Stage]:
         return [self.attention_stage(self._build, self.row_tiles(self.TILES), ["mla_v5_fused_kernel"])]
@@ -78,4 +58,4 @@ class MlaDecodeFused(MlaDecode):
         return Launch(lambda: kernel(ws.q_nope, ws.q_pe, values, keys_pe, ws.out, **args), grid)
 
 
-PLAN = MlaDecodeFused
+PLAN = MlaDecodeTma

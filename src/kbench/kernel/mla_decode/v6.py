@@ -10,7 +10,7 @@ from typing import ClassVar
 from kbench.plan.base import Config, Launch, Stage
 
 from .v3 import MlaDecodeSplitKV, SplitWorkspace, sm_count
-from .v5 import MlaDecodeFused as MlaDecodeTma
+from .v5 import MlaDecodeTma
 
 
 class MlaDecodeDispatch(MlaDecodeSplitKV):
