@@ -343,3 +343,28 @@ def test_cupti_repetitions_are_cut_right_after_a_settling_rest() -> None:
     got = time_cupti(lambda: x.mul_(1.0), 5, L2Flush(8 << 20), rest_us=20.0, settle_us=20_000.0)
     assert isinstance(got, Repetitions), got
     assert len(got.us) == 5 and all(0 < u < 1_000 for u in got.us)  # the 20 ms settle is not counted in a stage
+
+
+def test_kineto_and_torch_profiler_record_the_same_gpu_work() -> None:
+    # the same body traced both ways: the same pieces of GPU work, in the same order, durations within 10% (two runs)
+    import statistics
+
+    import torch
+
+    from kbench.capture import cupti
+
+    x = torch.randn(1 << 22, device="cuda")
+
+    def body() -> None:
+        for _ in range(20):
+            x.zero_()
+            cupti.probe()
+            x.add_(1.0)
+
+    ours = cupti._kineto(body, cupti._kineto_session())
+    theirs = cupti._chrome(body)
+    assert len(ours) == len(theirs) == 20 * 4
+    for slot in range(4):
+        a = statistics.median(d for _, d in ours[slot::4])
+        b = statistics.median(d for _, d in theirs[slot::4])
+        assert abs(a / b - 1.0) < 0.1, (slot, a, b)

@@ -7,7 +7,9 @@ unmeasured run), MODE_RUNS times in turn with the other modes (medians; one run 
 `ncu_report.load_report` of the same file and beside that load plus one metric read (ncu_report's metric library
 loaded: the floor of any analysis), in turn, 11 rounds (medians). Commands go through kbench's one subprocess runner.
 `--analyze=REP.ncu-rep` (repeatable) times only `kbench analyze` of the given captures that way, `--rounds=N` times
-(no GPU needed).
+(no GPU needed). `--plans=a,b`, `--modes=event,annotation` and `--runs=N` pick fewer; each plan's line "event /
+annotation = X" is the ratio the event-mode targets are stated in, with event mode's capture phase (the report's "Where
+the capture's ... went") beside it.
 
 Python's compiled bytecode is cached as in any installed environment: where this process may not write it
 (PYTHONDONTWRITEBYTECODE, as on the lent H100 machine, whose packages were installed without it), the commands
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from kbench.capture.tools import run
 
-PLANS = ["vector_add", "matmul"]
+PLANS = ["vector_add", "matmul", "fork_join"]
 MODES = ["event", "annotation", "ncu"]
 ANALYZE_RUNS = 11
 MODE_RUNS = 5
@@ -64,6 +66,19 @@ def analyze_rounds(rep: Path, out: Path, env: dict[str, str], count: int) -> str
     )
 
 
+def _listed(flag: str, default: list[str]) -> list[str]:
+    """A ``--flag=a,b`` argument's names, or ``default``."""
+    given = next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"{flag}=")), None)
+    return given.split(",") if given else default
+
+
+def _capture(out: Path, plan: str) -> str:
+    """Event mode's last capture of ``plan``: the report's own account of where its capture phase went."""
+    reports = sorted((out / "p" / "event" / plan).rglob("report.md"))
+    line = next((x for x in reports[-1].read_text().splitlines() if "Where the capture" in x), "") if reports else ""
+    return line.removeprefix("- ") or "no capture account in the last event report"
+
+
 def main() -> None:
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -78,22 +93,30 @@ def main() -> None:
             for rep in reps:
                 print(f"{rep.name[:40]:<40}{'analyze':<12}{analyze_rounds(rep.resolve(), out, env, count)}")
             return
+        plans = _listed("--plans", PLANS)
+        modes = _listed("--modes", MODES)
+        count = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--runs=")), MODE_RUNS)
         print(f"{'plan':<12}{'mode':<12}{'wall s':>8}{'x event':>9}")
-        for plan in PLANS:
+        for plan in plans:
             out_p = str(out / "p")
-            argvs = {mode: [py, "-m", "kbench.kernel", plan, f"--prof_type={mode}", "--out", out_p] for mode in MODES}
-            for mode in MODES:
+            argvs = {mode: [py, "-m", "kbench.kernel", plan, f"--prof_type={mode}", "--out", out_p] for mode in modes}
+            for mode in modes:
                 timed(argvs[mode], out / "warm.log", env)  # caches warm: what a user's second run costs
-            runs: dict[str, list[float]] = {mode: [] for mode in MODES}
-            for _ in range(MODE_RUNS):
-                for mode in MODES:
+            runs: dict[str, list[float]] = {mode: [] for mode in modes}
+            for _ in range(count):
+                for mode in modes:
                     runs[mode].append(timed(argvs[mode], out / f"{plan}-{mode}.log", env))
             walls = {mode: statistics.median(r) for mode, r in runs.items()}
-            for mode in MODES:
+            for mode in modes:
                 spread = f"{min(runs[mode]):.2f}-{max(runs[mode]):.2f}"
-                print(f"{plan:<12}{mode:<12}{walls[mode]:>8.2f}{walls[mode] / walls['event']:>9.2f}   ({spread})")
-            rep = sorted((out / "p" / "annotation" / plan).rglob("profile.ncu-rep"))[-1]
-            print(f"{plan:<12}{'analyze':<12}{analyze_rounds(rep, out, env, ANALYZE_RUNS)}")
+                base = walls.get("event")
+                ratio = f"{walls[mode] / base:>9.2f}" if base else f"{'n/a':>9}"
+                print(f"{plan:<12}{mode:<12}{walls[mode]:>8.2f}{ratio}   ({spread})")
+            if "event" in walls and "annotation" in walls:
+                print(f"{plan}: event / annotation = {walls['event'] / walls['annotation']:.2f}; {_capture(out, plan)}")
+            if "annotation" in modes:
+                rep = sorted((out / "p" / "annotation" / plan).rglob("profile.ncu-rep"))[-1]
+                print(f"{plan:<12}{'analyze':<12}{analyze_rounds(rep, out, env, ANALYZE_RUNS)}")
 
 
 if __name__ == "__main__":
