@@ -7,7 +7,7 @@ back: what a .pyc's check would miss), profile v9 twice, profile v9 in annotatio
 under ncu), compare the v2 and v9 runs; and in a fresh server, profile v9 again (what a new process measures).
 Each profile's report must show the tiling that is on disk. Prints one row per step and writes WORK/results.json.
 
-Usage: python scripts/mcp-edit-loop.py [WORK]   (default out/mcp-edit-loop; clocks are left alone)
+Usage: PYTHONPATH=. python scripts/mcp-edit-loop.py [WORK]   (default out/mcp-edit-loop; clocks are left alone)
 """
 
 from __future__ import annotations
@@ -22,40 +22,7 @@ from typing import Any
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
-
-V2 = '''"""xstages v2: kbench's Triton matmul at one tiling."""
-
-from typing import ClassVar
-
-from kbench.kernel.matmul._triton import TritonMatmul
-from kbench.plan.base import Config
-
-
-class XstagesV2(TritonMatmul):
-    """C = A @ B at one fixed tiling."""
-
-    TUNING: ClassVar[list[Config]] = [
-        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 4}
-    ]
-
-
-PLAN = XstagesV2
-'''
-
-
-def package(work: Path) -> Path:
-    pkg = work / "kp" / "xstages"
-    pkg.mkdir(parents=True, exist_ok=True)
-    (pkg / "__init__.py").write_text('"""xstages: the edit loop\'s package."""\n')
-    (pkg / "v2.py").write_text(V2)
-    (pkg / "v9.py").unlink(missing_ok=True)
-    return work / "kp"
-
-
-def edit_keeping_stat(path: Path, old: str, new: str) -> None:
-    text, st = path.read_text(), path.stat()
-    path.write_text(text.replace(old, new))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+from tests.benchmark._xstages import edit_keeping_stat, package
 
 
 def row(step: str, wall: float, answer: dict[str, Any] | None) -> dict[str, Any]:

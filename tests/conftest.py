@@ -36,6 +36,7 @@ def never_lock_clocks(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     """No test locks a real GPU's clocks (the GPU tier runs on shared machines) or touches the machine's shared
     lock and state folder; the tests of locking pass a stand-in clock control explicitly."""
     monkeypatch.setenv("KBENCH_LOCK_CLOCKS", "0")
+    monkeypatch.setenv("KBENCH_RESIDENT", "0")  # no test's command leaves a resident kbench behind (test_resident's do)
     monkeypatch.setenv("KBENCH_STATE_DIR", str(tmp_path_factory.mktemp("kbench-state")))
     # compiled report templates and autotune entries never land in the checkout (`isolated` narrows it further)
     monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kbench-cache"))

@@ -7,7 +7,8 @@ unmeasured run), MODE_RUNS times in turn with the other modes (medians; one run 
 `ncu_report.load_report` of the same file and beside that load plus one metric read (ncu_report's metric library
 loaded: the floor of any analysis), in turn, 11 rounds (medians). Commands go through kbench's one subprocess runner.
 `--analyze=REP.ncu-rep` (repeatable) times only `kbench analyze` of the given captures that way, `--rounds=N` times
-(no GPU needed). `--plans=a,b`, `--modes=event,annotation` and `--runs=N` pick fewer; each plan's line "event /
+(no GPU needed). `--warm` runs the edit loop through the CLI and the resident kbench (``warm_loop``).
+`--plans=a,b`, `--modes=event,annotation` and `--runs=N` pick fewer; each plan's line "event /
 annotation = X" is the ratio the event-mode targets are stated in, with event mode's capture phase (the report's "Where
 the capture's ... went") beside it.
 
@@ -66,6 +67,72 @@ def analyze_rounds(rep: Path, out: Path, env: dict[str, str], count: int) -> str
     )
 
 
+def _served(reports: list[Path]) -> str:
+    """num_stages in the newest report's Tiling (the edit loop's check that the tiling on disk ran)."""
+    import re
+
+    found = re.search(r"num_stages=(\d+)", reports[-1].read_text()) if reports else None
+    return found.group(1) if found else "n/a"
+
+
+def warm_loop(out: Path, env: dict[str, str]) -> None:
+    """The edit loop through the CLI, each step a fresh `python -m kbench.kernel` process as a user types it: a
+    fresh-process profile (KBENCH_RESIDENT=0), then with the resident kbench (its own private runtime folder): the
+    first call (it starts one and runs itself), the next ones (served), a clone v2 -> v9 and an edit of v9
+    (num_stages 4 -> 3, size and mtime kept), v9 served twice; and a served matmul profile interrupted by SIGINT
+    after 1.5 s (its exit code and how long the client took to end), then one more served call."""
+    import signal
+    import subprocess
+
+    from tests.benchmark._xstages import edit_keeping_stat, package
+
+    py = sys.executable
+    kp = package(out)
+    runtime = out / "runtime"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    warm = {**env, "KBENCH_RESIDENT": "1", "XDG_RUNTIME_DIR": str(runtime)}
+    cold = {**env, "KBENCH_RESIDENT": "0"}
+    prof = [py, "-m", "kbench.kernel", "xstages", "--kernel-path", str(kp), "--prof_type=event", "--out"]
+
+    def step(label: str, argv: list[str], extra: dict[str, str], version: str) -> None:
+        wall = timed(argv, out / "warm.log", extra)
+        stages = _served(sorted((out / "w" / "event" / "xstages").rglob("report.md"), key=lambda p: p.stat().st_mtime))
+        print(f"{label:<58}{wall:>7.2f} s   version {version}, num_stages in its report {stages}", flush=True)
+
+    timed([*prof, str(out / "w"), "v2"], out / "warm.log", cold)  # caches warm: a user's second run
+    print("warm loop (xstages: kbench's Triton matmul at one tiling; CLI, each step a fresh client process)")
+    step("fresh process (KBENCH_RESIDENT=0), v2", [*prof, str(out / "w"), "v2"], cold, "v2")
+    step("resident: first call (starts one, runs itself), v2", [*prof, str(out / "w"), "v2"], warm, "v2")
+    sock = runtime / "kbench" / "resident-all.sock"
+    for _ in range(600):
+        if sock.exists():
+            break
+        time.sleep(0.1)
+    step("resident: second call (served), v2", [*prof, str(out / "w"), "v2"], warm, "v2")
+    step("resident: third call (served), v2", [*prof, str(out / "w"), "v2"], warm, "v2")
+    timed([py, "-m", "kbench", "clone", "xstages", "v2", "v9", "--kernel-path", str(kp)], out / "warm.log", cold)
+    edit_keeping_stat(kp / "xstages" / "v9.py", '"num_stages": 4', '"num_stages": 3')
+    step("resident: v9 after clone + edit (num_stages 4 -> 3)", [*prof, str(out / "w"), "v9"], warm, "v9")
+    step("resident: v9 again", [*prof, str(out / "w"), "v9"], warm, "v9")
+    started = time.monotonic()
+    proc = subprocess.Popen(  # a benchmark's own client, interrupted on purpose
+        [py, "-m", "kbench.kernel", "matmul", "--prof_type=event", "--out", str(out / "w")],
+        env={**os.environ, "KBENCH_LOCK_CLOCKS": "0", **warm},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, err = proc.communicate(timeout=120)
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    print(f"resident: matmul interrupted after {sent - started:.1f} s: exit {proc.returncode} "
+          f"{time.monotonic() - sent:.2f} s later; {last[:140]}")  # fmt: skip
+    step("resident: v2 after the interrupt (served)", [*prof, str(out / "w"), "v2"], warm, "v2")
+    timed([py, "-m", "kbench.kernel", "--resident-stop"], out / "warm.log", warm)
+
+
 def _listed(flag: str, default: list[str]) -> list[str]:
     """A ``--flag=a,b`` argument's names, or ``default``."""
     given = next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"{flag}=")), None)
@@ -87,6 +154,9 @@ def main() -> None:
         if sys.flags.dont_write_bytecode:
             env.update(PYTHONDONTWRITEBYTECODE="", PYTHONPYCACHEPREFIX=str(out / "pycache"))
             print(f"bytecode: cached under {out / 'pycache'} (this environment had PYTHONDONTWRITEBYTECODE set)")
+        if "--warm" in sys.argv:  # the edit loop through the CLI and the resident kbench alone
+            warm_loop(out, env)
+            return
         reps = [Path(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--analyze=")]
         if reps:  # `kbench analyze` alone, on given captures: --analyze=REP (repeatable), --rounds=N
             count = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--rounds=")), ANALYZE_RUNS)

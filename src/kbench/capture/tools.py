@@ -169,6 +169,19 @@ def run_all(jobs: list[tuple[list[str], dict[str, str], Path]], *, timeout_s: fl
     return [Finished(code, path.read_text(errors="replace")) for code, (_, _, path) in zip(codes, jobs, strict=True)]
 
 
+def detach(argv: list[str], log_path: Path) -> bool:
+    """Start ``argv`` in a session of its own that outlives this process (the resident kbench: it ends itself when
+    idle), output appended to ``log_path``; False where it cannot start."""
+    try:
+        with log_path.open("ab") as log:
+            subprocess.Popen(  # noqa: S603
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
+            )
+    except OSError:
+        return False
+    return True
+
+
 def output(argv: list[str], *, timeout_s: float = 30.0) -> Finished:
     """Run a short command (a query) and capture its output; ToolMissing when it cannot start or hangs."""
     try:

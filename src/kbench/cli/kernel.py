@@ -17,7 +17,9 @@ EPILOG = (
     "first pass), event (CUDA events, timings only), ncu (full Nsight Compute deep dive), nsys (timeline), proton "
     "(Triton's profiler: per-stage times and its overhead), intra (inside the kernel: a task timeline per CTA and "
     "SM from a kernel that records its tasks), disabled (run and check, no profiler). "
-    "Output: <out>/<mode>/<kernel>/<params>/<timestamp>/report.md."
+    "Output: <out>/<mode>/<kernel>/<params>/<timestamp>/report.md. On a machine with an NVIDIA driver the first "
+    "call starts a resident kbench (one per user and GPU, gone after 15 idle minutes) that runs later calls warm; "
+    "KBENCH_RESIDENT=0 turns it off, `python -m kbench.kernel --resident-stop` stops it."
 )
 
 USAGE = "<kernel_package> [<version>] [--<param>=<value> ...] [OPTIONS]"
