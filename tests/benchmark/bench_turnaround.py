@@ -79,8 +79,9 @@ def warm_loop(out: Path, env: dict[str, str]) -> None:
     """The edit loop through the CLI, each step a fresh `python -m kbench.kernel` process as a user types it: a
     fresh-process profile (KBENCH_RESIDENT=0), then with the resident kbench (its own private runtime folder): the
     first call (it starts one and runs itself), the next ones (served), a clone v2 -> v9 and an edit of v9
-    (num_stages 4 -> 3, size and mtime kept), v9 served twice; and a served matmul profile interrupted by SIGINT
-    after 1.5 s (its exit code and how long the client took to end), then one more served call."""
+    (num_stages 4 -> 3, size and mtime kept), v9 served twice; and a served annotation-mode matmul profile (the
+    plan in a child under ncu) interrupted by SIGINT after 3 s (its exit code, its last line and how long the client
+    took to end), then one more served call."""
     import signal
     import subprocess
 
@@ -116,18 +117,18 @@ def warm_loop(out: Path, env: dict[str, str]) -> None:
     step("resident: v9 again", [*prof, str(out / "w"), "v9"], warm, "v9")
     started = time.monotonic()
     proc = subprocess.Popen(  # a benchmark's own client, interrupted on purpose
-        [py, "-m", "kbench.kernel", "matmul", "--prof_type=event", "--out", str(out / "w")],
+        [py, "-m", "kbench.kernel", "matmul", "--prof_type=annotation", "--out", str(out / "w")],
         env={**os.environ, "KBENCH_LOCK_CLOCKS": "0", **warm},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)
+    time.sleep(3.0)
     proc.send_signal(signal.SIGINT)
     sent = time.monotonic()
     _, err = proc.communicate(timeout=120)
     last = err.strip().splitlines()[-1] if err.strip() else ""
-    print(f"resident: matmul interrupted after {sent - started:.1f} s: exit {proc.returncode} "
+    print(f"resident: matmul (annotation) interrupted after {sent - started:.1f} s: exit {proc.returncode} "
           f"{time.monotonic() - sent:.2f} s later; {last[:140]}")  # fmt: skip
     step("resident: v2 after the interrupt (served)", [*prof, str(out / "w"), "v2"], warm, "v2")
     timed([py, "-m", "kbench.kernel", "--resident-stop"], out / "warm.log", warm)
