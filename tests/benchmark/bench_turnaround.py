@@ -132,6 +132,27 @@ def warm_loop(out: Path, env: dict[str, str]) -> None:
           f"{time.monotonic() - sent:.2f} s later; {last[:140]}")  # fmt: skip
     step("resident: v2 after the interrupt (served)", [*prof, str(out / "w"), "v2"], warm, "v2")
     timed([py, "-m", "kbench.kernel", "--resident-stop"], out / "warm.log", warm)
+    mcp_loop(out, env)
+
+
+def mcp_loop(out: Path, env: dict[str, str]) -> None:
+    """The same loop through `kbench mcp` (scripts/mcp-edit-loop.py: the official SDK's stdio client, one server
+    process): its steps' wall seconds and the num_stages each report shows."""
+    import json
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "mcp-edit-loop.py"
+    root = str(script.parents[1])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    log = out / "mcp.log"
+    timed([sys.executable, str(script), str(out / "mcp")], log, {**env, "PYTHONPATH": path})
+    print("warm loop through MCP (one server process; the same xstages package)")
+    results = out / "mcp" / "results.json"
+    if not results.exists():
+        print(f"  no results: see {log}")
+        return
+    for r in json.loads(results.read_text()):
+        stages = f"   num_stages in its report {r['num_stages']}" if r.get("num_stages") else ""
+        print(f"{'mcp: ' + r['step']:<58}{r['wall_s']:>7.2f} s{stages}")
 
 
 def _listed(flag: str, default: list[str]) -> list[str]:
