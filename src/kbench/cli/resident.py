@@ -37,6 +37,7 @@ from typing import Any
 
 IDLE_S = 900.0
 CONNECT_TIMEOUT_S = 2.0
+ACCEPT_WAIT_S = 1.0  # a resident busy with another command for longer: this call runs in its own process
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -118,12 +119,23 @@ def forward(argv: list[str]) -> int | None:
         _start(path)
         return None
     with conn:
-        conn.settimeout(None)
         _send(conn, argv=argv, cwd=str(Path.cwd()), env=dict(os.environ), stamp=mine)
-        return _relay(conn, path)
+        messages = _messages(conn)
+        conn.settimeout(ACCEPT_WAIT_S)
+        try:
+            first = next(messages, None)
+        except OSError:  # busy with another call's command (or not answering): this one runs in its own process
+            print("kbench: the resident kbench is busy with another command; running this one in its own process",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            return None
+        conn.settimeout(None)
+        if first is None or "stale" in first:
+            _start(path)  # the one that answered is leaving (or gone): one of this code for the next call
+            return None
+        return _relay(conn, messages)
 
 
-def _relay(conn: socket.socket, path: Path) -> int | None:
+def _relay(conn: socket.socket, messages: Iterator[dict[str, Any]]) -> int | None:
     """Copy the resident's output here until its exit code; pass this process's signals on to it (sent from the
     handler: the read below is retried after a signal, so a flag would wait for the next output)."""
 
@@ -133,10 +145,7 @@ def _relay(conn: socket.socket, path: Path) -> int | None:
 
     old = {s: signal.signal(s, pass_on) for s in FORWARDED}
     try:
-        for message in _messages(conn):
-            if "stale" in message:
-                _start(path)  # the one that answered is leaving: one of this code for the next call
-                return None
+        for message in messages:
             if "out" in message:
                 sys.stdout.write(message["out"])
                 sys.stdout.flush()
@@ -195,6 +204,16 @@ class _Stream(io.TextIOBase):
 
     def isatty(self) -> bool:
         return False
+
+
+def _gone(conn: socket.socket) -> bool:
+    """Whether the client closed its end (nothing left to read but the end)."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 def _peer_uid(conn: socket.socket) -> int | None:
@@ -302,6 +321,9 @@ def serve(path: Path, idle_s: float) -> None:
                 if request.get("stamp") != mine:
                     _send(conn, stale="another kbench, Python or environment")
                     return
+                if _gone(conn):  # it waited past ACCEPT_WAIT_S and runs in its own process
+                    continue
+                _send(conn, accepted=True)
                 code = _run(request, conn)
                 with contextlib.suppress(OSError):
                     _send(conn, exit=code)
