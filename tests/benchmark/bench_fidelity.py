@@ -80,6 +80,7 @@ def separate_runs(package: str, version: str, values: dict[str, Any], count: int
 
 def main() -> None:
     os.environ["KBENCH_LOCK_CLOCKS"] = "0"
+    os.environ["KBENCH_RESIDENT"] = "0"  # the separate runs are fresh processes, not served by a resident kbench
     with_ncu = "--no-ncu" not in sys.argv
     count = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--separate-runs=")), SEPARATE_RUNS)
     device = active_device()

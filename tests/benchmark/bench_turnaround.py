@@ -179,6 +179,7 @@ def main() -> None:
         if "--warm" in sys.argv:  # the edit loop through the CLI and the resident kbench alone
             warm_loop(out, env)
             return
+        env["KBENCH_RESIDENT"] = "0"  # kbench analyze rounds and each mode's rows: fresh processes
         reps = [Path(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--analyze=")]
         if reps:  # `kbench analyze` alone, on given captures: --analyze=REP (repeatable), --rounds=N
             count = next((int(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--rounds=")), ANALYZE_RUNS)
