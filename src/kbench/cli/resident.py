@@ -119,7 +119,7 @@ def forward(argv: list[str]) -> int | None:
         _start(path)
         return None
     with conn:
-        _send(conn, argv=argv, cwd=str(Path.cwd()), env=dict(os.environ), stamp=mine)
+        _send(conn, argv=argv, command=sys.orig_argv, cwd=str(Path.cwd()), env=dict(os.environ), stamp=mine)
         messages = _messages(conn)
         conn.settimeout(ACCEPT_WAIT_S)
         try:
@@ -236,9 +236,11 @@ def _signals(conn: socket.socket, main: int, done: threading.Event) -> None:
 
 @contextlib.contextmanager
 def _as_client(request: dict[str, Any], conn: socket.socket) -> Iterator[None]:
-    """The command's process state as the client's: working folder, environment, stdout and stderr."""
-    cwd, env = Path.cwd(), dict(os.environ)
+    """The command's process state as the client's: working folder, environment, stdout and stderr, and its command
+    line (sys.orig_argv: what a run folder's params.json and the GPU lock's holder line record)."""
+    cwd, env, command = Path.cwd(), dict(os.environ), sys.orig_argv
     out, err = sys.stdout, sys.stderr
+    sys.orig_argv = list(request.get("command") or [sys.executable, "-m", "kbench.kernel", *request["argv"]])
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -250,6 +252,7 @@ def _as_client(request: dict[str, Any], conn: socket.socket) -> Iterator[None]:
         os.environ.clear()
         os.environ.update(env)
         os.chdir(cwd)
+        sys.orig_argv = command
 
 
 def _run(request: dict[str, Any], conn: socket.socket) -> int:
