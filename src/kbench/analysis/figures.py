@@ -136,15 +136,8 @@ class Facts:
             if held:
                 known["ctas_per_sm"], known["ctas_limiter"] = held
         known.update({k: v for k, v in {**self.measured.get(f.name, {}), **counted}.items() if v is not None})
-        config = ", ".join(f"{k}={v}" for k, v in (t.get("config") or {}).items())
-        return op.Evidence(
-            stage=f,
-            total_us=total_us,
-            practical=self.practical.get(f.precision),
-            config=config,
-            tile=dict(t.get("config") or {}),
-            **known,
-        )
+        tile = dict(t.get("config") or {})
+        return op.Evidence(stage=f, total_us=total_us, practical=self.practical.get(f.precision), tile=tile, **known)
 
 
 FEWER = (

@@ -110,16 +110,13 @@ def forward(argv: list[str]) -> int | None:
     path = socket_path(where)
     if argv[:1] == ["--resident-stop"]:
         return _stop(path)
-    mine = stamp()
     try:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.settimeout(CONNECT_TIMEOUT_S)
-        conn.connect(str(path))
+        conn = _connect(path)
     except OSError:
         _start(path)
         return None
     with conn:
-        _send(conn, argv=argv, command=sys.orig_argv, cwd=str(Path.cwd()), env=dict(os.environ), stamp=mine)
+        _send(conn, argv=argv, command=sys.orig_argv, cwd=str(Path.cwd()), env=dict(os.environ), stamp=stamp())
         messages = _messages(conn)
         conn.settimeout(ACCEPT_WAIT_S)
         try:
@@ -133,6 +130,18 @@ def forward(argv: list[str]) -> int | None:
             _start(path)  # the one that answered is leaving (or gone): one of this code for the next call
             return None
         return _relay(conn, messages)
+
+
+def _connect(path: Path) -> socket.socket:
+    """A connection to the resident at ``path`` (OSError where none answers)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.settimeout(CONNECT_TIMEOUT_S)
+        conn.connect(str(path))
+    except OSError:
+        conn.close()
+        raise
+    return conn
 
 
 def _relay(conn: socket.socket, messages: Iterator[dict[str, Any]]) -> int | None:
@@ -175,9 +184,7 @@ def _start(path: Path) -> None:
 
 def _stop(path: Path) -> int:
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(CONNECT_TIMEOUT_S)
-            conn.connect(str(path))
+        with _connect(path) as conn:
             _send(conn, stop=True)
             conn.recv(16)
     except OSError:
@@ -240,7 +247,7 @@ def _as_client(request: dict[str, Any], conn: socket.socket) -> Iterator[None]:
     line (sys.orig_argv: what a run folder's params.json and the GPU lock's holder line record)."""
     cwd, env, command = Path.cwd(), dict(os.environ), sys.orig_argv
     out, err = sys.stdout, sys.stderr
-    sys.orig_argv = list(request.get("command") or [sys.executable, "-m", "kbench.kernel", *request["argv"]])
+    sys.orig_argv = list(request["command"])
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

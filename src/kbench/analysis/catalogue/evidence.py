@@ -23,7 +23,7 @@ class Opportunity(Model):
     stop: bool = False  # the stage is at its practical roof: listed whatever its gain
     rest: bool = False  # the part of the distance to the roof no named mechanism explains
     # no edit of the kernel in its language and structure reaches it (registers, shared memory, what the compiler
-    # emits): its change says what would; ranked after the items an edit can act on
+    # emits): its change says what would; said under Top 3, not ranked in it (opportunities.rank)
     structural: bool = False
 
 
@@ -58,8 +58,7 @@ class Evidence:
     pipes: dict[str, float] = field(default_factory=dict)  # instruction pipe -> % of its peak (ncu)
     shared_wavefronts: float | None = None  # shared-memory data-pipe wavefronts, and those bank conflicts added (ncu)
     shared_conflicts: float | None = None
-    config: str = ""  # its launch configuration, as the report shows it
-    tile: dict[str, object] = field(default_factory=dict)  # the same configuration, by name (BLOCK_M=64, ...)
+    tile: dict[str, object] = field(default_factory=dict)  # its launch configuration by name (BLOCK_M=64, ...)
     shared_bytes: float | None = None  # shared memory a CTA holds (the compiled kernel)
     tail_idle_pct: float | None = None  # SM time idle after each SM's last CTA, of SMs x span (intra timeline)
     cta_imbalance: float | None = None  # slowest CTA over the mean CTA (intra timeline)
@@ -72,6 +71,11 @@ class Evidence:
     @property
     def name(self) -> str:
         return self.stage.name
+
+    @property
+    def config(self) -> str:
+        """Its launch configuration, as the report shows it ("" when not known)."""
+        return ", ".join(f"{k}={v}" for k, v in self.tile.items())
 
     @property
     def us(self) -> float:
