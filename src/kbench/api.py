@@ -12,12 +12,18 @@ iterations; the counter modes profile one launch per stage). Keyword options: ``
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from kbench.errors import UsageError
 
 if TYPE_CHECKING:
     from kbench.plan.base import KernelPlan
     from kbench.report.models import ProfileResult
+    from kbench.sweep import Row, Swept
 
 # the API's names for mode options, where they differ from RunOptions'
 ALIASES = {"backend": "timeline_backend"}
@@ -76,3 +82,85 @@ ncu_profile_plan = _for("ncu", "the full Nsight Compute set with source, rules, 
 nsys_profile_plan = _for("nsys", "the plan's timeline over ``bench_runs`` iterations")
 proton_profile_plan = _for("proton", "Triton's profiler (Proton) around each stage's repetitions, and its overhead")
 intra_profile_plan = _for("intra", "the task timeline inside each kernel that records its tasks, and its overhead")
+
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class SweepExecutor:
+    """How a sweep's points run: ``local`` (this process, or one worker process per index in ``gpus``) or ``ray``
+    (each point a Ray task of one GPU on the cluster at ``ray_address``, retried ``ray_retries`` times when its worker
+    dies, large captures fetched only with ``fetch_captures``). Checked when made: a bad combination is one line."""
+
+    kind: str = "local"
+    gpus: tuple[str, ...] = ()
+    ray_address: str | None = None
+    ray_retries: int | None = None
+    fetch_captures: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in EXECUTORS:
+            raise UsageError(f"--executor {self.kind}: one of {', '.join(EXECUTORS)}")
+        if self.kind == "ray" and self.gpus:
+            raise UsageError("--gpus is the local executor's; with --executor ray each point gets a GPU of the cluster")
+        if self.kind != "ray" and (self.ray_address is not None or self.ray_retries is not None or self.fetch_captures):
+            raise UsageError("--ray-address, --ray-retries and --fetch-captures go with --executor ray")
+        if self.ray_retries is not None and self.ray_retries < 0:
+            raise UsageError(f"--ray-retries {self.ray_retries}: 0 or more")
+
+
+def sweep(
+    kernel: str | None = None,
+    versions: Sequence[str] = (),
+    values: dict[str, Any] | None = None,
+    *,
+    mode: str = "event",
+    out_dir: Path | str | None = None,
+    sweep_out: Path | str | None = None,
+    bench_runs: int | None = None,
+    kernel_path: Sequence[str] = (),
+    resume: Path | str | None = None,
+    executor: SweepExecutor | str = "local",
+    progress: Callable[[str], None] | None = None,
+) -> Swept:
+    """``kbench sweep``: every version (all by default) of ``kernel`` at every combination of ``values`` (a list
+    sweeps a parameter, a single value is fixed), each point an ordinary profile under ``out_dir``; the table, plots
+    and bound-flip map under ``<sweep_out>/<kernel>/<timestamp>/`` (``resume``: an interrupted sweep's folder, whose
+    missing points run). ``executor``: "local", "ray", or a ``SweepExecutor`` (GPU workers, Ray's address, retries
+    and captures)."""
+    from kbench import sweep as sw
+
+    how = executor if isinstance(executor, SweepExecutor) else SweepExecutor(executor)
+    if resume is not None:
+        folder = Path(resume)
+        spec = sw.resumed(folder)
+    else:
+        if not kernel:
+            raise UsageError("name a kernel package to sweep, e.g. sweep('mla_decode', ['v1', 'v2'], {'s': [1, 4]})")
+        given = (values or {}).items()
+        listed = {k: ",".join(map(str, v)) if isinstance(v, list | tuple) else str(v) for k, v in given}
+        out = str(out_dir) if out_dir is not None else "out/profiles"
+        spec = sw.ask(kernel, versions, listed, mode, out, bench_runs, list(kernel_path))
+        folder = sw.new_dir(Path(sweep_out) if sweep_out is not None else Path("out/sweeps"), spec["kernel"])
+    rows = run_sweep(spec, folder, list(kernel_path), progress or logging.getLogger("kbench.sweep").info, how)
+    return sw.Swept(folder, rows, sw.write(rows, spec, folder))
+
+
+def run_sweep(
+    spec: dict[str, Any], folder: Path, kernel_path: list[str], progress: Callable[[str], None], how: SweepExecutor
+) -> list[Row]:
+    """A sweep's points run by the executor asked for; every row in grid order."""
+    from kbench import sweep as sw
+    from kbench.modes import registry
+
+    registry.get(spec["mode"])
+    if how.kind == "ray":
+        from kbench import sweep_ray
+
+        retries = sweep_ray.RETRIES if how.ray_retries is None else how.ray_retries
+        return sweep_ray.run(spec, folder, kernel_path, progress, address=how.ray_address, retries=retries,
+                             fetch_captures=how.fetch_captures)  # fmt: skip
+    if how.gpus:
+        return sw.run_workers(spec, folder, list(how.gpus), kernel_path)
+    return sw.run(spec, folder, sw.profiler(spec, kernel_path, progress), progress)

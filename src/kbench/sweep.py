@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,20 @@ class Row(Model):
     # analytic, where the intensity sits against the ridge point, whatever the kernel reaches
     roof: str | None = None
     run: str | None = None
-    gpu: str | None = None  # the worker's CUDA_VISIBLE_DEVICES when the sweep ran one worker per GPU
+    gpu: str | None = None  # the worker's CUDA_VISIBLE_DEVICES (one worker per GPU), or the GPU Ray gave the task
+    node: str | None = None  # the host a Ray task ran on (``--executor ray``); None: this host
 
     def key(self) -> str:
         return key(self.version, self.params)
+
+
+@dataclass(frozen=True)
+class Swept:
+    """A finished sweep: its folder, every point's row in grid order, and sweep.md's text."""
+
+    folder: Path
+    rows: list[Row]
+    markdown: str
 
 
 def key(version: str, params: dict[str, str]) -> str:
@@ -61,6 +72,31 @@ def grid(
     combos = itertools.product(*(swept[n] for n in names))
     points = [{**fixed, **dict(zip(names, c, strict=True))} for c in combos]
     return [(v, p) for p in points for v in versions]
+
+
+def ask(
+    package: str,
+    versions: Sequence[str],
+    values: dict[str, str],
+    mode: str,
+    out: str,
+    bench_runs: int | None,
+    kernel_path: list[str],
+) -> dict[str, Any]:
+    """What a new sweep is asked to do (sweep.json): the package's versions (all by default) checked, the values split
+    into swept and fixed, the mode's default repetitions where none are given."""
+    from kbench.modes import registry
+    from kbench.plan.discovery import find_package
+
+    ref = find_package(package, kernel_path)
+    versions = list(versions) or ref.versions()
+    unknown = [v for v in versions if v not in ref.versions()]
+    if unknown:
+        raise UsageError(f"unknown version '{unknown[0]}' of {ref.name}; versions: {', '.join(ref.versions())}")
+    swept, fixed = split_values(values)
+    runs = bench_runs if bench_runs is not None else registry.get(mode).default_bench_runs
+    return {"kernel": ref.name, "versions": versions, "swept": swept, "fixed": fixed, "mode": mode, "out": out,
+            "bench_runs": runs}  # fmt: skip
 
 
 def split_values(values: dict[str, str]) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -142,17 +178,35 @@ def run(
     for i, (version, params) in enumerate(todo, 1):
         shown = " ".join(f"{k}={v}" for k, v in params.items())
         progress(f"sweep point {len(mine) - len(todo) + i}/{len(mine)}: {version} {shown}")
-        try:
-            row = row_of(version, params, profile_point(version, params))
-        except UsageError as e:
-            row = Row(version=version, params=params, status=f"refused: {e}")
-        except KbenchError as e:
-            row = Row(version=version, params=params, status=f"failed: {e}")
+        row = point_row(version, params, profile_point)
         row.gpu = gpu
-        with (sweep_dir / POINTS).open("a") as f:  # one short line per append: workers share the file
-            f.write(row.model_dump_json() + "\n")
+        record(row, sweep_dir)
         have[row.key()] = row
     return [have[key(v, p)] for v, p in mine]
+
+
+def point_row(version: str, params: dict[str, str], profile_point: PointFn) -> Row:
+    """One point profiled (the same code in a local worker and in a Ray task): its row, or a row saying why the
+    version refused the parameters or the profile failed."""
+    try:
+        return row_of(version, params, profile_point(version, params))
+    except UsageError as e:
+        return Row(version=version, params=params, status=f"refused: {e}")
+    except KbenchError as e:
+        return Row(version=version, params=params, status=f"failed: {e}")
+
+
+def record(row: Row, sweep_dir: Path) -> None:
+    """Append a finished point to points.jsonl (one short line per append: workers share the file)."""
+    with (sweep_dir / POINTS).open("a") as f:
+        f.write(row.model_dump_json() + "\n")
+
+
+def todo(spec: dict[str, Any], sweep_dir: Path) -> tuple[list[tuple[str, dict[str, str]]], list[Row]]:
+    """The points no earlier run of this sweep finished, in grid order, and the rows of those it did."""
+    done = done_rows(sweep_dir)
+    have = {r.key() for r in done}
+    return [(v, p) for v, p in grid(spec["versions"], spec["swept"], spec["fixed"]) if key(v, p) not in have], done
 
 
 def write_spec(spec: dict[str, Any], sweep_dir: Path) -> None:
@@ -314,10 +368,24 @@ def write(rows: list[Row], spec: dict[str, Any], sweep_dir: Path) -> str:
             "",
             *[f"- `plots/{p.name}`" for p in drawn],
             "",
+            *placement(rows),
         ]
     )
     write_text_atomic(sweep_dir / "sweep.md", text)
     return text
+
+
+def placement(rows: list[Row]) -> list[str]:
+    """Where the points ran, per host and GPU, when they ran on Ray's nodes (nothing for a sweep on this host)."""
+    where: dict[tuple[str, str], int] = {}
+    for r in rows:
+        if r.node is not None:
+            at = (r.node, r.gpu or "n/a")
+            where[at] = where.get(at, 0) + 1
+    if not where:
+        return []
+    lines = [f"- {node}, GPU {gpu}: {n} point(s)" for (node, gpu), n in sorted(where.items())]
+    return ["## Where the points ran (Ray)", "", *lines, ""]
 
 
 def new_dir(sweep_root: Path, kernel: str) -> Path:

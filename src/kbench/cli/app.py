@@ -154,6 +154,18 @@ def sweep_cmd(
     gpus: str | None = typer.Option(
         None, "--gpus", help="all, or GPU indices (0,1): one worker per GPU, each under that GPU's lock; merged."
     ),
+    executor: str = typer.Option(
+        "local", "--executor", help="local (this host: one process, or one per --gpus), or ray (a task per point)."
+    ),
+    ray_address: str | None = typer.Option(
+        None, "--ray-address", help="With --executor ray: the cluster (auto: the one running here; omitted: a new one)."
+    ),
+    ray_retries: int | None = typer.Option(
+        None, "--ray-retries", help="With --executor ray: retries of a point whose worker or node dies (default 2)."
+    ),
+    fetch_captures: bool = typer.Option(
+        False, "--fetch-captures", help="With --executor ray: bring .ncu-rep/.nsys-rep/.sqlite captures home too."
+    ),
     worker: str | None = typer.Option(None, "--worker", hidden=True, help="i/n: run the i-th share (internal)."),
     kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
     verbose: bool = typer.Option(False, "--verbose", "-v"),
@@ -164,43 +176,38 @@ def sweep_cmd(
     Writes <sweep-out>/<kernel>/<timestamp>/ with sweep.csv, sweep.md (the table and the bound-flip map: where
     along each swept parameter the classification changes, and which version is fastest where) and plots/; each
     point is an ordinary run folder under --out. A point a version cannot run is a row saying why.
+
+    --executor ray runs each point as a Ray task of one GPU (pip install "kbench[ray]"; --ray-address auto joins the
+    cluster running here, none starts a local one); the points' small files come home under --out, each run folder
+    saying in placement.json which host and GPU it ran on; large captures stay on the node unless --fetch-captures.
     """
     setup_logging(verbose)
-    from kbench import sweep
+    from kbench import api, sweep
     from kbench.cli.common import progress
-    from kbench.modes import registry
-    from kbench.plan.discovery import find_package
 
+    devices = [] if gpus is None or worker is not None else sweep_gpus(gpus)
+    how = api.SweepExecutor(executor, tuple(devices), ray_address, ray_retries, fetch_captures)
     if resume is not None:
         if ctx.args:
             raise UsageError("--resume takes the sweep as it was asked; give no kernel or parameters with it")
         spec, sweep_dir = sweep.resumed(resume), resume
     else:
         args = parse_sweep_args(list(ctx.args))
-        ref = find_package(args.package or "", kernel_path)
-        versions = args.versions or ref.versions()
-        unknown = [v for v in versions if v not in ref.versions()]
-        if unknown:
-            raise UsageError(f"unknown version '{unknown[0]}' of {ref.name}; versions: {', '.join(ref.versions())}")
-        swept, fixed = sweep.split_values(args.values)
-        runs = bench_runs if bench_runs is not None else registry.get(prof_type).default_bench_runs
-        spec = {"kernel": ref.name, "versions": versions, "swept": swept, "fixed": fixed, "mode": prof_type,
-                "out": out, "bench_runs": runs}  # fmt: skip
-        sweep_dir = sweep.new_dir(out_folder(sweep_out), ref.name)
-    registry.get(spec["mode"])
-    devices = [] if gpus is None else sweep_gpus(gpus)
-    if devices and worker is None:  # one worker per named GPU, even one: it runs on that GPU
+        spec = sweep.ask(args.package or "", args.versions, args.values, prof_type, out, bench_runs, kernel_path)
+        sweep_dir = sweep.new_dir(out_folder(sweep_out), spec["kernel"])
+    if worker is not None:  # one share of a --gpus sweep, in its own process: the parent merges the rows
+        with progress() as status:
+            point = sweep.profiler(spec, kernel_path, status)
+            sweep.run(
+                spec, sweep_dir, point, status, share=sweep_share(worker), gpu=os.environ.get("CUDA_VISIBLE_DEVICES")
+            )
+        return
+    if devices:
         typer.echo(
             f"kbench: {len(devices)} worker(s), one per GPU ({', '.join(devices)}); logs in {sweep_dir}", err=True
         )
-        rows = sweep.run_workers(spec, sweep_dir, devices, kernel_path)
-    else:
-        with progress() as status:
-            gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if worker else None
-            point = sweep.profiler(spec, kernel_path, status)
-            rows = sweep.run(spec, sweep_dir, point, status, share=sweep_share(worker), gpu=gpu)
-        if worker is not None:
-            return  # the parent merges the workers' rows
+    with progress() as status:
+        rows = api.run_sweep(spec, sweep_dir, kernel_path, status, how)
     typer.echo(sweep.write(rows, spec, sweep_dir))
     typer.echo(f"kbench: wrote {sweep_dir / 'sweep.md'}", err=True)
 

@@ -1,0 +1,228 @@
+"""`kbench sweep --executor ray`: each point of a sweep is a Ray task that asks for one GPU, runs the same point code
+a local worker runs (``sweep.point_row``: the pipeline, under the per-GPU profiling lock of its node), and sends its
+run folder's small files home; the driver writes them under its own ``--out`` and records the host and GPU each
+point ran on. Ray is an optional extra (``pip install "kbench[ray]"``), imported only here.
+
+On the node, a point's run folder lives under ``<node root>/<kernel>-<sweep folder name>/`` (``node_root``, default
+the node's temporary folder / ``kbench-ray``). Large captures (``CAPTURES`` suffixes, or any file over
+``SMALL_BYTES``) stay there unless ``fetch_captures``; the fetched folder's ``captures-on-node.txt`` names them.
+
+Faults: a task whose worker process or node dies is retried ``retries`` times by Ray (``max_retries``); a point that
+still fails is a row with its one-line error and the sweep goes on. Ctrl-C (or SIGTERM) cancels the outstanding
+tasks (forced: their workers are ended) and keeps every finished point, which ``--resume`` then skips.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from kbench import sweep
+from kbench.capture.tools import ToolMissing
+from kbench.errors import NoGpuError, first_line
+from kbench.fsutil import safe, write_json_atomic, write_text_atomic
+
+RETRIES = 2  # Ray's max_retries per point: a point's task runs at most 3 times when its worker or node dies
+CAPTURES = (".ncu-rep", ".nsys-rep", ".sqlite", ".qdstrm", ".hatchet")  # profiler captures: fetched only when asked
+SMALL_BYTES = 8 << 20  # any other file larger than this stays on the node too, unless captures are fetched
+ON_NODE = "captures-on-node.txt"
+PLACEMENT = "placement.json"
+MISSING = "missing: no Ray task returned it"
+PointFactory = Callable[[dict[str, Any], list[str], Callable[[str], None]], sweep.PointFn]
+
+
+def require_ray() -> ModuleType:
+    """Ray, or ToolMissing naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise ToolMissing('--executor ray needs Ray, which is not installed here: pip install "kbench[ray]"') from None
+    return ray
+
+
+def connect(ray: ModuleType, address: str | None) -> bool:
+    """Join the cluster at ``address`` ("auto": the one running on this host), or start a local one (None); nothing
+    when this process already joined one. True when this call did, so the caller shuts it down again."""
+    if ray.is_initialized():
+        return False
+    try:
+        ray.init(address=address, log_to_driver=False, include_dashboard=False, configure_logging=False)
+    except ConnectionError as e:
+        raise ToolMissing(f"--ray-address {address}: no Ray cluster answered ({first_line(e)})") from None
+    return True
+
+
+def gpus_in(resources: dict[str, float]) -> float:
+    """The cluster's GPUs, or NoGpuError: every point asks for one, so without any the sweep would wait forever."""
+    count = float(resources.get("GPU", 0.0))
+    if count < 1:
+        raise NoGpuError(
+            "the Ray cluster has no GPU (its resources: "
+            + ", ".join(f"{k} {v:g}" for k, v in sorted(resources.items()) if "node:" not in k)
+            + "); start its nodes on GPU machines (`ray start` finds them) or sweep without --executor ray"
+        )
+    return count
+
+
+def node_dir(node_root: str | None, name: str) -> Path:
+    """Where a node keeps this sweep's run folders."""
+    return Path(node_root or Path(tempfile.gettempdir()) / "kbench-ray") / safe(name)
+
+
+def small(path: Path, fetch_captures: bool) -> bool:
+    """Whether a run folder's file comes home without --fetch-captures."""
+    return fetch_captures or (path.suffix not in CAPTURES and path.stat().st_size <= SMALL_BYTES)
+
+
+def where() -> dict[str, Any]:
+    """The host and the GPU(s) this task runs on, as Ray and CUDA_VISIBLE_DEVICES say."""
+    import ray
+
+    try:
+        ids = [str(g) for g in ray.get_gpu_ids()]
+        node = ray.get_runtime_context().get_node_id()
+    except Exception:  # a task is always inside Ray; read what can be read
+        ids, node = [], None
+    return {
+        "host": socket.gethostname(),
+        "node_id": node,
+        "gpus": ids,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+    }
+
+
+def task(
+    spec: dict[str, Any],
+    version: str,
+    params: dict[str, str],
+    kernel_path: list[str],
+    home: str,
+    fetch_captures: bool,
+    make_point: PointFactory,
+) -> dict[str, Any]:
+    """One point, inside a Ray worker: profiled by the same code as a local worker's, into a run folder under the
+    node's ``home``; returns the row, where it ran, and the folder's files (the large ones only named)."""
+    import logging
+
+    log = logging.getLogger("kbench.sweep")
+    root = Path(home)
+    point = make_point({**spec, "out": str(root)}, kernel_path, log.info)
+    row = sweep.point_row(version, params, point)
+    out: dict[str, Any] = {"row": row.model_dump(mode="json"), "where": where(), "files": {}, "left": []}
+    run = Path(row.run) if row.run else None
+    if run is not None and run.is_dir():
+        out["rel"] = str(run.relative_to(root)) if run.is_relative_to(root) else run.name
+        for f in sorted(p for p in run.rglob("*") if p.is_file()):
+            name = str(f.relative_to(run))
+            if small(f, fetch_captures):
+                out["files"][name] = f.read_bytes()
+            else:
+                out["left"].append((name, f.stat().st_size, str(f)))
+    return out
+
+
+def landed(got: dict[str, Any], out_root: Path) -> sweep.Row:
+    """A finished task's row, its files written under the driver's ``out_root`` (a fresh name if taken)."""
+    row = sweep.Row.model_validate(got["row"])
+    at = got["where"]
+    row.node = at["host"]
+    row.gpu = ",".join(at["gpus"]) or at.get("cuda_visible_devices")
+    if "rel" in got:
+        target = out_root / got["rel"]
+        for i in range(1, 100):
+            if not target.exists():
+                break
+            target = target.with_name(f"{Path(got['rel']).name}-ray{i:02d}")
+        for name, data in got["files"].items():
+            dst = target / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(data)
+        target.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(target / PLACEMENT, {"executor": "ray", **at})
+        if got["left"]:
+            lines = [f"{name}\t{size} bytes\t{at['host']}:{path}" for name, size, path in got["left"]]
+            write_text_atomic(
+                target / ON_NODE, "not fetched (rerun with --fetch-captures to bring them):\n" + "\n".join(lines) + "\n"
+            )
+        row.run = str(target)
+    return row
+
+
+def bar(done: int, total: int, failed: int, running: int) -> str:
+    """A text bar over finished points (what the CLI's status line shows)."""
+    width = 20
+    filled = width * done // total if total else width
+    extra = f", {failed} not ok" if failed else ""
+    return f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} point(s) finished{extra}, {running} running"
+
+
+def failure(e: BaseException, retries: int) -> str:
+    """A point's one line when its task raised instead of returning a row."""
+    import ray.exceptions as rx
+
+    if isinstance(e, rx.WorkerCrashedError | rx.NodeDiedError | rx.OwnerDiedError | rx.LocalRayletDiedError):
+        return f"failed: its Ray worker or node died on each of {retries + 1} tries ({first_line(e)})"
+    if isinstance(e, rx.RayTaskError):
+        cause = e.cause if isinstance(e.cause, BaseException) else e
+        return f"failed: the Ray task raised {type(cause).__name__}: {first_line(cause)}"
+    return f"failed: {type(e).__name__}: {first_line(e)}"
+
+
+def run(
+    spec: dict[str, Any],
+    sweep_dir: Path,
+    kernel_path: list[str],
+    progress: Callable[[str], None],
+    *,
+    address: str | None = None,
+    retries: int = RETRIES,
+    fetch_captures: bool = False,
+    node_root: str | None = None,
+    make_point: PointFactory = sweep.profiler,
+) -> list[sweep.Row]:
+    """Every point not yet in ``points.jsonl`` as a Ray task of one GPU (each row appended as it lands); all rows,
+    in grid order."""
+    ray = require_ray()
+    sweep.write_spec(spec, sweep_dir)
+    todo, done = sweep.todo(spec, sweep_dir)
+    total = len(todo) + len(done)
+    if done:
+        progress(f"resuming: {len(done)} of {total} point(s) already done")
+    if not todo:
+        return sweep.collect(spec, sweep_dir, missing=MISSING)
+    started = connect(ray, address)
+    try:
+        gpus = gpus_in(ray.cluster_resources())
+        progress(f"Ray: {len(todo)} point(s) as tasks of one GPU each, on a cluster of {gpus:g} GPU(s)")
+        home = str(node_dir(node_root, f"{spec['kernel']}-{sweep_dir.name}"))
+        remote = ray.remote(task).options(num_gpus=1, max_retries=retries, retry_exceptions=False)
+        paths = [str(Path(k).resolve()) for k in kernel_path]  # a task's working folder is not this one
+        refs = {remote.remote(spec, v, p, paths, home, fetch_captures, make_point): (v, p) for v, p in todo}
+        pending = list(refs)
+        finished = len(done)
+        bad = sum(r.status != "ok" for r in done)
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                version, params = refs[ready[0]]
+                try:
+                    row = landed(ray.get(ready[0]), Path(spec["out"]))
+                except ray.exceptions.RayError as e:
+                    row = sweep.Row(version=version, params=params, status=failure(e, retries))
+                sweep.record(row, sweep_dir)
+                finished += 1
+                bad += row.status != "ok"
+                progress(bar(finished, total, bad, min(len(pending), int(gpus))))
+        except BaseException:  # Ctrl-C, SIGTERM: end what is still out, keep what landed
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+    finally:
+        if started:
+            ray.shutdown()
+    return sweep.collect(spec, sweep_dir, missing=MISSING)

@@ -1,0 +1,214 @@
+"""`kbench sweep --executor ray` on a local Ray cluster on CPU with two logical GPUs: the points run the same point code
+the local sweep runs (the replay backend of tests/test_pipeline.py in the workers), their small files come home with
+where they ran, and the table, plots and bound-flip map are the local sweep's; a worker that dies is retried, a point
+that keeps failing is a row and the sweep goes on, Ctrl-C cancels what is still out and keeps what landed; without
+Ray, or without a GPU in the cluster, one line says what to do."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbench import sweep
+from kbench.errors import NoGpuError
+from kbench.modes import registry
+from tests import ray_fakes
+from tests.conftest import Ran
+from tests.pipeline_fakes import offline_gpu
+from tests.test_pipeline import Replay
+
+REPO = Path(__file__).resolve().parents[1]
+POINTS = {"s": "1,16", "t": "1024", "b": "32", "d": "48"}  # d=48: the Triton version refuses, the PyTorch one runs
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A local Ray cluster of 2 CPUs and 2 logical GPUs whose workers can import the tests."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        ray.shutdown()
+    state = tmp_path_factory.mktemp("ray-state")
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = {"PYTHONPATH": path, "KBENCH_STATE_DIR": str(state), "KBENCH_CACHE_DIR": str(state / "cache"),
+           "KBENCH_LOCK_CLOCKS": "0"}  # fmt: skip
+    ray.init(num_cpus=2, num_gpus=2, runtime_env={"env_vars": env}, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)  # fmt: skip
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+def replay_here(monkeypatch: pytest.MonkeyPatch, isolated: Path) -> Iterator[Path]:
+    offline_gpu(monkeypatch)
+    registry.register(Replay())
+    try:
+        yield isolated
+    finally:
+        registry.unregister("replay")
+
+
+def ask(out: Path, values: dict[str, str], versions: list[str]) -> dict[str, Any]:
+    return sweep.ask("mla_decode", versions, values, "replay", str(out), None, [])
+
+
+@pytest.mark.timeout(240)
+def test_ray_points_come_home_with_where_they_ran_and_the_same_table_as_a_local_sweep(
+    cluster: Any, replay_here: Path
+) -> None:
+    from kbench import sweep_ray
+
+    local_spec = ask(replay_here / "local", POINTS, ["base", "v2"])
+    local_dir = sweep.new_dir(replay_here / "sweeps", "local")
+    local_rows = sweep.run(local_spec, local_dir, sweep.profiler(local_spec, [], lambda m: None), lambda m: None)
+    spec = ask(replay_here / "home", POINTS, ["base", "v2"])
+    folder = sweep.new_dir(replay_here / "sweeps", "ray")
+    said: list[str] = []
+    rows = sweep_ray.run(
+        spec, folder, [], said.append, node_root=str(replay_here / "node"), make_point=ray_fakes.replay
+    )
+    assert [(r.version, r.params, r.status[:40]) for r in rows] == [
+        (r.version, r.params, r.status[:40]) for r in local_rows
+    ]
+    assert [r.duration_us for r in rows] == [r.duration_us for r in local_rows]
+    assert {r.status for r in rows if r.version == "base"} == {"ok"}
+    assert all(r.status.startswith("refused: mla_decode v2") for r in rows if r.version == "v2")
+    for r in rows:
+        assert r.node == socket.gethostname() and r.gpu in {"0", "1"}
+    for r in (r for r in rows if r.status == "ok"):
+        assert r.run is not None
+        run = Path(r.run)
+        assert run.is_relative_to(replay_here / "home") and (run / "report.md").is_file()
+        assert {"report.json", "params.json", "samples.replay"} <= {p.name for p in run.iterdir()}
+        placed = json.loads((run / sweep_ray.PLACEMENT).read_text())
+        assert placed["executor"] == "ray" and placed["host"] == socket.gethostname() and placed["gpus"] == [r.gpu]
+    assert said[-1].startswith("[####################] 4/4 point(s) finished, 2 not ok")
+    local_md = sweep.write(local_rows, local_spec, local_dir)
+    ray_md = sweep.write(rows, spec, folder)
+    assert ray_md.startswith(local_md)  # the same table, map and plots, then where the points ran
+    assert ray_md[len(local_md) :].startswith(f"\n## Where the points ran (Ray)\n\n- {socket.gethostname()}, GPU ")
+    assert sorted(p.name for p in (folder / "plots").iterdir()) == sorted(
+        p.name for p in (local_dir / "plots").iterdir()
+    )
+    assert len(sweep.done_rows(folder)) == 4
+
+
+@pytest.mark.timeout(240)
+def test_a_dying_worker_is_retried_a_failing_point_is_a_row_and_the_sweep_goes_on(
+    cluster: Any, replay_here: Path
+) -> None:
+    from kbench import sweep_ray
+
+    marks = replay_here / "marks"
+    marks.mkdir()
+    spec = ask(replay_here / "home", {"s": "1,2,3,4", "t": "1024", "b": "32", "d": "48"}, ["base"])
+    folder = sweep.new_dir(replay_here / "sweeps", "ray")
+    rows = sweep_ray.run(spec, folder, [], lambda m: None, retries=1, node_root=str(replay_here / "node"),
+                         make_point=ray_fakes.misbehaving(str(marks)))  # fmt: skip
+    status = {r.params["s"]: r.status for r in rows}
+    assert status["1"] == "ok"
+    assert status["2"] == "ok" and len(list(marks.glob("try-2-*"))) == 2  # died once, retried once
+    assert status["3"].startswith("failed: its Ray worker or node died on each of 2 tries (")
+    assert len(list(marks.glob("try-3-*"))) == 2
+    assert status["4"] == "failed: the Ray task raised RuntimeError: a planted bug in the point code"
+    assert len(status["3"].splitlines()) == 1 and len(sweep.done_rows(folder)) == 4
+
+
+@pytest.mark.timeout(240)
+def test_ctrl_c_cancels_what_is_out_and_keeps_what_landed(cluster: Any, replay_here: Path) -> None:
+    from kbench import sweep_ray
+
+    marks = replay_here / "marks"
+    marks.mkdir()
+    spec = ask(replay_here / "home", {"s": "1,5", "t": "1024", "b": "32", "d": "48"}, ["base"])  # s=5: a minute
+
+    def interrupt(message: str) -> None:
+        if message.startswith("["):  # the bar: the first point landed
+            raise KeyboardInterrupt
+
+    folder = sweep.new_dir(replay_here / "sweeps", "ray")
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        sweep_ray.run(spec, folder, [], interrupt, node_root=str(replay_here / "node"),
+                      make_point=ray_fakes.misbehaving(str(marks)))  # fmt: skip
+    assert time.monotonic() - started < 50  # not the slow point's minute
+    assert [r.params["s"] for r in sweep.done_rows(folder)] == ["1"]
+    todo, done = sweep.todo(sweep.resumed(folder), folder)
+    assert [p["s"] for _, p in todo] == ["5"] and len(done) == 1
+    time.sleep(2)
+    assert not (marks / "finished-5").exists()
+
+
+def test_without_ray_the_executor_names_the_extra(
+    cli: Callable[..., Ran], isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    done = cli("sweep", "mla_decode", "base", "--s=1,2", "--executor", "ray", "--out", "p", "--sweep-out", "s")
+    assert done.returncode == 7 and len(done.stderr.strip().splitlines()) == 1
+    assert 'pip install "kbench[ray]"' in done.stderr
+
+
+def test_a_cluster_without_gpus_is_one_line_not_a_wait() -> None:
+    from kbench import sweep_ray
+
+    with pytest.raises(NoGpuError, match=r"the Ray cluster has no GPU \(its resources: CPU 2, memory 1e\+09\)"):
+        sweep_ray.gpus_in({"CPU": 2.0, "memory": 1e9, "node:10.0.0.1": 1.0})
+    assert sweep_ray.gpus_in({"CPU": 2.0, "GPU": 2.0}) == 2.0
+
+
+def test_large_captures_stay_on_the_node_and_say_where(tmp_path: Path) -> None:
+    from kbench import sweep_ray
+
+    (tmp_path / "profile.ncu-rep").write_bytes(b"x")
+    (tmp_path / "big.json").write_bytes(b"x" * (sweep_ray.SMALL_BYTES + 1))
+    (tmp_path / "report.md").write_text("r")
+    assert not sweep_ray.small(tmp_path / "profile.ncu-rep", False) and sweep_ray.small(tmp_path / "report.md", False)
+    assert not sweep_ray.small(tmp_path / "big.json", False) and sweep_ray.small(tmp_path / "big.json", True)
+    row = sweep.Row(version="v1", params={"s": "1"}, status="ok", run="/node/x/v1/s1/20261125T000000Z")
+    got = {"row": row.model_dump(mode="json"), "rel": "annotation/k/s1/20261125T000000Z",
+           "where": {"host": "n1", "node_id": "abc", "gpus": ["3"], "cuda_visible_devices": "3"},
+           "files": {"report.md": b"r", "tiling/mm.json": b"{}"},
+           "left": [("profile.ncu-rep", 1, "/node/x/profile.ncu-rep")]}  # fmt: skip
+    first = sweep_ray.landed(got, tmp_path / "home")
+    again = sweep_ray.landed(got, tmp_path / "home")  # the same folder name again: a fresh one, nothing overwritten
+    assert first.node == "n1" and first.gpu == "3" and first.run != again.run
+    run = Path(first.run or "")
+    assert (run / "tiling" / "mm.json").read_text() == "{}" and (run / "report.md").read_text() == "r"
+    assert "profile.ncu-rep\t1 bytes\tn1:/node/x/profile.ncu-rep" in (run / sweep_ray.ON_NODE).read_text()
+    assert Path(again.run or "").name == "20261125T000000Z-ray01"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--executor", "ray", "--gpus", "0"], "--gpus is the local executor's"),
+        (["--fetch-captures"], "go with --executor ray"),
+        (["--executor", "slurm"], "--executor slurm: one of local, ray"),
+    ],
+)
+def test_bad_executor_options_are_one_line(
+    cli: Callable[..., Ran], isolated: Path, args: list[str], fragment: str
+) -> None:
+    done = cli("sweep", "mla_decode", "base", "--s=1,2", *args, "--out", "p", "--sweep-out", "s")
+    assert done.returncode == 2 and fragment in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.timeout(240)
+def test_the_cli_runs_points_on_the_cluster_it_joined(cluster: Any, cli: Callable[..., Ran], isolated: Path) -> None:
+    """The real event mode in CPU workers: every point is a row with the no-GPU line, and the table says where each
+    ran."""
+    done = cli("sweep", "mla_decode", "base", "--s=1,2", "--executor", "ray", "--out", "p", "--sweep-out", "s")
+    assert done.returncode == 0, done.stderr
+    [folder] = list((isolated / "s" / "mla_decode").iterdir())
+    rows = sweep.done_rows(folder)
+    assert len(rows) == 2 and all(r.status.startswith("failed: --prof_type=event needs a CUDA GPU") for r in rows)
+    assert "## Where the points ran (Ray)" in done.stdout and "2 point(s) finished, 2 not ok" in done.stderr
