@@ -103,7 +103,9 @@ def test_two_workers_split_the_points_and_the_parent_merges_them(cli: Callable[.
     """One worker per 'GPU' (two CPU workers here: each point then fails with the one no-GPU line, which is still a
     row); every point is done once, by the worker its index gives, and the table has them all."""
     done = cli("sweep", "mla_decode", "base", "v2", "--s=1,2,4", "--gpus", "0,1", "--out", "p", "--sweep-out", "s")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # no point ran: the table is written, the exit says so
+    assert done.stderr.strip().splitlines()[-1].endswith("0 of 6 point(s) ran, 6 failed, 0 refused by their version: "
+                                                         "no point ran (sweep.md says why, per point)")  # fmt: skip
     [folder] = list((isolated / "s" / "mla_decode").iterdir())
     rows = sweep.done_rows(folder)
     assert len(rows) == 6 and len({r.key() for r in rows}) == 6
@@ -119,3 +121,30 @@ def test_two_workers_split_the_points_and_the_parent_merges_them(cli: Callable[.
 def test_bad_gpu_lists_are_one_line(cli: Callable[..., Ran], isolated: Path, gpus: str, fragment: str) -> None:
     done = cli("sweep", "mla_decode", "--s=1,2", "--gpus", gpus)
     assert done.returncode == 2 and fragment in done.stderr
+
+
+def test_the_exit_status_says_whether_points_ran() -> None:
+    def row(status: str) -> sweep.Row:
+        return sweep.Row(version="v", params={"s": status}, status=status)
+
+    assert sweep.outcome([row("ok"), row("refused: d=48")]) == (
+        "1 of 2 point(s) ran, 0 failed, 1 refused by their version",
+        0,
+    )
+    assert sweep.outcome([row("ok"), row("failed: boom")])[1] == 6
+    assert sweep.outcome([row("refused: x"), row("failed: y")]) == (
+        "0 of 2 point(s) ran, 1 failed, 1 refused by their version: no point ran (sweep.md says why, per point)",
+        1,
+    )
+
+
+def test_a_sweep_with_refused_points_says_how_many_ran_in_its_last_line(cli: Callable[..., Ran], replay: Path) -> None:
+    done = cli(
+        "sweep", "mla_decode", "base", "v2", "--s=1", "--d=48", "--prof_type=replay", "--out", "p", "--sweep-out", "s"
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith("sweep.md; 1 of 2 point(s) ran, 0 failed, 1 refused by their version")
+    )

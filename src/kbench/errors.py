@@ -36,6 +36,14 @@ class KernelError(KbenchError):
     exit_code = 5
 
 
+class SweepFailures(KbenchError):
+    """A sweep finished with points that failed (exit 6), or with none that ran (exit 1); its table is written."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 class Terminated(BaseException):
     """SIGTERM or SIGHUP arrived: raised (not an Exception, so no handler of plan code swallows it) so that every
     cleanup runs, as on Ctrl-C; the process then exits 128 + the signal's number (143, 129)."""

@@ -185,6 +185,18 @@ def run(
     return [have[key(v, p)] for v, p in mine]
 
 
+def outcome(rows: list[Row]) -> tuple[str, int]:
+    """How the sweep ended, for its last line, and the exit status: 0 when every point ran or its version refused it
+    (the plan's own limits), 6 when some ran and some failed, 1 when none ran."""
+    ok = sum(r.status == "ok" for r in rows)
+    refused = sum(r.status.startswith("refused") for r in rows)
+    failed = len(rows) - ok - refused
+    counts = f"{ok} of {len(rows)} point(s) ran, {failed} failed, {refused} refused by their version"
+    if ok == 0:
+        return f"{counts}: no point ran (sweep.md says why, per point)", 1
+    return counts, 6 if failed else 0
+
+
 def point_row(version: str, params: dict[str, str], profile_point: PointFn) -> Row:
     """One point profiled (the same code in a local worker and in a Ray task): its row, or a row saying why the
     version refused the parameters or the profile failed."""

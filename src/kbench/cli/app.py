@@ -12,7 +12,7 @@ import typer
 
 from kbench.cli import analyze, kernel
 from kbench.cli.common import load_plan, out_folder, parse_plan_args, run_command, setup_logging
-from kbench.errors import UsageError
+from kbench.errors import SweepFailures, UsageError
 
 app = typer.Typer(
     add_completion=False,
@@ -209,7 +209,10 @@ def sweep_cmd(
     with progress() as status:
         rows = api.run_sweep(spec, sweep_dir, kernel_path, status, how)
     typer.echo(sweep.write(rows, spec, sweep_dir))
-    typer.echo(f"kbench: wrote {sweep_dir / 'sweep.md'}", err=True)
+    counts, code = sweep.outcome(rows)
+    if code:
+        raise SweepFailures(f"wrote {sweep_dir / 'sweep.md'}; {counts}", code)
+    typer.echo(f"kbench: wrote {sweep_dir / 'sweep.md'}; {counts}", err=True)
 
 
 @app.command("runs")
