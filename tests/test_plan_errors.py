@@ -32,3 +32,28 @@ def test_a_broken_plan_is_a_usage_error(cli, version: str, command: str, fragmen
 def test_the_correct_version_passes(cli) -> None:
     r = cli("check", "faulty", "base", "--kernel-path", FAULTY)
     assert r.returncode == 0 and "all 1 configuration(s) pass" in r.stdout, r.stderr
+
+
+def test_a_bf16_only_plan_says_why_it_cannot_be_checked_on_cpu(cli) -> None:
+    r = cli("check", "faulty", "bf16_only", "--kernel-path", FAULTY)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == (
+        "kbench: error: faulty bf16_only allows only dtype bfloat16, and Triton's CPU interpreter has no bfloat16 "
+        "arithmetic, so it cannot be checked here: allow float16 or float32 in the plan's dtype for CPU checks, or "
+        "run `kbench check` on a GPU machine"
+    )
+
+
+def test_a_bf16_plan_that_allows_float32_is_checked_in_float32_and_says_so(cli) -> None:
+    r = cli("check", "faulty", "bf16_or_fp32", "--kernel-path", FAULTY)
+    assert r.returncode == 0, r.stderr
+    assert (
+        "bf16 plan checked in float32: the interpreter has no bfloat16 arithmetic (not a bf16 pass)"
+        in r.stdout + r.stderr
+    )
+
+
+def test_a_bad_choice_names_what_is_expected_in_one_plain_line(cli) -> None:
+    r = cli("check", "faulty", "bf16_only", "--dtype=float16", "--kernel-path", FAULTY)
+    line = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and "  " not in line, line
+    assert line.endswith("; expected --dtype (choice: bfloat16; default bfloat16): element type"), line

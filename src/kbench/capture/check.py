@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbench.capture.prepare import CheckResult, Prepared, PreparedStage, built, check, guarded
+from kbench.errors import UsageError
 from kbench.plan import autotune
 from kbench.plan.base import Config, KernelPlan
 
@@ -37,8 +38,17 @@ def cpu_values(plan_cls: type[KernelPlan], values: dict[str, Any]) -> tuple[dict
     dtype = merged.get("dtype", plan_cls.model_fields["dtype"].default)
     note = ""
     if dtype == "bfloat16":
-        merged["dtype"] = "float16"
-        note = "bf16 plan checked in float16: the interpreter has no bfloat16 arithmetic (not a bf16 pass)"
+        info = next((p for p in plan_cls.params() if p.name == "dtype"), None)
+        allowed = [str(c) for c in info.choices] if info and info.choices else ["float16", "float32"]
+        instead = next((d for d in ("float16", "float32") if d in allowed), None)
+        if instead is None:
+            raise UsageError(
+                f"{plan_cls.package_name()} {plan_cls.version_name()} allows only dtype {'|'.join(allowed)}, and "
+                "Triton's CPU interpreter has no bfloat16 arithmetic, so it cannot be checked here: allow float16 "
+                "or float32 in the plan's dtype for CPU checks, or run `kbench check` on a GPU machine"
+            )
+        merged["dtype"] = instead
+        note = f"bf16 plan checked in {instead}: the interpreter has no bfloat16 arithmetic (not a bf16 pass)"
     return merged, note
 
 

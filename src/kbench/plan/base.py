@@ -102,6 +102,16 @@ class ParamInfo:
             )
         return f"{'  '.join(bits)}  {self.help}".rstrip()
 
+    def phrase(self) -> str:
+        """The parameter in one sentence-like line, for messages: ``--dtype (choice: bfloat16|float16; default
+        bfloat16): element type``."""
+        what = [self.type_name]
+        if self.choices:
+            what.append(": " + "|".join(str(c) for c in self.choices))
+        if self.ge is not None or self.le is not None:
+            what.append(f", {self.ge if self.ge is not None else '-inf'}..{self.le if self.le is not None else 'inf'}")
+        return f"--{self.name} ({''.join(what)}; default {self.default})" + (f": {self.help}" if self.help else "")
+
 
 class KernelPlan(Model):
     """Base class of every plan version. Subclasses declare fields with :func:`param` and a ``dtype``."""
@@ -239,7 +249,7 @@ class KernelPlan(Model):
                 ) from None
             name = str(err["loc"][0])
             info = next((p for p in known if p.name == name), None)
-            hint = f" (expected {info.describe()})" if info else ""
+            hint = f"; expected {info.phrase()}" if info else ""
             raise UsageError(f"bad parameter --{name}={values.get(name)!s}: {err['msg']}{hint}") from None
         if plan.dtype not in plan.tolerance or plan.dtype not in DTYPE_BYTES:
             raise UsageError(
