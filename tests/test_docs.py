@@ -93,3 +93,70 @@ def test_committed_example_reports_follow_the_contract() -> None:
     assert reports, "docs/examples holds real report folders"
     for report in reports:
         assert contract_problems(report) == [], report
+
+
+DOCS = {"README.md": ROOT / "README.md", "SKILL.md": ROOT / "docs" / "agents" / "SKILL.md"}
+PATH_TOKEN = re.compile(r"`((?:docs|scripts|tests|conf|src|\.ci)/[^`\s]*)`")
+LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s#]+)")
+MODULE = re.compile(r"\bkbench(?:\.[a-z_][a-z0-9_]*)+")
+
+
+def test_the_report_contract_lives_in_the_project() -> None:
+    """A clone has no ../shared: the contract is docs/report-contract.md, which names what the checker checks."""
+    from tests.contract import check_report
+
+    contract = (ROOT / "docs" / "report-contract.md").read_text()
+    for heading in check_report.CONTRACT_HEADINGS:
+        assert heading in contract, heading
+    assert "| " + " | ".join(check_report.STAGES_HEADER) + " |" in contract
+    shared = ROOT.parent / "shared" / "spec" / "report-contract.md"
+    if shared.exists():  # where the shared spec is beside this checkout, the project's copy is the same text
+        assert contract == shared.read_text()
+    for name, path in DOCS.items():
+        assert "../shared" not in path.read_text(), name
+
+
+def test_readme_and_skill_name_only_files_and_modules_that_exist() -> None:
+
+    for name, path in DOCS.items():
+        text = path.read_text()
+        for token in PATH_TOKEN.findall(text):
+            if any(c in token for c in "<*{$"):
+                continue  # a pattern, not a path
+            assert (ROOT / token.rstrip(".,:;")).exists(), f"{name} names {token}, which does not exist"
+        prose = re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.S))
+        for target in LINK.findall(prose):
+            assert (path.parent / target).exists(), f"{name} links {target}, which does not exist"
+    texts = [p.read_text() for p in DOCS.values()] + [(ROOT / "conf" / "devices.json").read_text()]
+    for text in texts:
+        for dotted in sorted(set(MODULE.findall(text))):
+            assert resolves(dotted), f"{dotted} is named in the docs but is neither a module nor an attribute of one"
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``kbench.a.b.c`` is a module, or an attribute of one, left to right."""
+    import importlib
+
+    parts = dotted.split(".")
+    obj: object = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], 2):
+        if hasattr(obj, part):
+            obj = getattr(obj, part)
+            continue
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            return False
+    return True
+
+
+def test_help_mcp_and_api_describe_every_mode_from_one_table() -> None:
+    import kbench.api
+    from kbench.cli import kernel, mcp_server
+    from kbench.modes import registry
+
+    assert list(registry.SUMMARY) == registry.names()
+    for name, what in registry.SUMMARY.items():
+        assert f"{name}: {what}" in kernel.EPILOG and f"{name}: {what}" in mcp_server.PROFILE
+        assert what in (getattr(kbench.api, f"{name}_profile_plan").__doc__ or "")
+    assert "CUPTI" in registry.SUMMARY["event"] and "CUDA events" not in kernel.EPILOG

@@ -61,7 +61,7 @@ class ModeFunction(Protocol):
     ) -> ProfileResult: ...
 
 
-def _for(mode: str, what: str) -> ModeFunction:
+def _for(mode: str) -> ModeFunction:
     def profile(
         plan: KernelPlan,
         out_dir: Path | str | None = None,
@@ -72,16 +72,18 @@ def _for(mode: str, what: str) -> ModeFunction:
         return profile_plan(mode, plan, out_dir, version, bench_runs, **options)
 
     profile.__name__ = profile.__qualname__ = f"{mode}_profile_plan"
-    profile.__doc__ = f"Profile ``plan`` in {mode} mode: {what} (options: see ``kbench.api``)."
+    from kbench.modes.registry import SUMMARY
+
+    profile.__doc__ = f"Profile ``plan`` in {mode} mode: {SUMMARY[mode]} (options: see ``kbench.api``)."
     return profile
 
 
-event_profile_plan = _for("event", "CUDA-event timings of each stage and the whole plan")
-annotation_profile_plan = _for("annotation", "Nsight Compute with a short metric list per stage")
-ncu_profile_plan = _for("ncu", "the full Nsight Compute set with source, rules, annotated source and SASS")
-nsys_profile_plan = _for("nsys", "the plan's timeline over ``bench_runs`` iterations")
-proton_profile_plan = _for("proton", "Triton's profiler (Proton) around each stage's repetitions, and its overhead")
-intra_profile_plan = _for("intra", "the task timeline inside each kernel that records its tasks, and its overhead")
+event_profile_plan = _for("event")
+annotation_profile_plan = _for("annotation")
+ncu_profile_plan = _for("ncu")
+nsys_profile_plan = _for("nsys")
+proton_profile_plan = _for("proton")
+intra_profile_plan = _for("intra")
 
 
 EXECUTORS = ("local", "ray")

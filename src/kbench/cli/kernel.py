@@ -10,13 +10,13 @@ import typer
 
 from kbench.cli.common import load_plan, out_folder, parse_plan_args, progress, run_command, setup_logging
 from kbench.errors import UsageError
+from kbench.modes import registry
 
 EPILOG = (
     "Plan parameters come from the plan and are written --name=value (e.g. --n=1048576, --b=32 --s=16); "
-    "--list shows every package, version, parameter and default. Modes: annotation (default; ncu counters, "
-    "first pass), event (CUDA events, timings only), ncu (full Nsight Compute deep dive), nsys (timeline), proton "
-    "(Triton's profiler: per-stage times and its overhead), intra (inside the kernel: a task timeline per CTA and "
-    "SM from a kernel that records its tasks), disabled (run and check, no profiler). "
+    "--list shows every package, version, parameter and default. Modes (--prof_type; annotation is the default): "
+    + "; ".join(f"{name}: {what}" for name, what in registry.SUMMARY.items())
+    + "; disabled: run and check, no profiler. "
     "Output: <out>/<mode>/<kernel>/<params>/<timestamp>/report.md. On a machine with an NVIDIA driver the first "
     "call starts a resident kbench (one per user and GPU, gone after 15 idle minutes) that runs later calls warm; "
     "KBENCH_RESIDENT=0 turns it off, `python -m kbench.kernel --resident-stop` stops it."
@@ -29,7 +29,7 @@ CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_optio
 def profile(
     ctx: typer.Context,
     prof_type: str = typer.Option(
-        "annotation", "--prof_type", "--prof-type", help="annotation | event | ncu | nsys | proton | intra | disabled"
+        "annotation", "--prof_type", "--prof-type", help=" | ".join([*registry.SUMMARY, "disabled"])
     ),
     list_plans: bool = typer.Option(False, "--list", help="List kernel packages, versions, parameters and defaults."),
     predict: bool = typer.Option(False, "--predict", help="Print each stage's roofline lower bound; run nothing."),
@@ -86,7 +86,6 @@ def profile(
 
         print_prediction(plan, device)
         return
-    from kbench.modes import registry
     from kbench.modes.base import RunOptions
 
     if prof_type not in (*registry.names(), "disabled"):
@@ -121,7 +120,6 @@ def _warm_gpu(prof_type: str) -> None:
     """NVML and the CUDA driver initialised (and, where the plan runs in this process, its context made) while the
     plan and torch import: a mode whose plan runs in a child needs the driver here only to name the GPU."""
     from kbench.capture import warmup
-    from kbench.modes import registry
 
     if prof_type == "disabled" or prof_type in registry.names():
         warmup.start(context=prof_type == "disabled" or registry.get(prof_type).in_process)

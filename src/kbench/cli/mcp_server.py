@@ -20,6 +20,7 @@ from pydantic import Field
 
 from kbench.errors import KbenchError, first_line
 from kbench.model import Model
+from kbench.modes import registry
 from kbench.report.comparison import Comparison
 from kbench.report.models import ProfileResult
 from kbench.report.report_json import ReportJson
@@ -34,6 +35,13 @@ INSTRUCTIONS = (
     "profile (event mode first; annotation for counters) -> read_report -> change the kernel (clone_version for "
     "the next version) -> profile it -> compare (with previous=true) -> devlog. Every number in report.json says "
     "whether it was measured, analytic or derived; Top 3 gains are estimated against measured ceilings."
+)
+
+PROFILE = (
+    "Profile a kernel version on this machine's GPU (params as in `--name=value`, defaults otherwise) in a mode: "
+    + "; ".join(f"{name}: {what}" for name, what in registry.SUMMARY.items())
+    + ". Returns the run folder, report.md and report.json; reports progress as it goes. Needs a CUDA GPU (and ncu "
+    "for annotation/ncu, nsys for nsys)."
 )
 
 
@@ -155,7 +163,7 @@ def build(kernel_path: list[str] | None = None) -> MCPServer:
         """Every kernel package: its versions (the baseline named), and its parameters with defaults and choices."""
         return _kernels(paths)
 
-    @server.tool()
+    @server.tool(description=PROFILE)
     async def profile(
         ctx: Context,
         kernel: str,
@@ -165,9 +173,7 @@ def build(kernel_path: list[str] | None = None) -> MCPServer:
         out: str = OUT,
         bench_runs: int | None = None,
     ) -> RunDone:
-        """Profile a kernel version on this machine's GPU (params as in `--name=value`, defaults otherwise) in a
-        mode (event, annotation, ncu, nsys); the run folder, report.md and report.json. Needs a CUDA GPU (and ncu /
-        nsys for those modes); reports progress as it goes."""
+        """PROFILE (the tool's description)."""
         steps = iter(range(1, 1 << 30))
 
         def step(message: str) -> None:  # called from the worker thread the pipeline runs in

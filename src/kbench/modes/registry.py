@@ -29,6 +29,16 @@ READS: dict[str, tuple[tuple[str, ...], str]] = {
     "proton": ((".hatchet",), "Proton profiles (.hatchet)"),
     "intra": ((), ""),
 }
+# name -> what the mode measures, in a phrase: `python -m kbench.kernel --help`, the MCP profile tool and the API's
+# functions say it from here (a test keeps every mode named there)
+SUMMARY = {
+    "annotation": "Nsight Compute with a short metric list per stage: counters, roofline, bottleneck, Top 3",
+    "event": "CUPTI's kernel times of each stage and of the whole plan (no counters; the quickest mode)",
+    "ncu": "the full Nsight Compute set per stage: rules, annotated source and SASS",
+    "nsys": "the plan's timeline over its iterations (Nsight Systems, else the PyTorch profiler): overlap, gaps",
+    "proton": "Triton's profiler (Proton) around each stage's repetitions, and its overhead",
+    "intra": "inside the kernel: a task timeline per CTA and SM from a kernel that records its tasks",
+}
 _added: dict[str, Backend] = {}
 
 
