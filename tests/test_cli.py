@@ -111,7 +111,9 @@ def test_kbench_check_passes_under_the_interpreter(run, package: str) -> None:
 
 
 def test_kbench_check_reports_a_wrong_kernel(run) -> None:
-    p = run("check", "wrong", "--kernel-path", str(Path(__file__).parent / "data" / "bad_kernels"), module="kbench")
+    p = run(
+        "check", "wrong", "base", "--kernel-path", str(Path(__file__).parent / "data" / "bad_kernels"), module="kbench"
+    )
     assert p.returncode == 5 and "1 of 1 configuration(s) failed the check" in one_error_line(p)
     assert "FAIL: relative L2 error" in p.stdout
 
@@ -163,3 +165,37 @@ def test_a_plan_parameter_named_like_an_option_is_refused(run, tmp_path: Path) -
     (pkg / "base.py").write_text(src)
     p = run("clash", "--kernel-path", str(tmp_path), "--prof_type=event")
     assert p.returncode == 2 and "declares parameter(s) out, which kbench's own options use" in one_error_line(p)
+
+
+def test_a_package_and_a_version_help_show_their_parameters_and_docstring(cli) -> None:
+    mla = cli("mla_decode", "--help", module="kbench.kernel")
+    mm = cli("matmul", "--help", module="kbench.kernel")
+    v3 = cli("mla_decode", "v3", "--help", module="kbench.kernel")
+    assert mla.returncode == mm.returncode == v3.returncode == 0 and mla.stdout != mm.stdout
+    for name in ("b", "s", "t", "h", "d", "p"):
+        assert f"    --{name} (int, " in mla.stdout and f"--{name} (int" not in mm.stdout
+    assert "--dtype (choice: bfloat16|float16|float32; default bfloat16): element type of q, kv and out" in mla.stdout
+    assert "mla_decode base: " in mla.stdout and "versions: base, v1, v2, v3" in mla.stdout
+    assert "mla_decode v3: Split-KV flash-decoding" in v3.stdout
+    bad = cli("nosuch", "--help", module="kbench.kernel")
+    assert bad.returncode == 0 and "(unknown kernel package 'nosuch'; available: " in bad.stdout
+
+
+def test_list_takes_a_package(cli) -> None:
+    one = cli("list", "mla_decode")
+    assert one.returncode == 0 and one.stdout.startswith("mla_decode: ") and "\nvector_add:" not in one.stdout
+    flag = cli("vector_add", "--list", module="kbench.kernel")
+    assert flag.returncode == 0 and flag.stdout.startswith("vector_add: ") and "mla_decode" not in flag.stdout
+    bad = cli("list", "nosuch")
+    assert bad.returncode == 2 and "unknown kernel package 'nosuch'" in bad.stderr
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="CPU interpreter path")
+def test_check_without_a_version_checks_every_version_and_skips_those_that_refuse(cli) -> None:
+    every = cli("check", "vector_add")
+    assert every.returncode == 0 and every.stdout.rstrip().endswith("configuration(s) of 2 version(s) pass")
+    assert "checking vector_add base " in every.stdout and "checking vector_add v2 " in every.stdout
+    d48 = cli("check", "mla_decode", "--d=48", "--t=70")
+    assert d48.returncode == 0, d48.stderr
+    assert "skipping mla_decode v2: mla_decode v2 cannot run these parameters" in d48.stdout
+    assert d48.stdout.rstrip().endswith("of 1 version(s) (6 skipped) pass")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
@@ -35,30 +36,53 @@ def check_cmd(
     """Check a plan's correctness: <kernel_package> [<version>] [--<param>=<value> ...].
 
     On a CUDA GPU at the given (default) sizes; without one, under Triton's CPU interpreter at the plan's
-    small check sizes (a bf16 plan then runs in float16, and says so). Every tuning configuration is checked.
+    small check sizes (a bf16 plan then runs in float16, or float32 where it allows no float16, and says so). Every
+    tuning configuration is checked; every version of the package when no version is named (a version that cannot
+    run the given parameters is skipped, saying why).
     """
     setup_logging(verbose)
     from kbench.capture import check, gpu
+    from kbench.plan.discovery import find_package
 
     args = parse_plan_args(list(ctx.args))
     on_gpu = gpu.cuda_available()
     if not on_gpu:
         check.use_interpreter()
-    note = ""
-    plan = load_plan(args, kernel_path)  # validates the user's values as given
-    if not on_gpu:
-        values, note = check.cpu_values(type(plan), dict(args.values))
-        plan = type(plan).from_values(values)
+    if args.package is None:
+        load_plan(args, kernel_path)  # the one line that asks for a package
+    assert args.package is not None
+    versions = [args.version] if args.version else find_package(args.package, kernel_path).versions()
     where = "CUDA GPU" if on_gpu else check.INTERPRETER
-    typer.echo(f"checking {plan.package} {plan.version} {plan.values()} on {where}{'; ' + note if note else ''}")
-    results = check.check_plan(plan, "cuda" if on_gpu else "cpu", note)
-    for r in results:
-        typer.echo(f"  {r.stage} {r.config or '(default)'}: {r.result.verdict()}")
+    results: list[Any] = []
+    skipped: list[str] = []
+    for version in versions:
+        asked = dataclasses.replace(args, version=version)
+        note = ""
+        try:
+            plan = load_plan(asked, kernel_path)  # validates the user's values as given
+            if not on_gpu:
+                values, note = check.cpu_values(type(plan), dict(args.values))
+                plan = type(plan).from_values(values)
+        except UsageError as e:
+            if args.version:
+                raise
+            typer.echo(f"skipping {args.package} {version}: {e}")
+            skipped.append(version)
+            continue
+        typer.echo(f"checking {plan.package} {plan.version} {plan.values()} on {where}{'; ' + note if note else ''}")
+        mine = check.check_plan(plan, "cuda" if on_gpu else "cpu", note)
+        for r in mine:
+            typer.echo(f"  {r.stage} {r.config or '(default)'}: {r.result.verdict()}")
+        results += mine
+    checked = len(versions) - len(skipped)
+    if checked == 0:
+        raise UsageError(f"no version of {args.package} can run these parameters (each skipped above)")
     failed = [r for r in results if not r.result.passed]
+    scope = f" of {checked} version(s)" + (f" ({len(skipped)} skipped)" if skipped else "") if len(versions) > 1 else ""
     if failed:
-        typer.echo(f"kbench: error: {len(failed)} of {len(results)} configuration(s) failed the check", err=True)
+        typer.echo(f"kbench: error: {len(failed)} of {len(results)} configuration(s){scope} failed the check", err=True)
         sys.exit(5)
-    typer.echo(f"all {len(results)} configuration(s) pass")
+    typer.echo(f"all {len(results)} configuration(s){scope} pass")
 
 
 @app.command(
@@ -239,12 +263,13 @@ def runs_cmd(
 
 @app.command("list")
 def list_cmd(
+    package: str | None = typer.Argument(None, help="Only this kernel package."),
     kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
 ) -> None:
-    """List kernel packages, their versions, parameters and defaults."""
+    """List kernel packages (or one), their versions, parameters and defaults."""
     from kbench.cli.listing import print_listing
 
-    print_listing(kernel_path)
+    print_listing(kernel_path, package)
 
 
 def sweep_share(worker: str | None) -> tuple[int, int]:

@@ -74,7 +74,7 @@ def profile(
     if list_plans:
         from kbench.cli.listing import print_listing
 
-        print_listing(kernel_path)
+        print_listing(kernel_path, args.package)
         return
     if not predict:
         _warm_gpu(prof_type)
@@ -125,11 +125,43 @@ def _warm_gpu(prof_type: str) -> None:
         warmup.start(context=prof_type == "disabled" or registry.get(prof_type).in_process)
 
 
-def command() -> Any:
+def command(argv: list[str] | None = None) -> Any:
+    """The click command; asked for --help after a package (and version), its epilog starts with theirs."""
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-    app.command(context_settings=CONTEXT, epilog=EPILOG, options_metavar=USAGE)(profile)
+    app.command(context_settings=CONTEXT, epilog=plan_epilog(argv or []) + EPILOG, options_metavar=USAGE)(profile)
     return typer.main.get_command(app)
 
 
+def asked_plan(argv: list[str]) -> tuple[str | None, str | None, list[str]]:
+    """The package and version named before the first option of a command line, and its --kernel-path values."""
+    words: list[str] = []
+    for token in argv:
+        if token.startswith("-"):
+            break
+        words.append(token)
+    paths = [a.split("=", 1)[1] for a in argv if a.startswith("--kernel-path=")]
+    paths += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--kernel-path"]
+    return (words[0] if words else None), (words[1] if len(words) > 1 else None), paths
+
+
+def plan_epilog(argv: list[str]) -> str:
+    """For `<package> [<version>] --help`: that plan's docstring, versions and parameters (click keeps the lines as
+    written after a \\b line), or why they cannot be shown; nothing otherwise."""
+    if not {"-h", "--help"} & set(argv):
+        return ""
+    package, version, paths = asked_plan(argv)
+    if package is None:
+        return ""
+    from kbench.cli.listing import plan_help
+    from kbench.errors import KbenchError
+
+    try:
+        text = plan_help(package, version, paths)
+    except KbenchError as e:
+        text = f"({e})"
+    return "\b\n" + text + "\n\n"
+
+
 def main(argv: list[str] | None = None) -> None:
-    run_command(command(), argv if argv is not None else sys.argv[1:], "python -m kbench.kernel")
+    args = argv if argv is not None else sys.argv[1:]
+    run_command(command(args), args, "python -m kbench.kernel")

@@ -9,11 +9,16 @@ from kbench.analysis.devices import load_devices, named_device
 from kbench.capture.gpu import active_device
 from kbench.errors import UsageError
 from kbench.plan.base import KernelPlan
-from kbench.plan.discovery import catalogue
+from kbench.plan.discovery import catalogue, find_package, load_version
 
 
-def print_listing(kernel_path: list[str]) -> None:
-    for pkg in catalogue(kernel_path):
+def print_listing(kernel_path: list[str], package: str | None = None) -> None:
+    """Every package (or only ``package``) with its versions, parameters and defaults."""
+    packages = catalogue(kernel_path)
+    if package is not None:
+        find_package(package, kernel_path)  # an unknown name is one line naming the known ones
+        packages = [p for p in packages if p.name == package]
+    for pkg in packages:
         origin = "" if pkg.origin == "kbench" else f"  [from {pkg.origin}]"
         if pkg.broken:
             typer.echo(f"{pkg.name}: BROKEN: {pkg.broken}{origin}")
@@ -25,6 +30,19 @@ def print_listing(kernel_path: list[str]) -> None:
         typer.echo("  parameters:")
         for p in pkg.params:
             typer.echo(f"    {p.describe()}")
+
+
+def plan_help(package: str, version: str | None, kernel_path: list[str]) -> str:
+    """What `python -m kbench.kernel <package> [<version>] --help` adds: the version's docstring, the package's
+    versions, and the version's parameters (type, choices or range, default, help)."""
+    ref = find_package(package, kernel_path)
+    chosen = version or ref.baseline()
+    cls = load_version(package, chosen, kernel_path)
+    doc = " ".join((cls.__doc__ or "").split()) or "(no docstring)"
+    lines = [f"{package} {chosen}: {doc}", f"versions: {', '.join(ref.versions())} (baseline {ref.baseline()})"]
+    lines.append(f"parameters of {package} {chosen} (--name=value):")
+    lines += [f"  {p.phrase()}" for p in cls.params()]
+    return "\n".join(lines)
 
 
 def print_prediction(plan: KernelPlan, device_key: str | None) -> None:
