@@ -162,6 +162,24 @@ def test_measured_bytes_far_from_the_model_is_a_finding() -> None:
     small = load_version("matmul").from_values({"k": 2048})  # a model at half the real FLOPs is flagged
     result = analysed(own, "annotation", small)
     assert result.figures.stages[0].key_issue.startswith("measured FLOPs 2.00x the model")
+    big = load_version("matmul").from_values({"k": 8192})  # tensor work is counted exactly: too few is a finding too
+    result = analysed(own, "annotation", big)
+    assert "measured FLOPs 0.50x the model" in result.figures.stages[0].key_issue
+
+
+def test_fewer_scalar_flops_than_modelled_is_not_a_finding() -> None:
+    """ncu does not count max/min, compares or MUFU as FLOPs: a model that counts them (a max-reduction's fmax) must
+    not read as 'measured FLOPs 0.00x the model'. vector_add's capture counted 2^26 FADDs; a model of 4x that many
+    (as if each add came with three uncounted operations) is not flagged, while 4x fewer is."""
+    from kbench.analysis.counters import StageModel, combine, model_mismatch
+
+    (k,) = ncu.kernels(DATA / "kbench_h100" / "annotation_vector_add_base.ncu-rep")
+    c = combine("add", [k])
+    n = float(1 << 26)
+    assert model_mismatch(StageModel(flops=4 * n, dram_bytes=c.measured_bytes or 0, precision="fp32"), c) == []
+    assert model_mismatch(StageModel(flops=n / 4, dram_bytes=c.measured_bytes or 0, precision="fp32"), c) == [
+        "measured FLOPs 4.00x the model"
+    ]
 
 
 def test_kbench_annotation_capture_counts_scalar_flops_and_passes() -> None:
