@@ -139,3 +139,43 @@ def test_devlog_appends_entries_with_vs_previous_and_never_rewrites(
     assert previous_entry(grown, "annotation", {**params, "m": 1}) is None
     bad = cli("devlog", str(tmp_path), "--docs", str(docs))
     assert bad.returncode == 2 and "has no result.json" in bad.stderr
+
+
+ROOT = Path(__file__).parents[1]
+
+
+def test_runs_finds_committed_and_renamed_run_folders_and_nothing_inside_them() -> None:
+    from kbench.report.runs import run_dirs, runs
+
+    mla = ROOT / "docs" / "examples" / "mla_decode-h100-runs"
+    named = sorted(d.name for d in run_dirs(mla))
+    assert named == sorted(d.name for d in mla.iterdir() if (d / "params.json").is_file()) and len(named) >= 8
+    every = runs(ROOT / "docs" / "examples")
+    assert all(r.status != "unreadable" for r in every)
+    assert not [r for r in every if "/tiling/" in r.path or r.path.endswith("/tiling")]
+    assert not [r for r in every if "h100" in r.kernel or "h100" in r.mode]  # folder names read as kernel or mode
+
+
+def test_the_runs_table_keeps_its_columns_apart_and_help_names_every_status(cli) -> None:
+    from kbench.report.runs import STATUSES, runs, table
+
+    rows = runs(ROOT / "docs" / "examples")
+    lines = table(rows).splitlines()
+    head = lines[0]
+    starts = [head.index(h) for h in ("mode", "kernel", "version", "duration us", "bottleneck", "status", "params")]
+    for line, r in zip(lines[1:], rows, strict=True):
+        for at in starts:
+            assert line[at - 2 : at] == "  " or line[at - 2 : at].endswith(" "), (line, r.path)
+    helped = cli("runs", "--help")
+    text = " ".join(helped.stdout.split())
+    for status in STATUSES:
+        assert f"{status} (" in text, status
+
+
+def test_compare_previous_takes_the_same_parameters(cli) -> None:
+    mla = ROOT / "docs" / "examples" / "mla_decode-h100-runs"
+    done = cli("compare", str(mla / "v3-s1"), "--previous", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    cmp = json.loads(done.stdout)
+    a, b = (json.loads((mla / Path(x).name / "params.json").read_text()) for x in (cmp["a"], cmp["b"]))
+    assert a["params"] == b["params"] and a["mode"] == b["mode"] and a["started_at"] < b["started_at"]

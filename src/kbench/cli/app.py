@@ -246,8 +246,14 @@ def runs_cmd(
     limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many (the newest)."),
     as_json: bool = typer.Option(False, "--json", help="A JSON list, one object per run, instead of the table."),
 ) -> None:
-    """The earlier runs under the output root, newest first: when, mode, kernel, version, duration (the whole
-    plan's median, else the stages' sum), bottleneck, status (running, ok, failed, interrupted) and parameters."""
+    """The earlier runs under the output root (at any depth: kbench's layout, committed or renamed run folders),
+    newest first: when, mode, kernel, version, duration (the whole plan's median, else the stages' sum),
+    bottleneck, status, parameters and folder.
+
+    Status: running (its process is still at work), ok (finished, report written), failed (stopped with an error:
+    params.json's error, FAILED.txt), interrupted (Ctrl-C or a signal ended it), undecided (a timeline without a
+    plan that kbench could not classify: timeline.md, no report.md), died (its process is gone without a word),
+    unreadable (not even params.json could be read)."""
     import json
 
     from kbench.report.runs import runs, table

@@ -123,12 +123,27 @@ def tiling_beside(capture: Path) -> dict[str, dict[str, Any]]:
 
 
 def previous_run(run_dir: Path) -> Path | None:
-    """The latest earlier successful run of the same mode, kernel and parameters (any version)."""
-    earlier = sorted(p for p in run_dir.parent.iterdir() if p.is_dir() and p.name < run_dir.name)
-    for p in reversed(earlier):
-        if (p / RESULT).is_file() and not (p / FAILED).exists():
-            return p
-    return None
+    """The latest earlier successful run of the same mode, kernel and parameters (any version) beside ``run_dir``,
+    each folder's params.json saying what it ran (committed or renamed folders need not follow kbench's layout,
+    where the parent folder already names the parameters); None when there is none."""
+    me = made_with(run_dir / PARAMS)
+
+    def what(made: dict[str, Any]) -> tuple[Any, ...]:
+        return (made.get("mode"), made.get("kernel"), made.get("params"))
+
+    def when(p: Path, made: dict[str, Any]) -> str:
+        return str(made.get("started_at") or p.name)
+
+    if not me:
+        return None
+    found = []
+    for p in run_dir.parent.iterdir():
+        if p == run_dir or not p.is_dir() or not (p / RESULT).is_file() or (p / FAILED).exists():
+            continue
+        made = made_with(p / PARAMS)
+        if what(made) == what(me) and when(p, made) < when(run_dir, me):
+            found.append((when(p, made), p))
+    return max(found)[1] if found else None
 
 
 # What a reader (often an agent) opens after report.md, in that order: the pattern, then what it holds.

@@ -46,17 +46,29 @@ def _json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+STATUSES = {
+    "running": "its process is still at work",
+    "ok": "finished, report written",
+    "failed": "stopped with an error (params.json's error, FAILED.txt)",
+    "interrupted": "Ctrl-C or a signal ended it",
+    "undecided": "a timeline without a plan that kbench could not classify: timeline.md, no report.md",
+    "died": "its process is gone without a word (killed -9, the machine restarted)",
+    "unreadable": "not even params.json could be read",
+}
+
+
 def read_run(run_dir: Path) -> RunRow:
     from kbench.report.models import read_result, totals
 
     params = _json(run_dir / folder.PARAMS)
     result = read_result(run_dir)
-    # <root>/<mode>/<kernel>/<params>/<stamp>: the path names what params.json cannot
-    mode, kernel = run_dir.parent.parent.parent.name, run_dir.parent.parent.name
     p = params or {}
+    # <root>/<mode>/<kernel>/<params>/<stamp>: the path names what an unreadable params.json cannot
+    standard = _started(run_dir.name) != run_dir.name
+    mode, kernel = (run_dir.parent.parent.parent.name, run_dir.parent.parent.name) if standard else ("n/a", "n/a")
     duration = totals(result).duration_us if result is not None else None
     return RunRow(
-        started=_started(run_dir.name),
+        started=_started(run_dir.name) if standard else str(p.get("started_at") or "n/a")[:19] + "Z" * bool(p),
         mode=str(p.get("mode") or mode),
         kernel=str(p.get("kernel") or kernel),
         version=str(p.get("version") or "n/a"),
@@ -72,12 +84,31 @@ def read_run(run_dir: Path) -> RunRow:
     )
 
 
+def is_run(d: Path) -> bool:
+    """A run folder: it holds params.json, or (a run whose params.json is gone) it is named by a timestamp as kbench
+    names runs and is no sweep's folder."""
+    if (d / folder.PARAMS).is_file():
+        return True
+    return _started(d.name) != d.name and not (d / "sweep.json").exists()  # a sweep's folder is named so too
+
+
 def run_dirs(root: Path, kernel: str | None = None) -> list[Path]:
-    """Every run folder under ``root`` (of ``kernel`` only when given), newest first."""
+    """Every run folder under ``root``, at any depth (kbench's own layout, committed examples, renamed copies; not
+    the folders inside a run), of ``kernel`` only when given; newest first."""
     if not root.is_dir():
         return []
-    found = [d for d in root.glob("*/*/*/*") if d.is_dir() and (kernel is None or d.parent.parent.name == kernel)]
-    return sorted(found, key=lambda d: (d.name, str(d)), reverse=True)
+    found: list[Path] = []
+    todo = [root]
+    while todo:
+        here = todo.pop()
+        for d in sorted(p for p in here.iterdir() if p.is_dir() and not p.is_symlink()):
+            if is_run(d):
+                found.append(d)  # what lies inside a run (tiling/, compiled/, source/) is not a run
+            else:
+                todo.append(d)
+    rows = [(d, read_run(d)) for d in found]
+    mine = [(d, r) for d, r in rows if kernel is None or r.kernel == kernel]
+    return [d for d, _ in sorted(mine, key=lambda dr: (dr[1].started, str(dr[0])), reverse=True)]
 
 
 def runs(root: Path, kernel: str | None = None, limit: int | None = None) -> list[RunRow]:
@@ -85,14 +116,29 @@ def runs(root: Path, kernel: str | None = None, limit: int | None = None) -> lis
 
 
 def table(rows: list[RunRow]) -> str:
-    """The rows as a fixed-width text table (params as name=value)."""
-    head = f"{'started (UTC)':<22}{'mode':<11}{'kernel':<14}{'version':<10}{'duration us':>13}  {'bottleneck':<16}"
-    lines = [f"{head}{'status':<12}params"]
-    for r in rows:
-        dur = "n/a" if r.duration_us is None else f"{r.duration_us:.2f}"
-        values = ",".join(f"{k}={v}" for k, v in r.params.items()) or "n/a"
-        lines.append(
-            f"{r.started:<22}{r.mode:<11}{r.kernel:<14}{r.version:<10}{dur:>13}  {r.bottleneck or 'n/a':<16}"
-            f"{r.status:<12}{values}"
-        )
-    return "\n".join(lines)
+    """The rows as a text table whose columns are as wide as their widest value (params as name=value), each
+    folder's path last."""
+    cells = [
+        [
+            r.started,
+            r.mode,
+            r.kernel,
+            r.version,
+            "n/a" if r.duration_us is None else f"{r.duration_us:.2f}",
+            r.bottleneck or "n/a",
+            r.status,
+            ",".join(f"{k}={v}" for k, v in r.params.items()) or "n/a",
+            r.path,
+        ]
+        for r in rows
+    ]
+    head = ["started (UTC)", "mode", "kernel", "version", "duration us", "bottleneck", "status", "params", "folder"]
+    widths = [max(len(c[i]) for c in [head, *cells]) for i in range(len(head))]
+    right = {4}  # the duration is a number
+
+    def line(c: list[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(c, widths, strict=True))
+        ).rstrip()
+
+    return "\n".join(line(c) for c in [head, *cells])
