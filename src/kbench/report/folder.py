@@ -122,26 +122,32 @@ def tiling_beside(capture: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def stamped(name: str) -> bool:
+    """Whether a folder is named as kbench names a run: its UTC timestamp, 20261123T121408Z[-NN]."""
+    s = name.split("-")[0]
+    return len(s) == 16 and s[8] == "T" and s.endswith("Z") and (s[:8] + s[9:15]).isdigit()
+
+
 def previous_run(run_dir: Path) -> Path | None:
-    """The latest earlier successful run of the same mode, kernel and parameters (any version) beside ``run_dir``,
-    each folder's params.json saying what it ran (committed or renamed folders need not follow kbench's layout,
-    where the parent folder already names the parameters); None when there is none."""
+    """The latest earlier successful run of the same mode, kernel and parameters (any version) beside ``run_dir``:
+    in kbench's layout every timestamp-named sibling is one (the parent folder names the parameters); elsewhere
+    (committed or renamed folders) each folder's params.json says what it ran. None when there is none."""
     me = made_with(run_dir / PARAMS)
+    layout = stamped(run_dir.name)
 
     def what(made: dict[str, Any]) -> tuple[Any, ...]:
         return (made.get("mode"), made.get("kernel"), made.get("params"))
 
     def when(p: Path, made: dict[str, Any]) -> str:
-        return str(made.get("started_at") or p.name)
+        return p.name if layout else str(made.get("started_at") or "")
 
-    if not me:
-        return None
     found = []
     for p in run_dir.parent.iterdir():
         if p == run_dir or not p.is_dir() or not (p / RESULT).is_file() or (p / FAILED).exists():
             continue
         made = made_with(p / PARAMS)
-        if what(made) == what(me) and when(p, made) < when(run_dir, me):
+        same = stamped(p.name) if layout else bool(me) and what(made) == what(me)
+        if same and when(p, made) < when(run_dir, me):
             found.append((when(p, made), p))
     return max(found)[1] if found else None
 

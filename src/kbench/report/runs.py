@@ -64,7 +64,7 @@ def read_run(run_dir: Path) -> RunRow:
     result = read_result(run_dir)
     p = params or {}
     # <root>/<mode>/<kernel>/<params>/<stamp>: the path names what an unreadable params.json cannot
-    standard = _started(run_dir.name) != run_dir.name
+    standard = folder.stamped(run_dir.name)
     mode, kernel = (run_dir.parent.parent.parent.name, run_dir.parent.parent.name) if standard else ("n/a", "n/a")
     duration = totals(result).duration_us if result is not None else None
     return RunRow(
@@ -89,7 +89,7 @@ def is_run(d: Path) -> bool:
     names runs and is no sweep's folder."""
     if (d / folder.PARAMS).is_file():
         return True
-    return _started(d.name) != d.name and not (d / "sweep.json").exists()  # a sweep's folder is named so too
+    return folder.stamped(d.name) and not (d / "sweep.json").exists()  # a sweep's folder is named so too
 
 
 def run_dirs(root: Path, kernel: str | None = None) -> list[Path]:
