@@ -86,3 +86,12 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Ran]:
         return Ran(code, out, err)
 
     return run
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """The torch/Triton pair the run tests (README's table of tested pairs)."""
+    import torch
+    import triton
+
+    cuda = torch.version.cuda or "none (CPU build)"
+    return f"kbench: torch {torch.__version__}, triton {triton.__version__}, CUDA {cuda}, GPU {HAS_CUDA}"
