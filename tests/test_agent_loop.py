@@ -107,6 +107,11 @@ def test_the_loop_through_mcp(tmp_path: Path, isolated: Path) -> None:
     jsonschema.validate(json.loads(report["text"]), REPORT_SCHEMA)
     assert logged is not None and "- from the MCP loop" in Path(logged["path"]).read_text()
     assert cloned is not None and cloned["renamed"]["ScaleV1"] == "ScaleV2"
+    shipped = _call(server, [("clone_version", {"kernel": "matmul", "source": "v2", "target": "v3",
+                                                 "kernel_path": str(kernels)})])  # fmt: skip
+    answer = shipped[0][1]
+    assert answer is not None and answer["package"] == "my_matmul" and answer["kernel_path"] == str(kernels)
+    assert answer["edit"] == [str(kernels / "my_matmul" / "v3.py"), str(kernels / "my_matmul" / "_triton_v3.py")]
 
 
 @pytest.mark.parametrize(

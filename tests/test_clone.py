@@ -76,3 +76,38 @@ def test_clone_registers_checks_and_never_overwrites(
     bad = cli("clone", "scale", "v1", "v3", "--kernel-path", str(kernels))
     assert bad.returncode == 2 and "the clone did not register" in bad.stderr
     assert not (kernels / "scale" / "v3.py").exists()
+
+
+def test_a_shipped_package_is_copied_into_the_kernel_path_with_its_own_kernel_source(
+    cli: Callable[..., Ran], tmp_path: Path
+) -> None:
+    """README's `pip install .` puts the shipped packages in site-packages: a clone must not write there, and a
+    version whose kernel lives in a shared helper (matmul v2 -> _triton.py) needs that source to change it."""
+    import kbench.kernel.matmul as shipped
+
+    before = sorted(p.name for p in Path(shipped.__path__[0]).iterdir())
+    kernels = tmp_path / "kp"
+    kernels.mkdir()
+    done = cli("clone", "matmul", "v2", "v3", "--kernel-path", str(kernels))
+    assert done.returncode == 0, done.stderr
+    copy = kernels / "my_matmul"
+    assert done.stdout.splitlines() == [
+        f"copied the shipped package matmul into {copy} (yours to edit; kbench's stays)",
+        f"cloned my_matmul v2 -> v3: {copy / 'v3.py'} (renamed: no version-named symbols)",
+        f"edit: {copy / 'v3.py'}, {copy / '_triton_v3.py'}",
+        f"profile it: python -m kbench.kernel my_matmul v3 --kernel-path {kernels} --prof_type=event",
+    ]
+    assert sorted(p.name for p in Path(shipped.__path__[0]).iterdir()) == before  # nothing written into kbench
+    assert "from ._triton_v3 import TritonMatmul" in (copy / "v3.py").read_text()
+    assert "kbench.kernel.matmul" not in "".join(p.read_text() for p in copy.glob("*.py"))
+    assert (copy / "v3.py").read_text().startswith('"""my_matmul v3: ')
+    from kbench.plan.discovery import load_version
+
+    v2, v3 = (load_version("my_matmul", v, [str(kernels)]) for v in ("v2", "v3"))
+    assert v2.__mro__[1] is not v3.__mro__[1]  # v3's base class comes from its own _triton_v3.py
+    checked = cli("check", "my_matmul", "v3", "--kernel-path", str(kernels))
+    assert checked.returncode == 0 and checked.stdout.rstrip().endswith("pass"), checked.stderr
+    again = cli("clone", "matmul", "v2", "v4", "--kernel-path", str(kernels))
+    assert again.returncode == 2 and f"`kbench clone my_matmul <from> <to> --kernel-path {kernels}`" in again.stderr
+    assert cli("clone", "my_matmul", "v2", "v4", "--kernel-path", str(kernels)).returncode == 0
+    assert (copy / "_triton_v4.py").is_file()

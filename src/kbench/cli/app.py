@@ -126,14 +126,33 @@ def clone_cmd(
 ) -> None:
     """Copy a version module into a new one beside it: symbols it defines whose name holds the version (mla_v1_kernel,
     MlaV1, V1_TILES) are renamed with every use (strings such as a stage's kernels=[...] included), so both versions
-    register and profile side by side with distinct kernel names. Never overwrites; the new version is imported once
-    to check it registers (removed again if it does not)."""
+    register and profile side by side with distinct kernel names. The helper modules holding the Triton kernels it
+    imports (_triton.py) are copied for it alone (_triton_<to>.py): edit those to change the new version only. A
+    shipped package is first copied into your kernel path (the first --kernel-path, else KBENCH_KERNEL_PATH's, else
+    ./kernels) as my_<pkg>. Never overwrites; the new version is imported once to check it registers (what was
+    written is removed again if it does not)."""
     from kbench.plan.clone import clone_version
 
     done = clone_version(package, old, new, kernel_path)
+    for line in clone_lines(done, package, old, new):
+        typer.echo(line)
+
+
+def clone_lines(done: Any, package: str, old: str, new: str) -> list[str]:
+    """What `kbench clone` says: where the copy went, what was renamed, which files to edit, how to profile it."""
+    lines = []
+    where = ""
+    if done.copied_to is not None:
+        lines.append(f"copied the shipped package {package} into {done.copied_to} (yours to edit; kbench's stays)")
+        where = f" --kernel-path {done.copied_to.parent}"
     renamed = ", ".join(f"{a} -> {b}" for a, b in done.renamed.items()) or "no version-named symbols"
-    typer.echo(f"cloned {package} {old} -> {new}: {done.path} (renamed: {renamed})")
-    typer.echo(f"profile it: python -m kbench.kernel {package} {new} --prof_type=event")
+    lines.append(f"cloned {done.package} {old} -> {new}: {done.path} (renamed: {renamed})")
+    edit = [str(done.path), *(str(p) for p in done.own)]
+    lines.append(
+        f"edit: {', '.join(edit)}" + (f" (shared with other versions: {', '.join(done.shared)})" if done.shared else "")
+    )
+    lines.append(f"profile it: python -m kbench.kernel {done.package} {new}{where} --prof_type=event")
+    return lines
 
 
 @app.command("devlog")

@@ -114,6 +114,10 @@ class Logged(Model):
 class Cloned(Model):
     path: str
     renamed: dict[str, str]
+    package: str = Field(description="the package the new version is in (a shipped one's copy: my_<pkg>)")
+    edit: list[str] = Field(description="the files to edit: the new version and its own copies of kernel helpers")
+    shared: list[str] = Field(description="modules of its package it imports, shared with the other versions")
+    kernel_path: str | None = Field(description="where a shipped package was copied: pass it as kernel_path")
 
 
 def _kernels(kernel_path: list[str]) -> Kernels:
@@ -255,13 +259,20 @@ def build(kernel_path: list[str] | None = None) -> MCPServer:
 
     @server.tool()
     @one_line_errors
-    def clone_version(kernel: str, source: str, target: str) -> Cloned:
-        """Copy version `source` of a kernel package into a new version `target` (version-named symbols renamed);
-        never overwrites."""
+    def clone_version(kernel: str, source: str, target: str, kernel_path: str | None = None) -> Cloned:
+        """Copy version `source` of a kernel package into a new version `target` (version-named symbols renamed,
+        the Triton helper modules it imports copied for it alone); never overwrites. A shipped package is first
+        copied into `kernel_path` (default: the server's kernel path, else ./kernels) as my_<pkg>: profile it with
+        that package name."""
         from kbench.plan.clone import clone_version as cloned
 
-        done = cloned(kernel, source, target, paths)
-        return Cloned(path=str(done.path), renamed=done.renamed)
+        done = cloned(kernel, source, target, [kernel_path, *paths] if kernel_path else paths)
+        where = str(done.copied_to.parent) if done.copied_to is not None else None
+        if where is not None and where not in paths:
+            paths.append(where)  # the copy is visible to this server's later calls
+        return Cloned(path=str(done.path), renamed=done.renamed, package=done.package,
+                      edit=[str(done.path), *(str(p) for p in done.own)], shared=list(done.shared),
+                      kernel_path=where)  # fmt: skip
 
     return server
 

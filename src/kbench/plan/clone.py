@@ -6,6 +6,11 @@ assignment) and one of its name's words is the old version: ``mla_v1_kernel`` ->
 (names, and the same word inside strings, e.g. a stage's ``kernels=["mla_v1_kernel"]``), and the module docstring's
 "<pkg> <from>" becomes "<pkg> <to>". Imported names and local variables are never touched, so the clone imports
 what the original imports. An existing module is never overwritten.
+
+The new version gets its own kernel source: each helper module of the package it imports that holds Triton kernels
+(``_triton.py``) is copied beside it as ``_triton_<to>.py`` and the clone imports that copy, so editing it changes
+the new version alone. A shipped package is never written into: it is first copied into the user's kernel path as
+``my_<pkg>`` (its imports of ``kbench.kernel.<pkg>`` made relative), and the clone is made there.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbench.errors import UsageError
+from kbench.plan.sources import SHIPPED
 
 VERSION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -27,6 +33,10 @@ VERSION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 class Cloned:
     path: Path
     renamed: dict[str, str]  # old symbol -> new symbol
+    package: str = ""  # the package the clone is in (a shipped one's copy: my_<pkg>)
+    own: tuple[Path, ...] = ()  # the kernel source copied for the new version alone (``_triton_<to>.py``)
+    shared: tuple[str, ...] = ()  # other modules of its package it imports (shared with the other versions)
+    copied_to: Path | None = None  # where a shipped package was copied first (None: the clone is in place)
 
 
 def _words(name: str) -> list[str]:
@@ -93,6 +103,43 @@ def clone_source(source: str, package: str, old: str, new: str) -> tuple[str, di
     return "".join(lines), renames
 
 
+def imported_modules(source: str, package: str) -> list[str]:
+    """The modules of its own package a version imports (``from ._triton import``, ``from .v5 import``,
+    ``from kbench.kernel.<package>._triton import``), in order."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ImportFrom) or not node.module:
+            continue
+        prefix = f"{SHIPPED}.{package}."
+        if node.level == 1:
+            out.append(node.module)
+        elif node.level == 0 and node.module.startswith(prefix):
+            out.append(node.module.removeprefix(prefix))
+    return list(dict.fromkeys(m for m in out if "." not in m))
+
+
+def own_kernels(package_dir: Path, source: str, package: str, new: str) -> tuple[str, list[Path], list[str]]:
+    """The new version's source importing its own copies of the helper modules that hold Triton kernels; the copies
+    written, and the package's other modules it imports (shared)."""
+    own: list[Path] = []
+    shared: list[str] = []
+    for mod in imported_modules(source, package):
+        path = package_dir / f"{mod}.py"
+        if not (mod.startswith("_") and path.is_file() and "triton.jit" in path.read_text()):
+            shared.append(f"{mod}.py")
+            continue
+        copy = package_dir / f"{mod}_{new}.py"
+        try:
+            with copy.open("x") as f:
+                f.write(path.read_text())
+        except FileExistsError:
+            raise UsageError(f"{copy} exists; kbench clone never overwrites (choose another version name)") from None
+        own.append(copy)
+        pattern = rf"^(\s*from\s+)(\.|{re.escape(SHIPPED)}\.{re.escape(package)}\.){re.escape(mod)}(\s+import\b)"
+        source = re.sub(pattern, rf"\g<1>.{mod}_{new}\g<3>", source, flags=re.M)
+    return source, own, shared
+
+
 def clone(package_dir: Path, package: str, old: str, new: str) -> Cloned:
     """Write ``<package_dir>/<new>.py`` from ``<old>.py``; refuses a bad or taken version name."""
     if not VERSION_NAME.match(new) or keyword.iskeyword(new):
@@ -104,30 +151,78 @@ def clone(package_dir: Path, package: str, old: str, new: str) -> Cloned:
         raise UsageError(f"{dst} exists; kbench clone never overwrites a version (choose another name)")
     text, renames = clone_source(src.read_text(), package, old, new)
     ast.parse(text)  # what is written always parses
+    text, own, shared = own_kernels(package_dir, text, package, new)
     try:
         with dst.open("x") as f:  # "x": never overwrite, even if it appeared meanwhile
             f.write(text)
     except OSError as e:
+        for p in own:
+            p.unlink(missing_ok=True)
         raise UsageError(f"cannot write {dst}: {e.strerror}") from None
-    return Cloned(dst, renames)
+    return Cloned(dst, renames, package, tuple(own), tuple(shared))
+
+
+def copy_shipped(package_dir: Path, package: str, dest: Path) -> Path:
+    """A shipped package's modules copied into ``dest/my_<package>`` (never over an existing one), their imports of
+    ``kbench.kernel.<package>`` made relative and their docstrings naming the copy."""
+    name = f"my_{package}"
+    target = dest / name
+    if target.exists():
+        raise UsageError(
+            f"{target} exists (an earlier copy of {package}): clone its versions there, e.g. "
+            f"`kbench clone {name} <from> <to> --kernel-path {dest}`"
+        )
+    target.mkdir(parents=True)
+    for src in sorted(package_dir.glob("*.py")):
+        text = src.read_text()
+        text = re.sub(
+            rf"\bfrom\s+{re.escape(SHIPPED)}\.{re.escape(package)}\.(\w+)\s+import\b", r"from .\1 import", text
+        )
+        text = re.sub(rf"\bfrom\s+{re.escape(SHIPPED)}\.{re.escape(package)}\s+import\b", "from . import", text)
+        text = re.sub(rf'^(\s*"""){re.escape(package)}\b', rf"\g<1>{name}", text, count=1)
+        (target / src.name).write_text(text)
+    return target
 
 
 def clone_version(package: str, old: str, new: str, kernel_path: list[str] | None = None) -> Cloned:
-    """Clone a version of a visible kernel package (shipped or on the kernel path), then import the clone once to
-    check it registers; a clone that does not is removed again (one line says why)."""
+    """Clone a version of a visible kernel package, then import the clone once to check it registers; what a clone
+    that does not register wrote is removed again (one line says why). A user package is cloned in place; a shipped
+    one is copied into the kernel path first (the first folder of ``kernel_path``/KBENCH_KERNEL_PATH, else
+    ./kernels, made if needed) as my_<package>, and cloned there."""
     import importlib
+    import shutil
 
-    from kbench.plan.discovery import find_package, load_version
+    from kbench.plan.discovery import find_package, kernel_paths, load_version
 
     ref = find_package(package, kernel_path)
-    folder = ref.folder / package if ref.folder is not None else Path(ref.module().__path__[0])
     if old not in ref.versions():
         raise UsageError(f"unknown version '{old}' of {package}; versions: {', '.join(ref.versions())}")
-    done = clone(folder, package, old, new)
+    paths = list(kernel_path or [])
+    copied: Path | None = None
+    if ref.folder is None:  # shipped: never written into; a copy in the user's kernel path instead
+        dest = next(iter(kernel_paths(kernel_path)), None) or Path("kernels").resolve()
+        if not VERSION_NAME.match(new) or keyword.iskeyword(new):
+            raise UsageError(f"'{new}' cannot be a version: use lower-case letters, digits and _ (a module name)")
+        try:
+            copied = copy_shipped(Path(ref.module().__path__[0]), package, dest)
+        except OSError as e:
+            raise UsageError(f"cannot copy {package} into {dest}: {e.strerror}") from None
+        folder, name, paths = copied, copied.name, [str(dest), *paths]
+    else:
+        folder, name = ref.folder / package, package
+    try:
+        done = clone(folder, name, old, new)
+    except UsageError:
+        if copied is not None:
+            shutil.rmtree(copied, ignore_errors=True)
+        raise
     importlib.invalidate_caches()
     try:
-        load_version(package, new, kernel_path)
+        load_version(name, new, paths)
     except UsageError as e:
-        done.path.unlink(missing_ok=True)
+        for p in (done.path, *done.own):
+            p.unlink(missing_ok=True)
+        if copied is not None:
+            shutil.rmtree(copied, ignore_errors=True)
         raise UsageError(f"the clone did not register, so {done.path} was removed: {e}") from None
-    return done
+    return Cloned(done.path, done.renamed, name, done.own, done.shared, copied)
