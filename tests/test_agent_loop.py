@@ -155,7 +155,7 @@ def test_kbench_mcp_serves_over_stdio(tmp_path: Path) -> None:
 
     anyio.run(main)
     assert names == [
-        "analyze", "clone_version", "compare", "devlog", "list_kernels", "profile", "read_report", "runs"
+        "analyze", "check", "clone_version", "compare", "devlog", "list_kernels", "profile", "read_report", "runs"
     ]  # fmt: skip
 
 

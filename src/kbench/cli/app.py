@@ -177,13 +177,18 @@ def devlog_cmd(
 @app.command("mcp")
 def mcp_cmd(
     kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
+    root: list[str] = typer.Option(
+        [], "--root", help="A folder the tools may read and write (repeatable); default: the client's MCP roots."
+    ),
 ) -> None:
-    """Serve kbench to coding agents over MCP (stdio): list_kernels, profile (with progress), analyze, read_report,
-    compare, runs, devlog and clone_version, each answering with structured data; errors come back as one line.
-    Register it with an MCP client as the command `kbench mcp`."""
+    """Serve kbench to coding agents over MCP (stdio): list_kernels, profile (with progress), check, analyze,
+    read_report, compare, runs, devlog and clone_version, each answering with structured data; errors come back as
+    one line. Every answer stays under 40,000 characters (report.md and files are paged: read_report's offset).
+    File access stays inside the client's MCP roots, or the --root folders for a client without roots (neither:
+    anywhere). Register it with an MCP client as the command `kbench mcp`."""
     from kbench.cli.mcp_server import serve
 
-    serve(kernel_path)
+    serve(kernel_path, root)
 
 
 @app.command("sweep", context_settings=kernel.CONTEXT)

@@ -30,6 +30,13 @@ from kbench.version import __version__
 P = ParamSpec("P")
 R = TypeVar("R")
 OUT = "out/profiles"
+# Every answer stays under ANSWER_CHARS characters as the client receives it (about 10k tokens; Claude Code refuses a
+# tool result over 25,000 tokens). The SDK sends the structured answer twice (as structured content and as its JSON
+# text), so the structured answer is held under JSON_CHARS: report.md and files are paged, report.json is left out of
+# a profile/analyze answer that would pass it (read_report pages it), lists are cut.
+ANSWER_CHARS = 40_000
+JSON_CHARS = ANSWER_CHARS // 2 - 1_000
+MD_CHARS = 8_000
 INSTRUCTIONS = (
     "kbench profiles GPU kernel plans (Triton/PyTorch) against the device roofline. Loop: list_kernels -> "
     "profile (event mode first; annotation for counters) -> read_report -> change the kernel (clone_version for "
@@ -92,14 +99,25 @@ class Kernels(Model):
 
 class RunDone(Model):
     run: str  # the run folder
-    report_md: str  # report.md as written
-    report: ReportJson  # report.json as written
+    report_md: str = Field(description="report.md as written, its first MD_CHARS characters when longer")
+    report_md_chars: int = Field(description="report.md's whole length")
+    report: ReportJson | None = Field(description="report.json's facts; None when they would pass the answer's bound")
+    more: str | None = Field(description="what was left out of this answer, and the read_report call that pages it")
 
 
 class ReportText(Model):
     run: str
     format: Literal["md", "json"]
-    text: str
+    text: str = Field(description="the file from offset, at most max_chars characters")
+    offset: int
+    total_chars: int
+    next_offset: int | None = Field(description="where the rest starts (call again with it); None at the end")
+
+
+class Checked(Model):
+    passed: bool
+    exit_code: int
+    output: str = Field(description="`kbench check`'s lines: each version and configuration with its verdict")
 
 
 class Runs(Model):
@@ -143,11 +161,87 @@ def _kernels(kernel_path: list[str]) -> Kernels:
 
 
 def _done(result: ProfileResult) -> RunDone:
-    """The answer to a profile or analyze: the run folder, its report.md as written, and report.json's facts (built
-    from the same result the pipeline wrote them from)."""
+    """The answer to a profile or analyze: the run folder, its report.md as written (its head when long), and
+    report.json's facts (built from the same result the pipeline wrote them from) when the answer stays bounded."""
     from kbench.report import report_json
 
-    return RunDone(run=result.out_dir, report_md=result.report_md, report=report_json.build(result))
+    md = result.report_md
+    facts = report_json.build(result)
+    more: list[str] = []
+    if len(md) > MD_CHARS:
+        more.append(f"report.md is {len(md)} characters, {MD_CHARS} here: read_report(run, offset={MD_CHARS}) pages it")
+        md = md[:MD_CHARS]
+    answer = RunDone(run=result.out_dir, report_md=md, report_md_chars=len(result.report_md), report=facts, more=None)
+    if len(answer.model_dump_json()) > JSON_CHARS:
+        more.append(
+            "report.json left out (it would pass this answer's bound): read_report(run, format='json') pages it"
+        )
+        answer.report = None
+    answer.more = "; ".join(more) or None
+    return answer
+
+
+def _page(text: str, offset: int, max_chars: int) -> tuple[str, int | None]:
+    """``text`` from ``offset``, at most ``max_chars`` characters (and never so many that the answer passes
+    JSON_CHARS once escaped as a JSON string), and where the rest starts (None at the end)."""
+    if offset < 0 or max_chars < 1:
+        from kbench.errors import UsageError
+
+        raise UsageError(f"offset {offset} and max_chars {max_chars}: offset >= 0, max_chars >= 1")
+    import json
+
+    end = offset + min(max_chars, JSON_CHARS - 1_000)
+    while end > offset + 1 and len(json.dumps(text[offset:end])) > JSON_CHARS - 1_000:  # quotes and newlines escaped
+        end = offset + (end - offset) * 3 // 4
+    return text[offset:end], (end if end < len(text) else None)
+
+
+class Roots:
+    """The folders file access may reach: ``kbench mcp --root DIR`` (for clients without roots), else the client's
+    MCP roots when it declares them, else anywhere (a client that declares none asked for no bound)."""
+
+    def __init__(self, fixed: list[str]) -> None:
+        self.fixed = [Path(r).expanduser().resolve() for r in fixed]
+
+    async def of(self, ctx: Context) -> list[Path] | None:
+        if self.fixed:
+            return self.fixed
+        import inspect
+        import warnings
+        from urllib.parse import unquote, urlparse
+
+        from mcp import types
+        from mcp.shared.exceptions import MCPDeprecationWarning, NoBackChannelError
+
+        session = ctx.session
+        with warnings.catch_warnings():  # roots are deprecated in the 2026-07-28 protocol (SEP-2577), still sent
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            if not session.check_client_capability(types.ClientCapabilities(roots=types.RootsCapability())):
+                return None
+            try:
+                listed = session.list_roots()
+                if inspect.isawaitable(listed):
+                    listed = await listed
+            except NoBackChannelError:  # a transport that cannot ask the client (in-process, modern protocol)
+                return None
+        return [Path(unquote(urlparse(str(r.uri)).path)).resolve() for r in listed.roots]
+
+
+def inside(path: str, roots: list[Path] | None, what: str) -> Path:
+    """``path`` (relative to the server's folder), refused with one line when it leads outside ``roots`` (``..``
+    and symbolic links followed first)."""
+    from kbench.errors import UsageError
+
+    given = Path(path).expanduser()
+    if roots is None:
+        return given
+    real = (Path.cwd() / given).resolve()
+    if not any(real == r or real.is_relative_to(r) for r in roots):
+        raise UsageError(
+            f"{what} {path} is outside the roots this MCP client allows ({', '.join(map(str, roots))}); "
+            "name a path inside them"
+        )
+    return given
 
 
 def _plan(kernel: str, version: str | None, params: dict[str, str], kernel_path: list[str]) -> Any:
@@ -156,10 +250,15 @@ def _plan(kernel: str, version: str | None, params: dict[str, str], kernel_path:
     return load_plan(PlanArgs(kernel, version, {k: str(v) for k, v in params.items()}), kernel_path)
 
 
-def build(kernel_path: list[str] | None = None) -> MCPServer:
-    """The server, its tools bound to ``kernel_path`` (user kernel folders, besides KBENCH_KERNEL_PATH)."""
+def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) -> MCPServer:
+    """The server, its tools bound to ``kernel_path`` (user kernel folders, besides KBENCH_KERNEL_PATH); file access
+    bounded by ``roots`` (``--root``), else by the client's MCP roots (see ``Roots``)."""
     paths = list(kernel_path or [])
+    bound = Roots(list(roots or []))
     server = MCPServer("kbench", version=__version__, instructions=INSTRUCTIONS)
+
+    async def in_thread(work: Callable[[], R]) -> R:
+        return await anyio.to_thread.run_sync(one_line_errors(work))
 
     @server.tool()
     @one_line_errors
@@ -179,26 +278,52 @@ def build(kernel_path: list[str] | None = None) -> MCPServer:
     ) -> RunDone:
         """PROFILE (the tool's description)."""
         steps = iter(range(1, 1 << 30))
+        allowed = await bound.of(ctx)
 
         def step(message: str) -> None:  # called from the worker thread the pipeline runs in
             anyio.from_thread.run(ctx.report_progress, next(steps), None, message)
 
-        @one_line_errors
         def work() -> RunDone:
             from kbench import pipeline
             from kbench.modes import registry
             from kbench.modes.base import RunOptions
 
+            root = inside(out, allowed, "out")
             plan = _plan(kernel, version, params or {}, paths)
             runs = bench_runs if bench_runs is not None else registry.get(mode).default_bench_runs
-            opts = dataclasses.replace(RunOptions.for_api(out, runs), progress=step)
+            opts = dataclasses.replace(RunOptions.for_api(root, runs), progress=step)
             return _done(pipeline.profile(mode, plan, opts))
 
-        return await anyio.to_thread.run_sync(work)
+        return await in_thread(work)
 
     @server.tool()
-    @one_line_errors
-    def analyze(
+    async def check(
+        ctx: Context, kernel: str, version: str | None = None, params: dict[str, str] | None = None
+    ) -> Checked:
+        """`kbench check`: the plan's correctness against its reference for every tuning configuration (of every
+        version when none is named), on this machine's GPU, or without one under Triton's CPU interpreter at the
+        plan's small check sizes (bf16 as fp16/fp32, said so). Runs in its own process."""
+        await bound.of(ctx)
+
+        def work() -> Checked:
+            import sys
+
+            from kbench.capture import tools
+
+            argv = [sys.executable, "-m", "kbench", "check", kernel, *([version] if version else [])]
+            argv += [f"--{k}={v}" for k, v in (params or {}).items()] + [f"--kernel-path={k}" for k in paths]
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="kbench-check-") as tmp:
+                done = tools.run(argv, timeout_s=1800, log_path=Path(tmp) / "check.log")
+            text, _ = _page(done.log, max(0, len(done.log) - MD_CHARS), MD_CHARS)
+            return Checked(passed=done.returncode == 0, exit_code=done.returncode, output=text)
+
+        return await in_thread(work)
+
+    @server.tool()
+    async def analyze(
+        ctx: Context,
         capture: str,
         mode: Literal["annotation", "ncu"] | None = None,
         plan: str | None = None,
@@ -206,76 +331,121 @@ def build(kernel_path: list[str] | None = None) -> MCPServer:
         params: dict[str, str] | None = None,
         out: str = OUT,
     ) -> RunDone:
-        """The reports of an existing capture (.ncu-rep, nsys .sqlite, PyTorch-profiler .json), no GPU needed; with
-        `plan` its stages and FLOP/byte model are used."""
-        from kbench import pipeline
-        from kbench.modes import registry
+        """The reports of an existing capture (.ncu-rep, nsys .sqlite, PyTorch-profiler .json, Proton .hatchet), no
+        GPU needed; with `plan` its stages and FLOP/byte model are used."""
+        allowed = await bound.of(ctx)
 
-        path = Path(capture)
-        registry.for_capture(path, mode)
-        the_plan = _plan(plan, plan_version, params or {}, paths) if plan else None
-        return _done(pipeline.analyze(path, mode, Path(out), the_plan))
+        def work() -> RunDone:
+            from kbench import pipeline
+            from kbench.modes import registry
 
-    @server.tool()
-    @one_line_errors
-    def read_report(run: str, format: Literal["md", "json"] = "md") -> ReportText:
-        """A run folder's report.md, or its report.json (every number with its source)."""
-        from kbench.errors import UsageError
-        from kbench.report import folder
+            path = inside(capture, allowed, "capture")
+            root = inside(out, allowed, "out")
+            registry.for_capture(path, mode)
+            the_plan = _plan(plan, plan_version, params or {}, paths) if plan else None
+            return _done(pipeline.analyze(path, mode, root, the_plan))
 
-        name = "report.md" if format == "md" else folder.REPORT_JSON
-        path = Path(run) / name
-        if not path.is_file():
-            raise UsageError(f"{run} has no {name}: name the folder of a finished run (see the runs tool)")
-        return ReportText(run=run, format=format, text=path.read_text())
+        return await in_thread(work)
 
     @server.tool()
-    @one_line_errors
-    def compare(a: str, b: str | None = None, previous: bool = False) -> Comparison:
+    async def read_report(
+        ctx: Context, run: str, format: Literal["md", "json"] = "md", offset: int = 0, max_chars: int = ANSWER_CHARS
+    ) -> ReportText:
+        """A run folder's report.md, or its report.json (every number with its source), from `offset`, at most
+        `max_chars` characters (bounded); `next_offset` says where the rest starts."""
+        allowed = await bound.of(ctx)
+
+        def work() -> ReportText:
+            from kbench.errors import UsageError
+            from kbench.report import folder
+
+            name = "report.md" if format == "md" else folder.REPORT_JSON
+            path = inside(run, allowed, "run") / name
+            if not path.is_file():
+                raise UsageError(f"{run} has no {name}: name the folder of a finished run (see the runs tool)")
+            whole = path.read_text()
+            text, rest = _page(whole, offset, max_chars)
+            return ReportText(
+                run=run, format=format, text=text, offset=offset, total_chars=len(whole), next_offset=rest
+            )
+
+        return await in_thread(work)
+
+    @server.tool()
+    async def compare(ctx: Context, a: str, b: str | None = None, previous: bool = False) -> Comparison:
         """Two finished runs side by side (a the baseline), or a run and its previous one of the same mode, kernel
         and parameters (previous=true): changes with 'within noise' where the IQRs overlap, and what differs."""
-        from kbench.report.comparison import compare_asked
+        allowed = await bound.of(ctx)
 
-        return compare_asked(Path(a), Path(b) if b is not None else None, previous, "previous=true")
+        def work() -> Comparison:
+            from kbench.report.comparison import compare_asked
+
+            first = inside(a, allowed, "run")
+            second = inside(b, allowed, "run") if b is not None else None
+            return compare_asked(first, second, previous, "previous=true")
+
+        return await in_thread(work)
 
     @server.tool()
-    @one_line_errors
-    def runs(kernel: str | None = None, out: str = OUT, limit: int | None = 20) -> Runs:
-        """The earlier runs under the output root, newest first, with status, duration and bottleneck."""
-        from kbench.report.runs import runs as listed
+    async def runs(ctx: Context, kernel: str | None = None, out: str = OUT, limit: int | None = 20) -> Runs:
+        """The earlier runs under the output root, newest first, with status, duration and bottleneck (at most
+        `limit`, 200 at most)."""
+        allowed = await bound.of(ctx)
 
-        return Runs(runs=listed(Path(out), kernel, limit))
+        def work() -> Runs:
+            from kbench.report.runs import runs as listed
+
+            return Runs(runs=listed(inside(out, allowed, "out"), kernel, min(limit or 200, 200)))
+
+        return await in_thread(work)
 
     @server.tool()
-    @one_line_errors
-    def devlog(run: str, insights: list[str] | None = None, docs: str = "docs/kernels") -> Logged:
+    async def devlog(ctx: Context, run: str, insights: list[str] | None = None, docs: str = "docs/kernels") -> Logged:
         """Append the run's development-log entry (vs the previous entry of the same mode and parameters) to
         docs/kernels/<kernel>.md; earlier entries are never rewritten."""
-        from kbench.report import devlog as log
-        from kbench.report.comparison import load_result
+        allowed = await bound.of(ctx)
 
-        path, entry = log.append(load_result(Path(run)), Path(run), Path(docs), list(insights or []))
-        return Logged(path=str(path), entry=entry)
+        def work() -> Logged:
+            from kbench.report import devlog as log
+            from kbench.report.comparison import load_result
+
+            folder = inside(run, allowed, "run")
+            path, entry = log.append(load_result(folder), folder, inside(docs, allowed, "docs"), list(insights or []))
+            return Logged(path=str(path), entry=entry)
+
+        return await in_thread(work)
 
     @server.tool()
-    @one_line_errors
-    def clone_version(kernel: str, source: str, target: str, kernel_path: str | None = None) -> Cloned:
+    async def clone_version(
+        ctx: Context, kernel: str, source: str, target: str, kernel_path: str | None = None
+    ) -> Cloned:
         """Copy version `source` of a kernel package into a new version `target` (version-named symbols renamed,
         the Triton helper modules it imports copied for it alone); never overwrites. A shipped package is first
         copied into `kernel_path` (default: the server's kernel path, else ./kernels) as my_<pkg>: profile it with
         that package name."""
-        from kbench.plan.clone import clone_version as cloned
+        allowed = await bound.of(ctx)
 
-        done = cloned(kernel, source, target, [kernel_path, *paths] if kernel_path else paths)
-        where = str(done.copied_to.parent) if done.copied_to is not None else None
-        if where is not None and where not in paths:
-            paths.append(where)  # the copy is visible to this server's later calls
-        return Cloned(path=str(done.path), renamed=done.renamed, package=done.package,
-                      edit=[str(done.path), *(str(p) for p in done.own)], shared=list(done.shared),
-                      kernel_path=where)  # fmt: skip
+        def work() -> Cloned:
+            from kbench.plan.clone import clone_version as cloned
+            from kbench.plan.discovery import find_package
+
+            given = [str(inside(kernel_path, allowed, "kernel_path"))] if kernel_path else []
+            if find_package(kernel, paths).folder is None and not (given or paths):
+                inside("kernels", allowed, "kernel_path")  # where a shipped package's copy would go
+            elif (ref := find_package(kernel, paths)).folder is not None:
+                inside(str(ref.folder), allowed, "kernel package")
+            done = cloned(kernel, source, target, [*given, *paths])
+            where = str(done.copied_to.parent) if done.copied_to is not None else None
+            if where is not None and where not in paths:
+                paths.append(where)  # the copy is visible to this server's later calls
+            return Cloned(path=str(done.path), renamed=done.renamed, package=done.package,
+                          edit=[str(done.path), *(str(p) for p in done.own)], shared=list(done.shared),
+                          kernel_path=where)  # fmt: skip
+
+        return await in_thread(work)
 
     return server
 
 
-def serve(kernel_path: list[str]) -> None:
-    build(kernel_path).run("stdio")
+def serve(kernel_path: list[str], roots: list[str] | None = None) -> None:
+    build(kernel_path, roots).run("stdio")
