@@ -19,11 +19,9 @@ import pytest
 
 from kbench import sweep
 from kbench.errors import NoGpuError
-from kbench.modes import registry
 from tests import ray_fakes
 from tests.conftest import Ran
-from tests.pipeline_fakes import offline_gpu
-from tests.test_pipeline import Replay
+from tests.test_sweep import replay  # noqa: F401 - the fixture: the replay backend registered here
 
 REPO = Path(__file__).resolve().parents[1]
 POINTS = {"s": "1,16", "t": "1024", "b": "32", "d": "48"}  # d=48: the Triton version refuses, the PyTorch one runs
@@ -47,35 +45,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         ray.shutdown()
 
 
-@pytest.fixture
-def replay_here(monkeypatch: pytest.MonkeyPatch, isolated: Path) -> Iterator[Path]:
-    offline_gpu(monkeypatch)
-    registry.register(Replay())
-    try:
-        yield isolated
-    finally:
-        registry.unregister("replay")
-
-
 def ask(out: Path, values: dict[str, str], versions: list[str]) -> dict[str, Any]:
     return sweep.ask("mla_decode", versions, values, "replay", str(out), None, [])
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.usefixtures("replay")
 def test_ray_points_come_home_with_where_they_ran_and_the_same_table_as_a_local_sweep(
-    cluster: Any, replay_here: Path
+    cluster: Any, isolated: Path
 ) -> None:
     from kbench import sweep_ray
 
-    local_spec = ask(replay_here / "local", POINTS, ["base", "v2"])
-    local_dir = sweep.new_dir(replay_here / "sweeps", "local")
+    local_spec = ask(isolated / "local", POINTS, ["base", "v2"])
+    local_dir = sweep.new_dir(isolated / "sweeps", "local")
     local_rows = sweep.run(local_spec, local_dir, sweep.profiler(local_spec, [], lambda m: None), lambda m: None)
-    spec = ask(replay_here / "home", POINTS, ["base", "v2"])
-    folder = sweep.new_dir(replay_here / "sweeps", "ray")
+    spec = ask(isolated / "home", POINTS, ["base", "v2"])
+    folder = sweep.new_dir(isolated / "sweeps", "ray")
     said: list[str] = []
-    rows = sweep_ray.run(
-        spec, folder, [], said.append, node_root=str(replay_here / "node"), make_point=ray_fakes.replay
-    )
+    rows = sweep_ray.run(spec, folder, [], said.append, node_root=str(isolated / "node"), make_point=ray_fakes.replay)
     assert [(r.version, r.params, r.status[:40]) for r in rows] == [
         (r.version, r.params, r.status[:40]) for r in local_rows
     ]
@@ -87,7 +74,7 @@ def test_ray_points_come_home_with_where_they_ran_and_the_same_table_as_a_local_
     for r in (r for r in rows if r.status == "ok"):
         assert r.run is not None
         run = Path(r.run)
-        assert run.is_relative_to(replay_here / "home") and (run / "report.md").is_file()
+        assert run.is_relative_to(isolated / "home") and (run / "report.md").is_file()
         assert {"report.json", "params.json", "samples.replay"} <= {p.name for p in run.iterdir()}
         placed = json.loads((run / sweep_ray.PLACEMENT).read_text())
         assert placed["executor"] == "ray" and placed["host"] == socket.gethostname() and placed["gpus"] == [r.gpu]
@@ -103,16 +90,15 @@ def test_ray_points_come_home_with_where_they_ran_and_the_same_table_as_a_local_
 
 
 @pytest.mark.timeout(240)
-def test_a_dying_worker_is_retried_a_failing_point_is_a_row_and_the_sweep_goes_on(
-    cluster: Any, replay_here: Path
-) -> None:
+@pytest.mark.usefixtures("replay")
+def test_a_dying_worker_is_retried_a_failing_point_is_a_row_and_the_sweep_goes_on(cluster: Any, isolated: Path) -> None:
     from kbench import sweep_ray
 
-    marks = replay_here / "marks"
+    marks = isolated / "marks"
     marks.mkdir()
-    spec = ask(replay_here / "home", {"s": "1,2,3,4", "t": "1024", "b": "32", "d": "48"}, ["base"])
-    folder = sweep.new_dir(replay_here / "sweeps", "ray")
-    rows = sweep_ray.run(spec, folder, [], lambda m: None, retries=1, node_root=str(replay_here / "node"),
+    spec = ask(isolated / "home", {"s": "1,2,3,4", "t": "1024", "b": "32", "d": "48"}, ["base"])
+    folder = sweep.new_dir(isolated / "sweeps", "ray")
+    rows = sweep_ray.run(spec, folder, [], lambda m: None, retries=1, node_root=str(isolated / "node"),
                          make_point=ray_fakes.misbehaving(str(marks)))  # fmt: skip
     status = {r.params["s"]: r.status for r in rows}
     assert status["1"] == "ok"
@@ -124,21 +110,22 @@ def test_a_dying_worker_is_retried_a_failing_point_is_a_row_and_the_sweep_goes_o
 
 
 @pytest.mark.timeout(240)
-def test_ctrl_c_cancels_what_is_out_and_keeps_what_landed(cluster: Any, replay_here: Path) -> None:
+@pytest.mark.usefixtures("replay")
+def test_ctrl_c_cancels_what_is_out_and_keeps_what_landed(cluster: Any, isolated: Path) -> None:
     from kbench import sweep_ray
 
-    marks = replay_here / "marks"
+    marks = isolated / "marks"
     marks.mkdir()
-    spec = ask(replay_here / "home", {"s": "1,5", "t": "1024", "b": "32", "d": "48"}, ["base"])  # s=5: a minute
+    spec = ask(isolated / "home", {"s": "1,5", "t": "1024", "b": "32", "d": "48"}, ["base"])  # s=5: a minute
 
     def interrupt(message: str) -> None:
         if message.startswith("["):  # the bar: the first point landed
             raise KeyboardInterrupt
 
-    folder = sweep.new_dir(replay_here / "sweeps", "ray")
+    folder = sweep.new_dir(isolated / "sweeps", "ray")
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        sweep_ray.run(spec, folder, [], interrupt, node_root=str(replay_here / "node"),
+        sweep_ray.run(spec, folder, [], interrupt, node_root=str(isolated / "node"),
                       make_point=ray_fakes.misbehaving(str(marks)))  # fmt: skip
     assert time.monotonic() - started < 50  # not the slow point's minute
     assert [r.params["s"] for r in sweep.done_rows(folder)] == ["1"]
