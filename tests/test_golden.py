@@ -26,7 +26,7 @@ from tests.pipeline_fakes import offline_gpu, replay
 ROOT = Path(__file__).parents[1]
 GOLDEN = DATA / "golden"
 REGEN = os.environ.get("KBENCH_REGEN_GOLDEN") == "1"
-EXAMPLES = ROOT / "docs" / "examples"
+EXAMPLES = ROOT / "tests" / "data" / "examples_h100_1122"  # docs/examples as of 2026-11-22..24, kept as test inputs
 
 # name -> (capture, kbench analyze arguments after it)
 ANALYZE: dict[str, tuple[Path, list[str]]] = {

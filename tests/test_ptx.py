@@ -9,7 +9,7 @@ from pathlib import Path
 from kbench.analysis.ptx import instruction_mix, precision
 from tests.conftest import DATA
 
-EXAMPLES = Path(__file__).parents[1] / "docs" / "examples"
+EXAMPLES = Path(__file__).parents[1] / "tests" / "data" / "examples_h100_1122"  # the H100 runs of 2026-11-22..24
 SM90 = DATA / "ptx_triton39_sm90"
 
 
