@@ -111,3 +111,9 @@ def test_a_shipped_package_is_copied_into_the_kernel_path_with_its_own_kernel_so
     assert again.returncode == 2 and f"`kbench clone my_matmul <from> <to> --kernel-path {kernels}`" in again.stderr
     assert cli("clone", "my_matmul", "v2", "v4", "--kernel-path", str(kernels)).returncode == 0
     assert (copy / "_triton_v4.py").is_file()
+    from_clone = cli("clone", "my_matmul", "v3", "v5", "--kernel-path", str(kernels))  # a clone's own helper
+    assert from_clone.returncode == 0 and (copy / "_triton_v5.py").is_file(), from_clone.stderr
+    assert "from ._triton_v5 import TritonMatmul" in (copy / "v5.py").read_text()
+    assert from_clone.stdout.splitlines()[-1] == (
+        f"profile it: python -m kbench.kernel my_matmul v5 --kernel-path {kernels} --prof_type=event"
+    )

@@ -163,3 +163,10 @@ def test_check_is_a_tool_for_an_agent_without_a_gpu() -> None:
     got = answer.structured_content or {}
     assert not answer.is_error and got["passed"] and got["exit_code"] == 0
     assert "Triton interpreter" in got["output"] and got["output"].rstrip().endswith("configuration(s) pass")
+
+
+def test_check_with_bad_input_is_a_one_line_tool_error() -> None:
+    (answer,) = calls(build(), [("check", {"kernel": "nope"})])
+    assert answer.is_error
+    (line,) = answer.content[0].text.splitlines()  # type: ignore[union-attr]
+    assert "unknown kernel package 'nope'" in line

@@ -108,3 +108,16 @@ def test_a_served_command_runs_as_its_client(tmp_path: Path) -> None:
     ours.close()
     with theirs:
         assert b'"out": "hello"' in theirs.recv(4096)
+
+
+def test_resident_stop_answers_where_no_resident_is_wanted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m kbench.kernel --resident-stop` (README, --help) on a machine without a driver or with
+    KBENCH_RESIDENT=0 (as here): it says none runs and exits 0, not 'unknown option'."""
+    from kbench.cli import resident
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("KBENCH_RESIDENT", "0")
+    assert resident.forward(["--resident-stop"]) == 0
+    assert capsys.readouterr().err.strip() == "kbench: no resident kbench is running"

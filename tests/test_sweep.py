@@ -103,7 +103,7 @@ def test_two_workers_split_the_points_and_the_parent_merges_them(cli: Callable[.
     """One worker per 'GPU' (two CPU workers here: each point then fails with the one no-GPU line, which is still a
     row); every point is done once, by the worker its index gives, and the table has them all."""
     done = cli("sweep", "mla_decode", "base", "v2", "--s=1,2,4", "--gpus", "0,1", "--out", "p", "--sweep-out", "s")
-    assert done.returncode == 1, done.stderr  # no point ran: the table is written, the exit says so
+    assert done.returncode == 3, done.stderr  # no point ran, each for want of a GPU: exit 3 as one profile
     assert done.stderr.strip().splitlines()[-1].endswith("0 of 6 point(s) ran, 6 failed, 0 refused by their version: "
                                                          "no point ran (sweep.md says why, per point)")  # fmt: skip
     [folder] = list((isolated / "s" / "mla_decode").iterdir())
@@ -136,6 +136,10 @@ def test_the_exit_status_says_whether_points_ran() -> None:
         "0 of 2 point(s) ran, 1 failed, 1 refused by their version: no point ran (sweep.md says why, per point)",
         1,
     )
+    no_gpu = sweep.Row(version="v", params={"s": "1"}, status="failed: needs a CUDA GPU", code=3)
+    assert sweep.outcome([no_gpu, no_gpu.model_copy(update={"params": {"s": "2"}})])[1] == 3
+    mixed = [no_gpu, sweep.Row(version="v", params={"s": "2"}, status="failed: crashed", code=5)]
+    assert sweep.outcome(mixed)[1] == 1
 
 
 def test_a_sweep_with_refused_points_says_how_many_ran_in_its_last_line(cli: Callable[..., Ran], replay: Path) -> None:

@@ -45,8 +45,9 @@ def test_drift_and_two_modes_are_named() -> None:
 
 
 def test_real_h100_samples_with_a_sagging_clock() -> None:
-    # matmul v2 in event mode on an H100 whose SM clock fell from 1965 to 1590 MHz during the run (tests/data/examples_h100_1122)
-    samples = json.loads((ROOT / "tests" / "data" / "examples_h100_1122" / "event-matmul-v2" / "timings.json").read_text())
+    # matmul v2 in event mode on an H100 whose SM clock fell from 1965 to 1590 MHz during the run
+    run = ROOT / "tests" / "data" / "examples_h100_1122" / "event-matmul-v2"
+    samples = json.loads((run / "timings.json").read_text())
     t = TimingStats.of(samples["stages"]["mm"]["samples_us"])
     assert t.modes_us is not None and t.modes_us[1] - t.modes_us[0] > 25
     assert t.drift_pct is not None and abs(t.drift_pct) > 3

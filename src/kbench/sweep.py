@@ -45,6 +45,7 @@ class Row(Model):
     run: str | None = None
     gpu: str | None = None  # the worker's CUDA_VISIBLE_DEVICES (one worker per GPU), or the GPU Ray gave the task
     node: str | None = None  # the host a Ray task ran on (``--executor ray``); None: this host
+    code: int | None = None  # a failed point's exit code as a profile of its own would have it (3: no GPU)
 
     def key(self) -> str:
         return key(self.version, self.params)
@@ -187,13 +188,16 @@ def run(
 
 def outcome(rows: list[Row]) -> tuple[str, int]:
     """How the sweep ended, for its last line, and the exit status: 0 when every point ran or its version refused it
-    (the plan's own limits), 6 when some ran and some failed, 1 when none ran."""
+    (the plan's own limits), 6 when some ran and some failed; when none ran, the exit code its points failed with
+    where they all failed alike (3: no GPU, as one profile would), else 1."""
     ok = sum(r.status == "ok" for r in rows)
     refused = sum(r.status.startswith("refused") for r in rows)
     failed = len(rows) - ok - refused
     counts = f"{ok} of {len(rows)} point(s) ran, {failed} failed, {refused} refused by their version"
     if ok == 0:
-        return f"{counts}: no point ran (sweep.md says why, per point)", 1
+        codes = {r.code for r in rows if r.status.startswith("failed")}
+        alike = next(iter(codes)) if len(codes) == 1 else None
+        return f"{counts}: no point ran (sweep.md says why, per point)", alike if alike is not None else 1
     return counts, 6 if failed else 0
 
 
@@ -205,7 +209,7 @@ def point_row(version: str, params: dict[str, str], profile_point: PointFn) -> R
     except UsageError as e:
         return Row(version=version, params=params, status=f"refused: {e}")
     except KbenchError as e:
-        return Row(version=version, params=params, status=f"failed: {e}")
+        return Row(version=version, params=params, status=f"failed: {e}", code=e.exit_code)
 
 
 def record(row: Row, sweep_dir: Path) -> None:

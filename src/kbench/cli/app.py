@@ -141,10 +141,9 @@ def clone_cmd(
 def clone_lines(done: Any, package: str, old: str, new: str) -> list[str]:
     """What `kbench clone` says: where the copy went, what was renamed, which files to edit, how to profile it."""
     lines = []
-    where = ""
+    where = f" --kernel-path {done.path.parent.parent}"  # the folder the package lies in: a kernel path
     if done.copied_to is not None:
         lines.append(f"copied the shipped package {package} into {done.copied_to} (yours to edit; kbench's stays)")
-        where = f" --kernel-path {done.copied_to.parent}"
     renamed = ", ".join(f"{a} -> {b}" for a, b in done.renamed.items()) or "no version-named symbols"
     lines.append(f"cloned {done.package} {old} -> {new}: {done.path} (renamed: {renamed})")
     edit = [str(done.path), *(str(p) for p in done.own)]
@@ -318,7 +317,9 @@ def sweep_gpus(gpus: str) -> list[str]:
 
         count = gpu.device_count()
         if count == 0:
-            raise UsageError("--gpus all: no CUDA GPU is visible")
+            from kbench.errors import NoGpuError
+
+            raise NoGpuError("--gpus all: no CUDA GPU is visible")
         return [str(i) for i in range(count)]
     found = [g.strip() for g in gpus.split(",")]
     if not found or not all(g.isdigit() for g in found) or len(set(found)) != len(found):

@@ -316,6 +316,11 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
 
             with tempfile.TemporaryDirectory(prefix="kbench-check-") as tmp:
                 done = tools.run(argv, timeout_s=1800, log_path=Path(tmp) / "check.log")
+            if done.returncode not in (0, 5):  # 5: the check ran and a configuration failed, an answer; else an error
+                said = [line for line in done.log.splitlines() if line.startswith("kbench: error: ")]
+                raise KbenchError(
+                    said[-1].removeprefix("kbench: error: ") if said else f"kbench check exited {done.returncode}"
+                )
             text, _ = _page(done.log, max(0, len(done.log) - MD_CHARS), MD_CHARS)
             return Checked(passed=done.returncode == 0, exit_code=done.returncode, output=text)
 

@@ -105,11 +105,12 @@ def _messages(conn: socket.socket) -> Iterator[dict[str, Any]]:
 def forward(argv: list[str]) -> int | None:
     """Run ``argv`` (python -m kbench.kernel's arguments) through the resident: its exit code, or None when this call
     should run in its own process (no resident, or none usable: one is started for the next call where wanted)."""
+    if argv[:1] == ["--resident-stop"]:  # whether or not one is wanted here: stop what runs, or say none does
+        where = folder()
+        return _stop(socket_path(where)) if where is not None else _stop(None)
     if not wanted() or (where := folder()) is None:
         return None
     path = socket_path(where)
-    if argv[:1] == ["--resident-stop"]:
-        return _stop(path)
     try:
         conn = _connect(path)
     except OSError:
@@ -182,8 +183,10 @@ def _start(path: Path) -> None:
     detach([sys.executable, "-m", "kbench.cli.resident", str(path)], path.with_suffix(".log"))
 
 
-def _stop(path: Path) -> int:
+def _stop(path: Path | None) -> int:
     try:
+        if path is None:
+            raise OSError("no private folder for a resident's socket")
         with _connect(path) as conn:
             _send(conn, stop=True)
             conn.recv(16)

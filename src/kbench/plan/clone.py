@@ -118,7 +118,7 @@ def imported_modules(source: str, package: str) -> list[str]:
     return list(dict.fromkeys(m for m in out if "." not in m))
 
 
-def own_kernels(package_dir: Path, source: str, package: str, new: str) -> tuple[str, list[Path], list[str]]:
+def own_kernels(package_dir: Path, source: str, package: str, old: str, new: str) -> tuple[str, list[Path], list[str]]:
     """The new version's source importing its own copies of the helper modules that hold Triton kernels; the copies
     written, and the package's other modules it imports (shared)."""
     own: list[Path] = []
@@ -128,7 +128,7 @@ def own_kernels(package_dir: Path, source: str, package: str, new: str) -> tuple
         if not (mod.startswith("_") and path.is_file() and "triton.jit" in path.read_text()):
             shared.append(f"{mod}.py")
             continue
-        copy = package_dir / f"{mod}_{new}.py"
+        copy = package_dir / f"{mod.removesuffix(f'_{old}')}_{new}.py"  # a clone's own _triton_v3 -> _triton_v4
         try:
             with copy.open("x") as f:
                 f.write(path.read_text())
@@ -136,7 +136,7 @@ def own_kernels(package_dir: Path, source: str, package: str, new: str) -> tuple
             raise UsageError(f"{copy} exists; kbench clone never overwrites (choose another version name)") from None
         own.append(copy)
         pattern = rf"^(\s*from\s+)(\.|{re.escape(SHIPPED)}\.{re.escape(package)}\.){re.escape(mod)}(\s+import\b)"
-        source = re.sub(pattern, rf"\g<1>.{mod}_{new}\g<3>", source, flags=re.M)
+        source = re.sub(pattern, rf"\g<1>.{copy.stem}\g<3>", source, flags=re.M)
     return source, own, shared
 
 
@@ -151,7 +151,7 @@ def clone(package_dir: Path, package: str, old: str, new: str) -> Cloned:
         raise UsageError(f"{dst} exists; kbench clone never overwrites a version (choose another name)")
     text, renames = clone_source(src.read_text(), package, old, new)
     ast.parse(text)  # what is written always parses
-    text, own, shared = own_kernels(package_dir, text, package, new)
+    text, own, shared = own_kernels(package_dir, text, package, old, new)
     try:
         with dst.open("x") as f:  # "x": never overwrite, even if it appeared meanwhile
             f.write(text)

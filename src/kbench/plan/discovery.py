@@ -185,7 +185,7 @@ def current(plan: KernelPlan) -> KernelPlan:
 @dataclass(frozen=True)
 class VersionInfo:
     version: str
-    doc: str  # the plan class's first docstring line
+    doc: str  # the plan class's docstring's first paragraph, on one line
     broken: str | None = None  # why it cannot be imported (one line); None when it can
 
 
@@ -198,6 +198,11 @@ class PackageInfo:
     versions: list[VersionInfo]
     params: list[ParamInfo]
     broken: str | None = None  # why the package itself cannot be imported
+
+
+def first_paragraph(doc: str | None) -> str:
+    """A docstring's first paragraph on one line (a sentence cut at the line's end would read as a whole one)."""
+    return " ".join((doc or "").strip().split("\n\n", 1)[0].split())
 
 
 def catalogue(extra_paths: list[str] | None = None) -> list[PackageInfo]:
@@ -218,7 +223,7 @@ def catalogue(extra_paths: list[str] | None = None) -> list[PackageInfo]:
             except UsageError as e:
                 infos.append(VersionInfo(v, "", broken=str(e)))
                 continue
-            infos.append(VersionInfo(v, (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""))
+            infos.append(VersionInfo(v, first_paragraph(cls.__doc__)))
             if v == (baseline if baseline in versions else versions[0]) or not params:
                 params = cls.params()
         out.append(PackageInfo(name, doc, ref.origin, baseline, infos, params))
