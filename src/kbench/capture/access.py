@@ -1,0 +1,150 @@
+"""Every load and store a Triton kernel makes under Triton's CPU interpreter (TRITON_INTERPRET=1): no GPU.
+
+``traced(allocations)`` hooks the interpreter's builder where every memory access passes (masked load and store, and
+the tensor-descriptor load; plain loads and stores and descriptor stores go through the masked ones) and records, per
+call: load or store, the kernel's source line (the first frame outside Triton and this module), the program (its grid
+index), the byte address of every lane (shape kept: the last axis is the one neighbouring lanes run along), which
+lanes the mask lets through, and the element size. Lanes whose address lies outside every allocation the caller
+names are recorded as out of bounds and masked off before the interpreter touches them (an unmasked wild read
+would crash the interpreter's process, not report the bug).
+
+Built on the interpreter's own builder (triton.runtime.interpreter.InterpreterBuilder), not on Triton-Viz: the
+triton-viz 3.0 package pulls pyarrow, z3-solver, flask and cairocffi for a web viewer kbench does not use, and its
+tracer patches the same interpreter internals; three hooks give the facts kbench needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+_HERE = __file__
+
+
+@dataclass(frozen=True)
+class Access:
+    """One load or store call of one program."""
+
+    kind: str  # "load" or "store"
+    site: str  # "<file>:<line>" of the kernel's source
+    function: str  # the kernel function
+    program: tuple[int, int, int]
+    addresses: Any  # numpy int64 array of byte addresses, the pointer tensor's shape
+    mask: Any  # numpy bool array, same shape: the lanes that access memory
+    elem_bytes: int
+    out_of_bounds: int = 0  # active lanes outside every allocation (masked off before the access)
+
+
+@dataclass
+class Trace:
+    """What ``traced`` recorded, and the allocations it checked addresses against."""
+
+    allocations: list[tuple[int, int]]  # [start, end) byte ranges
+    accesses: list[Access] = field(default_factory=list)
+
+
+def _site() -> tuple[str, str]:
+    """The kernel source line that made the access: the first frame outside Triton's package and this module."""
+    frame: Any = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name != _HERE and "/triton/" not in name.replace("\\", "/"):
+            return f"{name}:{frame.f_lineno}", frame.f_code.co_name
+        frame = frame.f_back
+    return "unknown:0", "unknown"
+
+
+def _outside(addresses: Any, lanes: Any, allocations: Sequence[tuple[int, int]], elem_bytes: int) -> Any:
+    """Which active lanes read or write bytes outside the allocation the access is into: the one holding its first
+    active lane (a lane that runs past its tensor into the next allocation is out of bounds too), all of them where
+    that lane is in none."""
+    active = addresses[lanes]
+    if active.size == 0:
+        return np.zeros(addresses.shape, dtype=bool)
+    first = int(active.reshape(-1)[0])
+    home = next(((s, e) for s, e in allocations if s <= first and first + elem_bytes <= e), None)
+    if home is None:
+        return lanes.copy()
+    start, end = home
+    return lanes & ~((addresses >= start) & (addresses + elem_bytes <= end))
+
+
+@contextlib.contextmanager
+def traced(allocations: Sequence[tuple[int, int]]) -> Iterator[Trace]:
+    """Record every access of the kernels run under the interpreter in the block (see the module's docstring)."""
+    from triton.runtime import interpreter as it
+
+    trace = Trace(list(allocations))
+    builder = it.InterpreterBuilder
+    masked_load, masked_store = builder.create_masked_load, builder.create_masked_store
+    descriptor_load = getattr(builder, "create_descriptor_load", None)
+
+    def record(kind: str, self: Any, ptrs: Any, mask: Any) -> Any:
+        elem = int(np.dtype(it._get_np_dtype(ptrs.get_element_ty())).itemsize)
+        addresses = np.asarray(ptrs.data, dtype=np.int64)
+        lanes = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
+        wild = _outside(addresses, lanes, trace.allocations, elem) if trace.allocations else np.zeros_like(lanes)
+        site, function = _site()
+        x, y, z = (int(i) for i in (self.grid_idx or (0, 0, 0)))
+        access = Access(kind, site, function, (x, y, z), addresses.copy(), lanes.copy(), elem, int(wild.sum()))
+        trace.accesses.append(access)
+        if wild.any():
+            mask = it.TensorHandle(lanes & ~wild, mask.dtype)
+        return mask
+
+    def load(self: Any, ptrs: Any, mask: Any, *rest: Any) -> Any:
+        return masked_load(self, ptrs, record("load", self, ptrs, mask), *rest)
+
+    def store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+        return masked_store(self, ptrs, value, record("store", self, ptrs, mask), *rest)
+
+    def desc_load(self: Any, desc: Any, indices: Any, *rest: Any) -> Any:
+        assert descriptor_load is not None
+        ptrs, mask = desc.materialize_pointers(indices)
+        record("load", self, ptrs, mask)  # the descriptor's own bounds mask; it pads, never reads outside
+        return descriptor_load(self, desc, indices, *rest)
+
+    builder.create_masked_load = load
+    builder.create_masked_store = store
+    if descriptor_load is not None:
+        builder.create_descriptor_load = desc_load
+    try:
+        yield trace
+    finally:
+        builder.create_masked_load = masked_load
+        builder.create_masked_store = masked_store
+        if descriptor_load is not None:
+            builder.create_descriptor_load = descriptor_load
+
+
+def allocations_of(workspace: Any) -> list[tuple[int, int]]:
+    """The byte ranges of every torch tensor in a plan's workspace (a dict, list or object of them, nested)."""
+    import torch
+
+    found: list[tuple[int, int]] = []
+    seen: set[int] = set()
+
+    def walk(obj: Any) -> None:
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            base = int(obj.untyped_storage().data_ptr())  # the whole storage a view lies in
+            found.append((base, base + int(obj.untyped_storage().nbytes())))
+        elif isinstance(obj, dict):
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, list | tuple):
+            for v in obj:
+                walk(v)
+        elif hasattr(obj, "__dict__"):
+            for v in vars(obj).values():
+                walk(v)
+
+    walk(workspace)
+    return found

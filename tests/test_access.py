@@ -1,0 +1,75 @@
+"""Memory accesses traced under Triton's CPU interpreter (kbench.capture.access) and what they say per source line
+(kbench.analysis.access), on shipped kernels and validation kernels whose access patterns are known, and on a copy
+of vector_add with a planted out-of-bounds read (tests/data/bad_kernels/oob): caught with its line and program, and
+masked off so the interpreter does not crash."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import DATA, HAS_CUDA
+
+pytestmark = pytest.mark.skipif(HAS_CUDA, reason="the CPU interpreter path")
+
+
+def traced(package: str, version: str, paths: list[str] | None = None, **values: Any) -> list[Any]:
+    """The sites of every stage of a plan at its CPU check sizes (or ``values``), run under the interpreter."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    from kbench.analysis.access import sites
+    from kbench.capture import access
+    from kbench.capture.check import cpu_values
+    from kbench.capture.prepare import built
+    from kbench.plan.discovery import load_version
+
+    cls = load_version(package, version, paths)
+    merged, _ = cpu_values(cls, {k: str(v) for k, v in values.items()})
+    plan = cls.from_values(merged)
+    ws = plan.setup("cpu", 0)
+    with access.traced(access.allocations_of(ws)) as trace:
+        for stage in plan.checked_stages():
+            built(plan, stage, ws, dict(stage.tuning[0])).fn()
+    return sites(trace.accesses)
+
+
+def test_vector_add_streams_whole_sectors_with_its_tail_masked() -> None:
+    loads_a, loads_b, store = traced("vector_add", "base")  # n=5003 at the check size, BLOCK=1024: 5 programs
+    assert [s.kind for s in (loads_a, loads_b, store)] == ["load", "load", "store"]
+    assert [Path(s.site.rsplit(":", 1)[0]).name for s in (loads_a, store)] == ["base.py", "base.py"]
+    assert [int(s.site.rsplit(":", 1)[1]) for s in (loads_a, loads_b, store)] == [18, 19, 21]
+    for s in (loads_a, loads_b, store):
+        assert (s.calls, s.programs, s.lanes, s.active, s.bytes) == (5, 5, 5120, 5003, 4 * 5003)
+        assert s.stride_bytes == 4 and s.reuse == 1.0 and s.out_of_bounds == 0
+        assert s.masked_pct == pytest.approx(100 * 117 / 5120)
+        assert s.bytes_per_sector == pytest.approx(32.0, abs=0.05)  # whole sectors, but the tail's last one
+
+
+def test_a_column_read_uses_4_bytes_of_each_sector_and_its_tiled_twin_most() -> None:
+    """The naive transpose reads a column of x (neighbouring lanes a row apart: 4 useful bytes per 32-byte sector)
+    and writes a row of y; the tiled version reads rows (tests/data/validation/transpose, its H200 pair)."""
+    naive = {s.kind: s for s in traced("transpose", "naive", [str(DATA / "validation")])}
+    tiled = {s.kind: s for s in traced("transpose", "tiled", [str(DATA / "validation")])}
+    cols = 130  # the plan's CPU check size: a row of x is 130 floats
+    assert naive["load"].stride_bytes == 4 * cols and naive["load"].bytes_per_sector == 4.0
+    assert naive["store"].stride_bytes == 4 and (naive["store"].bytes_per_sector or 0) > 20
+    assert tiled["load"].stride_bytes == 4 and (tiled["load"].bytes_per_sector or 0) > 20
+
+
+def test_a_planted_out_of_bounds_read_is_caught_with_its_line_and_program() -> None:
+    facts = traced("oob", "base", [str(DATA / "bad_kernels")])
+    wild = [s for s in facts if s.out_of_bounds]
+    assert len(wild) == 1
+    (bad,) = wild
+    assert bad.kind == "load" and bad.site.endswith("oob/base.py:19") and bad.function == "add_kernel"
+    assert bad.out_of_bounds == 64 and bad.first_oob_program == (4, 0, 0)  # the last program's 64 extra lanes
+    assert all(s.out_of_bounds == 0 for s in facts if s is not bad)
+
+
+def test_reuse_across_programs_shows_in_a_tiled_matmul() -> None:
+    """matmul v2 at its check size: 2 programs share A's rows (grid over N) or B's columns."""
+    facts = traced("matmul", "v2")
+    loads = [s for s in facts if s.kind == "load"]
+    assert len(loads) == 2 and max(s.reuse or 0 for s in loads) >= 2.0
