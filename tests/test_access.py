@@ -73,3 +73,19 @@ def test_reuse_across_programs_shows_in_a_tiled_matmul() -> None:
     facts = traced("matmul", "v2")
     loads = [s for s in facts if s.kind == "load"]
     assert len(loads) == 2 and max(s.reuse or 0 for s in loads) >= 2.0
+
+
+@pytest.mark.parametrize("version", ["naive", "tiled"])
+def test_the_cpu_prediction_matches_what_ncu_measured_on_the_gpu(version: str) -> None:
+    """Bytes used per 32-byte sector, predicted on a CPU at a scaled-down point whose rows are whole sectors
+    (256 x 256 floats), against ncu's measurement of the same kernels at 8192 x 8192 on an H200
+    (tests/data/validation_h200: l1tex sectors and requests of global loads and stores): naive 4 / 32, tiled 32 / 32."""
+    from kbench.analysis import ncu
+    from kbench.analysis.counters import combine
+
+    predicted = {s.kind: s.bytes_per_sector for s in traced("transpose", version, [str(DATA / "validation")],
+                                                             rows=256, cols=256)}  # fmt: skip
+    capture = DATA / "validation_h200" / f"transpose-{version}" / "annotation" / "profile.ncu-rep"
+    measured = combine("transpose", ncu.kernels(capture))
+    assert predicted["load"] == pytest.approx(measured.ld_use, abs=0.5)
+    assert predicted["store"] == pytest.approx(measured.st_use, abs=0.5)
