@@ -63,7 +63,7 @@ def test_a_planted_out_of_bounds_read_is_caught_with_its_line_and_program() -> N
     wild = [s for s in facts if s.out_of_bounds]
     assert len(wild) == 1
     (bad,) = wild
-    assert bad.kind == "load" and bad.site.endswith("oob/base.py:19") and bad.function == "add_kernel"
+    assert bad.kind == "load" and bad.site.endswith("oob/base.py:17") and bad.function == "add_kernel"
     assert bad.out_of_bounds == 64 and bad.first_oob_program == (4, 0, 0)  # the last program's 64 extra lanes
     assert all(s.out_of_bounds == 0 for s in facts if s is not bad)
 
