@@ -89,3 +89,14 @@ def test_the_cpu_prediction_matches_what_ncu_measured_on_the_gpu(version: str) -
     measured = combine("transpose", ncu.kernels(capture))
     assert predicted["load"] == pytest.approx(measured.ld_use, abs=0.5)
     assert predicted["store"] == pytest.approx(measured.st_use, abs=0.5)
+
+
+def test_kbench_check_fails_an_out_of_bounds_read_naming_its_line_and_program(cli: Any) -> None:
+    done = cli("check", "oob", "--kernel-path", str(DATA / "bad_kernels"))
+    assert done.returncode == 5
+    (line,) = [x for x in done.stdout.splitlines() if "FAIL" in x]
+    assert line.endswith(
+        f"FAIL: out of bounds: 64 lane(s) of the load at {DATA / 'bad_kernels' / 'oob' / 'base.py'}:17 (add_kernel) "
+        "reach outside its tensor, first in program (4, 0, 0)"
+    )
+    assert cli("check", "vector_add", "base").returncode == 0  # the shipped original passes

@@ -1,7 +1,7 @@
 """Every load and store a Triton kernel makes under Triton's CPU interpreter (TRITON_INTERPRET=1): no GPU.
 
-``traced(allocations)`` hooks the interpreter's builder where every memory access passes (masked load and store, and
-the tensor-descriptor load; plain loads and stores and descriptor stores go through the masked ones) and records, per
+``traced(allocations)`` hooks the interpreter's builder where every memory access passes (its masked load and store:
+plain loads and stores and tensor-descriptor loads and stores go through them, in Triton 3.8 and 3.9) and records, per
 call: load or store, the kernel's source line (the first frame outside Triton and this module), the program (its grid
 index), the byte address of every lane (shape kept: the last axis is the one neighbouring lanes run along), which
 lanes the mask lets through, and the element size. Lanes whose address lies outside every allocation the caller
@@ -10,7 +10,7 @@ would crash the interpreter's process, not report the bug).
 
 Built on the interpreter's own builder (triton.runtime.interpreter.InterpreterBuilder), not on Triton-Viz: the
 triton-viz 3.0 package pulls pyarrow, z3-solver, flask and cairocffi for a web viewer kbench does not use, and its
-tracer patches the same interpreter internals; three hooks give the facts kbench needs.
+tracer patches the same interpreter internals; two hooks give the facts kbench needs.
 """
 
 from __future__ import annotations
@@ -82,7 +82,6 @@ def traced(allocations: Sequence[tuple[int, int]]) -> Iterator[Trace]:
     trace = Trace(list(allocations))
     builder = it.InterpreterBuilder
     masked_load, masked_store = builder.create_masked_load, builder.create_masked_store
-    descriptor_load = getattr(builder, "create_descriptor_load", None)
 
     def record(kind: str, self: Any, ptrs: Any, mask: Any) -> Any:
         elem = int(np.dtype(it._get_np_dtype(ptrs.get_element_ty())).itemsize)
@@ -97,29 +96,19 @@ def traced(allocations: Sequence[tuple[int, int]]) -> Iterator[Trace]:
             mask = it.TensorHandle(lanes & ~wild, mask.dtype)
         return mask
 
-    def load(self: Any, ptrs: Any, mask: Any, *rest: Any) -> Any:
-        return masked_load(self, ptrs, record("load", self, ptrs, mask), *rest)
+    def load(self: Any, ptrs: Any, mask: Any, *rest: Any, **named: Any) -> Any:
+        return masked_load(self, ptrs, record("load", self, ptrs, mask), *rest, **named)
 
-    def store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
-        return masked_store(self, ptrs, value, record("store", self, ptrs, mask), *rest)
-
-    def desc_load(self: Any, desc: Any, indices: Any, *rest: Any) -> Any:
-        assert descriptor_load is not None
-        ptrs, mask = desc.materialize_pointers(indices)
-        record("load", self, ptrs, mask)  # the descriptor's own bounds mask; it pads, never reads outside
-        return descriptor_load(self, desc, indices, *rest)
+    def store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **named: Any) -> Any:
+        return masked_store(self, ptrs, value, record("store", self, ptrs, mask), *rest, **named)
 
     builder.create_masked_load = load
     builder.create_masked_store = store
-    if descriptor_load is not None:
-        builder.create_descriptor_load = desc_load
     try:
         yield trace
     finally:
         builder.create_masked_load = masked_load
         builder.create_masked_store = masked_store
-        if descriptor_load is not None:
-            builder.create_descriptor_load = descriptor_load
 
 
 def allocations_of(workspace: Any) -> list[tuple[int, int]]:

@@ -7,6 +7,7 @@ bf16 plan is checked there in float16 and the result says so: that is never a bf
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -68,5 +69,28 @@ def check_plan(plan: KernelPlan, device: str, note: str = "") -> list[ConfigChec
                 launch = built(plan, s, ws, c)
                 fixed = autotune.TuneResult(best=c, history=[], source="fixed", path=None)
                 prep.stages.append(PreparedStage(s, c, launch, fixed))
-            out.append(ConfigCheck(stage.name, dict(cfg), check(prep, where, note)))
+            out.append(ConfigCheck(stage.name, dict(cfg), traced_check(prep, where, note)))
     return out
+
+
+def traced_check(prep: Prepared, where: str, note: str) -> CheckResult:
+    """The check; under the interpreter every load and store is traced too (kbench.capture.access), and a lane that
+    reaches outside its tensor fails it, naming the source line and the program (the lane itself is masked off, so
+    the interpreter survives to say so)."""
+    if prep.device == "cuda":
+        return check(prep, where, note)
+    from kbench.analysis.access import sites
+    from kbench.capture import access
+
+    with access.traced(access.allocations_of(prep.ws)) as trace:
+        result = check(prep, where, note)
+    wild = [s for s in sites(trace.accesses) if s.out_of_bounds]
+    if not wild:
+        return result
+    w = wild[0]
+    more = f"; {len(wild) - 1} more site(s)" if len(wild) > 1 else ""
+    said = (
+        f"{w.out_of_bounds} lane(s) of the {w.kind} at {w.site} ({w.function}) reach outside its tensor, first in "
+        f"program {w.first_oob_program}{more}"
+    )
+    return dataclasses.replace(result, passed=False, out_of_bounds=said)

@@ -42,8 +42,11 @@ class CheckResult:
     where: str  # "cuda" or "cpu (Triton interpreter)"
     dtype: str
     note: str = ""
+    out_of_bounds: str = ""  # under the interpreter: the first site that reached outside its tensor ("": none)
 
     def verdict(self) -> str:
+        if self.out_of_bounds:
+            return f"FAIL: out of bounds: {self.out_of_bounds}"
         return (
             f"{'PASS' if self.passed else 'FAIL'}: relative L2 error {self.rel_err:.3g} (tolerance {self.tolerance:g})"
         )
