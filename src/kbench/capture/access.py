@@ -4,9 +4,10 @@
 plain loads and stores and tensor-descriptor loads and stores go through them, in Triton 3.8 and 3.9) and records, per
 call: load or store, the kernel's source line (the first frame outside Triton and this module), the program (its grid
 index), the byte address of every lane (shape kept: the last axis is the one neighbouring lanes run along), which
-lanes the mask lets through, and the element size. Lanes whose address lies outside every allocation the caller
-names are recorded as out of bounds and masked off before the interpreter touches them (an unmasked wild read
-would crash the interpreter's process, not report the bug).
+lanes the mask lets through, and the element size. Lanes that run outside the allocation their access is into (of
+those the caller names) are recorded as out of bounds and masked off before the interpreter touches them (an
+unmasked wild read would crash the interpreter's process, not report the bug); an access into memory the caller
+did not name (a buffer a plan makes outside its workspace) is not judged.
 
 Built on the interpreter's own builder (triton.runtime.interpreter.InterpreterBuilder), not on Triton-Viz: the
 triton-viz 3.0 package pulls pyarrow, z3-solver, flask and cairocffi for a web viewer kbench does not use, and its
@@ -61,15 +62,15 @@ def _site() -> tuple[str, str]:
 
 def _outside(addresses: Any, lanes: Any, allocations: Sequence[tuple[int, int]], elem_bytes: int) -> Any:
     """Which active lanes read or write bytes outside the allocation the access is into: the one holding its first
-    active lane (a lane that runs past its tensor into the next allocation is out of bounds too), all of them where
-    that lane is in none."""
+    active lane (a lane that runs past its tensor into the next allocation is out of bounds too). Where that lane is
+    in none of the allocations named (a buffer the plan made outside its workspace), nothing is judged."""
     active = addresses[lanes]
     if active.size == 0:
         return np.zeros(addresses.shape, dtype=bool)
     first = int(active.reshape(-1)[0])
     home = next(((s, e) for s, e in allocations if s <= first and first + elem_bytes <= e), None)
     if home is None:
-        return lanes.copy()
+        return np.zeros(addresses.shape, dtype=bool)
     start, end = home
     return lanes & ~((addresses >= start) & (addresses + elem_bytes <= end))
 
