@@ -100,3 +100,15 @@ def test_kbench_check_fails_an_out_of_bounds_read_naming_its_line_and_program(cl
         "reach outside its tensor, first in program (4, 0, 0)"
     )
     assert cli("check", "vector_add", "base").returncode == 0  # the shipped original passes
+
+
+def test_only_lanes_running_past_a_known_tensor_are_out_of_bounds() -> None:
+    import numpy as np
+
+    from kbench.capture.access import _outside
+
+    a = np.arange(1000, 1000 + 8 * 4, 4, dtype=np.int64)  # 8 fp32 lanes from byte 1000
+    on = np.ones(8, dtype=bool)
+    assert _outside(a, on, [(1000, 1024)], 4).tolist() == [False] * 6 + [True] * 2  # the last two run past 1024
+    assert not _outside(a, on, [(5000, 6000)], 4).any()  # memory no workspace tensor holds: not judged
+    assert not _outside(a, on & (np.arange(8) < 6), [(1000, 1024)], 4).any()  # masked lanes never count
