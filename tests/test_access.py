@@ -112,3 +112,14 @@ def test_only_lanes_running_past_a_known_tensor_are_out_of_bounds() -> None:
     assert _outside(a, on, [(1000, 1024)], 4).tolist() == [False] * 6 + [True] * 2  # the last two run past 1024
     assert not _outside(a, on, [(5000, 6000)], 4).any()  # memory no workspace tensor holds: not judged
     assert not _outside(a, on & (np.arange(8) < 6), [(1000, 1024)], 4).any()  # masked lanes never count
+
+
+def test_kbench_check_access_prints_each_load_and_store_line(cli: Any) -> None:
+    done = cli("check", "transpose", "naive", "--kernel-path", str(DATA / "validation"), "--access")
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "naive.py" in line]
+    assert len(rows) == 2
+    load, store = (r.split(" | ") for r in rows)
+    assert load[1:] == ["load", "130", "36400", "93.2", "520", "4.0", "1.00", "0 |"]  # a column: one float per sector
+    assert store[1:3] == ["store", "130"] and store[5] == "4"
+    assert "predicted on CPU (Triton interpreter" in done.stdout

@@ -97,3 +97,26 @@ def sites(accesses: Sequence[Any]) -> list[SiteFacts]:
             )
         )
     return out
+
+
+def table(facts: Sequence[SiteFacts], root: str | None = None) -> str:
+    """The sites as a markdown table (source paths relative to ``root`` where they lie under it)."""
+
+    def where(site: str) -> str:
+        return site.removeprefix(root.rstrip("/") + "/") if root and site.startswith(root) else site
+
+    def num(v: float | None, digits: int = 1) -> str:
+        return "n/a" if v is None else f"{v:.{digits}f}"
+
+    lines = [
+        "| site | kind | programs | bytes | masked lanes % | lane stride (B) | bytes used / 32-B sector | reuse "
+        "| out of bounds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for f in facts:
+        stride = "n/a" if f.stride_bytes is None else str(f.stride_bytes)
+        lines.append(
+            f"| {where(f.site)} ({f.function}) | {f.kind} | {f.programs} | {f.bytes} | {f.masked_pct:.1f} | {stride} | "
+            f"{num(f.bytes_per_sector)} | {num(f.reuse, 2)} | {f.out_of_bounds} |"
+        )
+    return "\n".join(lines)

@@ -26,6 +26,7 @@ class ConfigCheck:
     stage: str
     config: Config
     result: CheckResult
+    sites: tuple[Any, ...] = ()  # under the interpreter: what each load/store line did (kbench.analysis.access)
 
 
 def use_interpreter() -> None:
@@ -69,28 +70,30 @@ def check_plan(plan: KernelPlan, device: str, note: str = "") -> list[ConfigChec
                 launch = built(plan, s, ws, c)
                 fixed = autotune.TuneResult(best=c, history=[], source="fixed", path=None)
                 prep.stages.append(PreparedStage(s, c, launch, fixed))
-            out.append(ConfigCheck(stage.name, dict(cfg), traced_check(prep, where, note)))
+            result, sites = traced_check(prep, where, note)
+            out.append(ConfigCheck(stage.name, dict(cfg), result, tuple(sites)))
     return out
 
 
-def traced_check(prep: Prepared, where: str, note: str) -> CheckResult:
-    """The check; under the interpreter every load and store is traced too (kbench.capture.access), and a lane that
-    reaches outside its tensor fails it, naming the source line and the program (the lane itself is masked off, so
-    the interpreter survives to say so)."""
+def traced_check(prep: Prepared, where: str, note: str) -> tuple[CheckResult, list[Any]]:
+    """The check, and under the interpreter the facts of every load and store line (kbench.capture.access): a lane
+    that reaches outside its tensor fails the check, naming the source line and the program (the lane itself is
+    masked off, so the interpreter survives to say so). On the GPU: the check alone."""
     if prep.device == "cuda":
-        return check(prep, where, note)
+        return check(prep, where, note), []
     from kbench.analysis.access import sites
     from kbench.capture import access
 
     with access.traced(access.allocations_of(prep.ws)) as trace:
         result = check(prep, where, note)
-    wild = [s for s in sites(trace.accesses) if s.out_of_bounds]
+    facts = sites(trace.accesses)
+    wild = [s for s in facts if s.out_of_bounds]
     if not wild:
-        return result
+        return result, facts
     w = wild[0]
     more = f"; {len(wild) - 1} more site(s)" if len(wild) > 1 else ""
     said = (
         f"{w.out_of_bounds} lane(s) of the {w.kind} at {w.site} ({w.function}) reach outside its tensor, first in "
         f"program {w.first_oob_program}{more}"
     )
-    return dataclasses.replace(result, passed=False, out_of_bounds=said)
+    return dataclasses.replace(result, passed=False, out_of_bounds=said), facts

@@ -31,7 +31,10 @@ app.command("profile", context_settings=kernel.CONTEXT, epilog=kernel.EPILOG, op
 def check_cmd(
     ctx: typer.Context,
     kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
-    verbose: bool = typer.Option(False, "--verbose", "-v"),
+    accesses: bool = typer.Option(
+        False, "--access", help="On CPU: each load/store line's bytes, masked lanes, stride, sector use, reuse."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log what kbench does."),
 ) -> None:
     """Check a plan's correctness: <kernel_package> [<version>] [--<param>=<value> ...].
 
@@ -74,6 +77,8 @@ def check_cmd(
         for r in mine:
             typer.echo(f"  {r.stage} {r.config or '(default)'}: {r.result.verdict()}")
         results += mine
+        if accesses:
+            typer.echo(access_lines(mine, on_gpu, plan))
     checked = len(versions) - len(skipped)
     if checked == 0:
         raise UsageError(f"no version of {args.package} can run these parameters (each skipped above)")
@@ -83,6 +88,21 @@ def check_cmd(
         typer.echo(f"kbench: error: {len(failed)} of {len(results)} configuration(s){scope} failed the check", err=True)
         sys.exit(5)
     typer.echo(f"all {len(results)} configuration(s){scope} pass")
+
+
+def access_lines(checks: list[Any], on_gpu: bool, plan: Any) -> str:
+    """`kbench check --access`: the load/store lines of the version's first (default) configuration."""
+    if on_gpu:
+        return "  accesses: traced only under the CPU interpreter (run kbench check on a machine without a GPU)"
+    from kbench.analysis.access import table
+
+    first = next((c for c in checks if c.sites), None)
+    if first is None:
+        return "  accesses: none traced (no Triton kernel ran under the interpreter)"
+    return (
+        f"  accesses of {plan.package} {plan.version} at {plan.values()}, predicted on CPU (Triton interpreter; a warp "
+        "= 32 neighbouring lanes of the last axis):\n" + table(first.sites, str(Path.cwd()))
+    )
 
 
 @app.command(
