@@ -159,10 +159,11 @@ def test_check_is_a_tool_for_an_agent_without_a_gpu() -> None:
 
     if HAS_CUDA:
         pytest.skip("the CPU interpreter path")
-    (answer,) = calls(build(), [("check", {"kernel": "vector_add", "version": "base"})])
+    (answer,) = calls(build(), [("check", {"kernel": "vector_add", "version": "base", "access": True})])
     got = answer.structured_content or {}
     assert not answer.is_error and got["passed"] and got["exit_code"] == 0
     assert "Triton interpreter" in got["output"] and got["output"].rstrip().endswith("configuration(s) pass")
+    assert "| load | 5 | 20012 |" in got["output"]  # --access: vector_add's loads, 5 programs, 5003 floats
 
 
 def test_check_with_bad_input_is_a_one_line_tool_error() -> None:

@@ -298,11 +298,17 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
 
     @server.tool()
     async def check(
-        ctx: Context, kernel: str, version: str | None = None, params: dict[str, str] | None = None
+        ctx: Context,
+        kernel: str,
+        version: str | None = None,
+        params: dict[str, str] | None = None,
+        access: bool = False,
     ) -> Checked:
         """`kbench check`: the plan's correctness against its reference for every tuning configuration (of every
         version when none is named), on this machine's GPU, or without one under Triton's CPU interpreter at the
-        plan's small check sizes (bf16 as fp16/fp32, said so). Runs in its own process."""
+        plan's small check sizes (bf16 as fp16/fp32, said so); there every load and store is traced: an access out of
+        bounds fails it, naming the line, and `access` adds each load/store line's facts (bytes, masked lanes, stride,
+        bytes used per 32-byte sector, reuse). Runs in its own process."""
         await bound.of(ctx)
 
         def work() -> Checked:
@@ -312,6 +318,7 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
 
             argv = [sys.executable, "-m", "kbench", "check", kernel, *([version] if version else [])]
             argv += [f"--{k}={v}" for k, v in (params or {}).items()] + [f"--kernel-path={k}" for k in paths]
+            argv += ["--access"] if access else []
             import tempfile
 
             with tempfile.TemporaryDirectory(prefix="kbench-check-") as tmp:
