@@ -123,3 +123,29 @@ def test_kbench_check_access_prints_each_load_and_store_line(cli: Any) -> None:
     assert load[1:] == ["load", "130", "36400", "93.2", "520", "4.0", "1.00", "0 |"]  # a column: one float per sector
     assert store[1:3] == ["store", "130"] and store[5] == "4"
     assert "predicted on CPU (Triton interpreter" in done.stdout
+
+
+def test_which_program_touched_each_element_and_its_picture(cli: Any, tmp_path: Path) -> None:
+    """The naive transpose: program c reads column c of x and writes row c of y (the grid's first axis is the
+    column); the pictures are written, one per workspace tensor."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    from kbench.capture.check import check_plan, cpu_values
+    from kbench.plan.discovery import load_version
+
+    cls = load_version("transpose", "naive", [str(DATA / "validation")])
+    plan = cls.from_values(cpu_values(cls, {})[0])  # rows 70, cols 130
+    (first,) = check_plan(plan, "cpu", maps=True)
+    maps = {t.name: t for t in first.touched}
+    x, y = maps["x"], maps["y"]
+    assert x.shape == (70, 130) and y.shape == (130, 70)
+    import numpy as np
+
+    columns = np.broadcast_to(np.arange(130), (70, 130))
+    assert np.array_equal(x.read, columns) and (x.written == -1).all()  # column c read by program c, never written
+    assert np.array_equal(y.written, columns.T) and (y.read == -1).all()
+    done = cli("check", "transpose", "naive", "--kernel-path", str(DATA / "validation"),
+               "--access-pictures", str(tmp_path))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    pictures = sorted(tmp_path.glob("*.png"))
+    assert [p.name for p in pictures] == ["transpose-naive-x.png", "transpose-naive-y.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pictures)

@@ -120,3 +120,36 @@ def table(facts: Sequence[SiteFacts], root: str | None = None) -> str:
             f"{num(f.bytes_per_sector)} | {num(f.reuse, 2)} | {f.out_of_bounds} |"
         )
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Touched:
+    """Which program first read and first wrote each element of one tensor (-1: none), in the tensor's shape."""
+
+    name: str
+    shape: tuple[int, ...]
+    read: Any
+    written: Any
+
+
+def touched(accesses: Sequence[Any], tensors: Sequence[tuple[str, int, int, tuple[int, ...]]]) -> list[Touched]:
+    """Per tensor (name, data address, element size, shape): the first program (its index in the order programs
+    ran) to read and to write each element."""
+    order: dict[tuple[int, int, int], int] = {}
+    for a in accesses:
+        order.setdefault(a.program, len(order))
+    out = []
+    for name, start, elem, shape in tensors:
+        count = int(np.prod(shape)) if shape else 1
+        maps = {"load": np.full(count, -1, dtype=np.int64), "store": np.full(count, -1, dtype=np.int64)}
+        for a in accesses:
+            lanes = a.addresses[a.mask]
+            inside = lanes[(lanes >= start) & (lanes < start + count * elem)]
+            if inside.size == 0:
+                continue
+            index = (inside - start) // elem
+            seen = maps[a.kind]
+            fresh = index[seen[index] < 0]
+            seen[fresh] = order[a.program]
+        out.append(Touched(name, tuple(shape), maps["load"].reshape(shape), maps["store"].reshape(shape)))
+    return out

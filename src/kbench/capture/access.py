@@ -112,29 +112,37 @@ def traced(allocations: Sequence[tuple[int, int]]) -> Iterator[Trace]:
         builder.create_masked_store = masked_store
 
 
-def allocations_of(workspace: Any) -> list[tuple[int, int]]:
-    """The byte ranges of every torch tensor in a plan's workspace (a dict, list or object of them, nested)."""
+def tensors_of(workspace: Any) -> list[tuple[str, Any]]:
+    """Every torch tensor in a plan's workspace (a dict, list or object of them, nested), with its name there."""
     import torch
 
-    found: list[tuple[int, int]] = []
+    found: list[tuple[str, Any]] = []
     seen: set[int] = set()
 
-    def walk(obj: Any) -> None:
+    def walk(obj: Any, name: str) -> None:
         if id(obj) in seen:
             return
         seen.add(id(obj))
         if isinstance(obj, torch.Tensor):
-            base = int(obj.untyped_storage().data_ptr())  # the whole storage a view lies in
-            found.append((base, base + int(obj.untyped_storage().nbytes())))
+            found.append((name or "tensor", obj))
         elif isinstance(obj, dict):
-            for v in obj.values():
-                walk(v)
+            for k, v in obj.items():
+                walk(v, f"{name}.{k}" if name else str(k))
         elif isinstance(obj, list | tuple):
-            for v in obj:
-                walk(v)
+            for i, v in enumerate(obj):
+                walk(v, f"{name}[{i}]")
         elif hasattr(obj, "__dict__"):
-            for v in vars(obj).values():
-                walk(v)
+            for k, v in vars(obj).items():
+                walk(v, f"{name}.{k}" if name else k)
 
-    walk(workspace)
+    walk(workspace, "")
     return found
+
+
+def allocations_of(workspace: Any) -> list[tuple[int, int]]:
+    """The byte ranges of the storages the workspace's tensors lie in (a view's neighbours are in bounds)."""
+    out = []
+    for _, t in tensors_of(workspace):
+        base = int(t.untyped_storage().data_ptr())
+        out.append((base, base + int(t.untyped_storage().nbytes())))
+    return out

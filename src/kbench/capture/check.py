@@ -27,6 +27,7 @@ class ConfigCheck:
     config: Config
     result: CheckResult
     sites: tuple[Any, ...] = ()  # under the interpreter: what each load/store line did (kbench.analysis.access)
+    touched: tuple[Any, ...] = ()  # with maps=True: which program first read/wrote each element, per tensor
 
 
 def use_interpreter() -> None:
@@ -54,7 +55,7 @@ def cpu_values(plan_cls: type[KernelPlan], values: dict[str, Any]) -> tuple[dict
     return merged, note
 
 
-def check_plan(plan: KernelPlan, device: str, note: str = "") -> list[ConfigCheck]:
+def check_plan(plan: KernelPlan, device: str, note: str = "", maps: bool = False) -> list[ConfigCheck]:
     where = "cuda" if device == "cuda" else INTERPRETER
     stages = plan.checked_stages()
     ws = guarded("setup", lambda: plan.setup(device, time.time_ns() % (2**31)))
@@ -70,30 +71,33 @@ def check_plan(plan: KernelPlan, device: str, note: str = "") -> list[ConfigChec
                 launch = built(plan, s, ws, c)
                 fixed = autotune.TuneResult(best=c, history=[], source="fixed", path=None)
                 prep.stages.append(PreparedStage(s, c, launch, fixed))
-            result, sites = traced_check(prep, where, note)
-            out.append(ConfigCheck(stage.name, dict(cfg), result, tuple(sites)))
+            result, sites, touched = traced_check(prep, where, note, maps and not out)
+            out.append(ConfigCheck(stage.name, dict(cfg), result, tuple(sites), tuple(touched)))
     return out
 
 
-def traced_check(prep: Prepared, where: str, note: str) -> tuple[CheckResult, list[Any]]:
-    """The check, and under the interpreter the facts of every load and store line (kbench.capture.access): a lane
-    that reaches outside its tensor fails the check, naming the source line and the program (the lane itself is
-    masked off, so the interpreter survives to say so). On the GPU: the check alone."""
+def traced_check(prep: Prepared, where: str, note: str, maps: bool = False) -> tuple[CheckResult, list[Any], list[Any]]:
+    """The check, and under the interpreter the facts of every load and store line (kbench.capture.access) and, with
+    ``maps``, which program first read and wrote each element of each workspace tensor: a lane that reaches outside
+    its tensor fails the check, naming the source line and the program (the lane itself is masked off, so the
+    interpreter survives to say so). On the GPU: the check alone."""
     if prep.device == "cuda":
-        return check(prep, where, note), []
-    from kbench.analysis.access import sites
+        return check(prep, where, note), [], []
+    from kbench.analysis.access import sites, touched
     from kbench.capture import access
 
     with access.traced(access.allocations_of(prep.ws)) as trace:
         result = check(prep, where, note)
     facts = sites(trace.accesses)
+    named = [(n, int(t.data_ptr()), t.element_size(), tuple(t.shape)) for n, t in access.tensors_of(prep.ws)]
+    elements = touched(trace.accesses, named) if maps else []
     wild = [s for s in facts if s.out_of_bounds]
     if not wild:
-        return result, facts
+        return result, facts, elements
     w = wild[0]
     more = f"; {len(wild) - 1} more site(s)" if len(wild) > 1 else ""
     said = (
         f"{w.out_of_bounds} lane(s) of the {w.kind} at {w.site} ({w.function}) reach outside its tensor, first in "
         f"program {w.first_oob_program}{more}"
     )
-    return dataclasses.replace(result, passed=False, out_of_bounds=said), facts
+    return dataclasses.replace(result, passed=False, out_of_bounds=said), facts, elements

@@ -14,6 +14,7 @@ import typer
 from kbench.cli import analyze, kernel
 from kbench.cli.common import load_plan, out_folder, parse_plan_args, run_command, setup_logging
 from kbench.errors import SweepFailures, UsageError
+from kbench.fsutil import safe
 
 app = typer.Typer(
     add_completion=False,
@@ -33,6 +34,9 @@ def check_cmd(
     kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
     accesses: bool = typer.Option(
         False, "--access", help="On CPU: each load/store line's bytes, masked lanes, stride, sector use, reuse."
+    ),
+    pictures: Path | None = typer.Option(
+        None, "--access-pictures", help="With --access: a PNG per tensor (which program read/wrote each element) here."
     ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log what kbench does."),
 ) -> None:
@@ -73,12 +77,18 @@ def check_cmd(
             skipped.append(version)
             continue
         typer.echo(f"checking {plan.package} {plan.version} {plan.values()} on {where}{'; ' + note if note else ''}")
-        mine = check.check_plan(plan, "cuda" if on_gpu else "cpu", note)
+        mine = check.check_plan(plan, "cuda" if on_gpu else "cpu", note, maps=pictures is not None)
         for r in mine:
             typer.echo(f"  {r.stage} {r.config or '(default)'}: {r.result.verdict()}")
         results += mine
-        if accesses:
+        if accesses or pictures is not None:
             typer.echo(access_lines(mine, on_gpu, plan))
+        if pictures is not None and mine and mine[0].touched:
+            from kbench.report.chart import access_png
+
+            for t in mine[0].touched:
+                path = access_png(t, pictures / f"{plan.package}-{plan.version}-{safe(t.name)}.png")
+                typer.echo(f"  picture: {path}")
     checked = len(versions) - len(skipped)
     if checked == 0:
         raise UsageError(f"no version of {args.package} can run these parameters (each skipped above)")

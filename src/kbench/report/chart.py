@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
+from kbench.analysis.access import Touched
 from kbench.analysis.figures import PlanFigures
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.stages import StageFigures
@@ -81,3 +83,35 @@ def roofline_png(figures: PlanFigures, ceilings: dict[str, Ceilings], path: Path
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def access_png(t: Touched, path: Path, programs: int = 16) -> Path:
+    """One tensor's picture: which of programs 0..``programs``-1 first read
+    (left) and first wrote (right) each element; later programs in the last colour, untouched elements white. A 1-D
+    tensor is folded into rows of 64, more dimensions into rows of the last one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    def grid(a: Any) -> Any:
+        if a.ndim == 1:
+            width = 64
+            a = np.concatenate([a, np.full((-a.size) % width, -1)]).reshape(-1, width)
+        elif a.ndim > 2:
+            a = a.reshape(-1, a.shape[-1])
+        shown = np.where(a >= programs, programs, a).astype(float)
+        return np.ma.masked_less(shown, 0)
+
+    cmap = matplotlib.colormaps["tab20"].resampled(programs + 1).with_extremes(bad="white")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
+    for ax, what, data in ((axes[0], "read", t.read), (axes[1], "written", t.written)):
+        ax.imshow(grid(data), cmap=cmap, vmin=0, vmax=programs, interpolation="nearest", aspect="auto")
+        ax.set_title(f"{t.name} {list(t.shape)}: first program to have it {what}", fontsize=9)
+        ax.set_xlabel("last axis" if data.ndim > 1 else "element % 64")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
