@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kbench import sweep
+from kbench import sweep, sweep_report
 from kbench.errors import NoGpuError
 from tests import ray_fakes
 from tests.conftest import Ran
@@ -79,8 +79,8 @@ def test_ray_points_come_home_with_where_they_ran_and_the_same_table_as_a_local_
         placed = json.loads((run / sweep_ray.PLACEMENT).read_text())
         assert placed["executor"] == "ray" and placed["host"] == socket.gethostname() and placed["gpus"] == [r.gpu]
     assert said[-1].startswith("[####################] 4/4 point(s) finished, 2 not ok")
-    local_md = sweep.write(local_rows, local_spec, local_dir)
-    ray_md = sweep.write(rows, spec, folder)
+    local_md = sweep_report.write(local_rows, local_spec, local_dir)
+    ray_md = sweep_report.write(rows, spec, folder)
     assert ray_md.startswith(local_md)  # the same table, map and plots, then where the points ran
     assert ray_md[len(local_md) :].startswith(f"\n## Where the points ran (Ray)\n\n- {socket.gethostname()}, GPU ")
     assert sorted(p.name for p in (folder / "plots").iterdir()) == sorted(

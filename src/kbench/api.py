@@ -132,6 +132,7 @@ def sweep(
     missing points run). ``executor``: "local", "ray", or a ``SweepExecutor`` (GPU workers, Ray's address, retries
     and captures)."""
     from kbench import sweep as sw
+    from kbench import sweep_report
 
     how = executor if isinstance(executor, SweepExecutor) else SweepExecutor(executor)
     if resume is not None:
@@ -146,7 +147,7 @@ def sweep(
         spec = sw.ask(kernel, versions, listed, mode, out, bench_runs, list(kernel_path))
         folder = sw.new_dir(Path(sweep_out) if sweep_out is not None else Path("out/sweeps"), spec["kernel"])
     rows = run_sweep(spec, folder, list(kernel_path), progress or logging.getLogger("kbench.sweep").info, how)
-    return sw.Swept(folder, rows, sw.write(rows, spec, folder))
+    return sw.Swept(folder, rows, sweep_report.write(rows, spec, folder))
 
 
 def run_sweep(

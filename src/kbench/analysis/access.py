@@ -49,16 +49,15 @@ def _strides(addresses: Any, mask: Any) -> Any:
 
 
 def _sectors(addresses: Any, mask: Any, elem: int) -> tuple[int, int]:
-    """(bytes the active lanes move, sectors they touch), a warp's 32 lanes at a time."""
+    """(bytes the active lanes move, sectors they touch), a warp's 32 lanes at a time: the distinct (warp, sector)
+    pairs of the first and last byte of each active lane."""
     flat, on = addresses.reshape(-1), mask.reshape(-1)
-    moved, touched = 0, 0
-    for start in range(0, flat.size, WARP):
-        a = flat[start : start + WARP][on[start : start + WARP]]
-        if a.size == 0:
-            continue
-        moved += a.size * elem
-        touched += np.unique(np.concatenate([a // SECTOR, (a + elem - 1) // SECTOR])).size
-    return moved, touched
+    warp = (np.arange(flat.size) // WARP)[on]
+    a = flat[on]
+    if a.size == 0:
+        return 0, 0
+    pairs = np.concatenate([np.stack([warp, a // SECTOR]), np.stack([warp, (a + elem - 1) // SECTOR])], axis=1)
+    return int(a.size) * elem, int(np.unique(pairs, axis=1).shape[1])
 
 
 def sites(accesses: Sequence[Any]) -> list[SiteFacts]:
@@ -88,7 +87,7 @@ def sites(accesses: Sequence[Any]) -> list[SiteFacts]:
                 programs=len({c.program for c in calls}),
                 lanes=lanes,
                 active=active,
-                bytes=sum(int(c.mask.sum()) * c.elem_bytes for c in calls),
+                bytes=moved,
                 stride_bytes=int(values[int(np.argmax(counts))]) if steps.size else None,
                 bytes_per_sector=moved / touched if touched else None,
                 reuse=active / distinct if distinct else None,

@@ -259,7 +259,7 @@ def sweep_cmd(
     saying in placement.json which host and GPU it ran on; large captures stay on the node unless --fetch-captures.
     """
     setup_logging(verbose)
-    from kbench import api, sweep
+    from kbench import api, sweep, sweep_report
     from kbench.cli.common import progress
 
     devices = [] if gpus is None or worker is not None else sweep_gpus(gpus)
@@ -285,7 +285,7 @@ def sweep_cmd(
         )
     with progress() as status:
         rows = api.run_sweep(spec, sweep_dir, kernel_path, status, how)
-    typer.echo(sweep.write(rows, spec, sweep_dir))
+    typer.echo(sweep_report.write(rows, spec, sweep_dir))
     counts, code = sweep.outcome(rows)
     if code:
         raise SweepFailures(f"wrote {sweep_dir / 'sweep.md'}; {counts}", code)

@@ -298,18 +298,13 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
 
     @server.tool()
     async def check(
-        ctx: Context,
-        kernel: str,
-        version: str | None = None,
-        params: dict[str, str] | None = None,
-        access: bool = False,
+        kernel: str, version: str | None = None, params: dict[str, str] | None = None, access: bool = False
     ) -> Checked:
         """`kbench check`: the plan's correctness against its reference for every tuning configuration (of every
         version when none is named), on this machine's GPU, or without one under Triton's CPU interpreter at the
         plan's small check sizes (bf16 as fp16/fp32, said so); there every load and store is traced: an access out of
         bounds fails it, naming the line, and `access` adds each load/store line's facts (bytes, masked lanes, stride,
-        bytes used per 32-byte sector, reuse). Runs in its own process."""
-        await bound.of(ctx)
+        bytes used per 32-byte sector, reuse). Runs in its own process; it touches no file the client names."""
 
         def work() -> Checked:
             import sys
@@ -442,10 +437,11 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
             from kbench.plan.discovery import find_package
 
             given = [str(inside(kernel_path, allowed, "kernel_path"))] if kernel_path else []
-            if find_package(kernel, paths).folder is None and not (given or paths):
-                inside("kernels", allowed, "kernel_path")  # where a shipped package's copy would go
-            elif (ref := find_package(kernel, paths)).folder is not None:
+            ref = find_package(kernel, paths)
+            if ref.folder is not None:
                 inside(str(ref.folder), allowed, "kernel package")
+            elif not (given or paths):
+                inside("kernels", allowed, "kernel_path")  # where a shipped package's copy would go
             done = cloned(kernel, source, target, [*given, *paths])
             where = str(done.copied_to.parent) if done.copied_to is not None else None
             if where is not None and where not in paths:

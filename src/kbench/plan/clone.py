@@ -140,10 +140,15 @@ def own_kernels(package_dir: Path, source: str, package: str, old: str, new: str
     return source, own, shared
 
 
-def clone(package_dir: Path, package: str, old: str, new: str) -> Cloned:
-    """Write ``<package_dir>/<new>.py`` from ``<old>.py``; refuses a bad or taken version name."""
+def version_name(new: str) -> None:
+    """UsageError unless ``new`` can be a version (a module name)."""
     if not VERSION_NAME.match(new) or keyword.iskeyword(new):
         raise UsageError(f"'{new}' cannot be a version: use lower-case letters, digits and _ (a module name)")
+
+
+def clone(package_dir: Path, package: str, old: str, new: str) -> Cloned:
+    """Write ``<package_dir>/<new>.py`` from ``<old>.py``; refuses a bad or taken version name."""
+    version_name(new)
     src, dst = package_dir / f"{old}.py", package_dir / f"{new}.py"
     if not src.is_file():
         raise UsageError(f"{package} has no version '{old}' ({src} not found)")
@@ -201,8 +206,7 @@ def clone_version(package: str, old: str, new: str, kernel_path: list[str] | Non
     copied: Path | None = None
     if ref.folder is None:  # shipped: never written into; a copy in the user's kernel path instead
         dest = next(iter(kernel_paths(kernel_path)), None) or Path("kernels").resolve()
-        if not VERSION_NAME.match(new) or keyword.iskeyword(new):
-            raise UsageError(f"'{new}' cannot be a version: use lower-case letters, digits and _ (a module name)")
+        version_name(new)  # before anything is copied
         try:
             copied = copy_shipped(Path(ref.module().__path__[0]), package, dest)
         except OSError as e:

@@ -32,10 +32,10 @@ class RunRow(Model):
 
 def _started(stamp: str) -> str:
     """20261123T121408Z[-01] -> 2026-11-23T12:14:08Z (the folder name as it is when it has another shape)."""
+    if not folder.stamped(stamp):
+        return stamp
     s = stamp.split("-")[0]
-    if len(s) == 16 and s[8] == "T" and s.endswith("Z"):
-        return f"{s[0:4]}-{s[4:6]}-{s[6:8]}T{s[9:11]}:{s[11:13]}:{s[13:15]}Z"
-    return stamp
+    return f"{s[0:4]}-{s[4:6]}-{s[6:8]}T{s[9:11]}:{s[11:13]}:{s[13:15]}Z"
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -92,13 +92,11 @@ def is_run(d: Path) -> bool:
     return folder.stamped(d.name) and not (d / "sweep.json").exists()  # a sweep's folder is named so too
 
 
-def run_dirs(root: Path, kernel: str | None = None) -> list[Path]:
+def _found(root: Path) -> list[Path]:
     """Every run folder under ``root``, at any depth (kbench's own layout, committed examples, renamed copies; not
-    the folders inside a run), of ``kernel`` only when given; newest first."""
-    if not root.is_dir():
-        return []
+    the folders inside a run)."""
     found: list[Path] = []
-    todo = [root]
+    todo = [root] if root.is_dir() else []
     while todo:
         here = todo.pop()
         for d in sorted(p for p in here.iterdir() if p.is_dir() and not p.is_symlink()):
@@ -106,13 +104,18 @@ def run_dirs(root: Path, kernel: str | None = None) -> list[Path]:
                 found.append(d)  # what lies inside a run (tiling/, compiled/, source/) is not a run
             else:
                 todo.append(d)
-    rows = [(d, read_run(d)) for d in found]
-    mine = [(d, r) for d, r in rows if kernel is None or r.kernel == kernel]
-    return [d for d, _ in sorted(mine, key=lambda dr: (dr[1].started, str(dr[0])), reverse=True)]
+    return found
 
 
 def runs(root: Path, kernel: str | None = None, limit: int | None = None) -> list[RunRow]:
-    return [read_run(d) for d in run_dirs(root, kernel)[:limit]]
+    """The run folders under ``root`` (of ``kernel`` only when given), each read once, newest first."""
+    rows = [r for r in map(read_run, _found(root)) if kernel is None or r.kernel == kernel]
+    return sorted(rows, key=lambda r: (r.started, r.path), reverse=True)[:limit]
+
+
+def run_dirs(root: Path, kernel: str | None = None) -> list[Path]:
+    """The folders of ``runs``, newest first."""
+    return [Path(r.path) for r in runs(root, kernel)]
 
 
 def table(rows: list[RunRow]) -> str:
