@@ -22,6 +22,7 @@ from kbench.analysis.compare import compare
 from kbench.analysis.devices import load_devices
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import copy_atomic, safe, write_json_atomic, write_text_atomic
+from kbench.modes import access as access_mode
 from kbench.modes import registry
 from kbench.modes.base import Analysis, Backend, Capture, Context, Job, PartialCapture, RunOptions
 from kbench.plan import sources
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from kbench.capture.clocks import Measuring
 
 log = logging.getLogger(__name__)
+NO_GPU = "n/a: no GPU used (Triton's CPU interpreter)"
 
 
 def _now() -> str:
@@ -144,7 +146,7 @@ def _result(
 def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     """Profile ``plan`` in ``mode`` into a new run folder under ``opts.out_root``."""
     from kbench.capture import gpu  # a live run's modules: `kbench analyze` needs none of them
-    from kbench.capture.clocks import measuring
+    from kbench.capture.clocks import measuring, unmeasured
 
     backend = registry.get(mode)
     registry.check_options(backend, opts)
@@ -153,10 +155,13 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     plan = current(plan)  # the version's source as it is now, even where this process loaded it before an edit
     loaded = sources.record(type(plan).__module__)
     here = backend.in_process  # a mode whose plan runs in a child never imports torch here
-    gpu.require_cuda(f"--prof_type={mode}", torch=here)
+    if backend.needs_gpu:
+        gpu.require_cuda(f"--prof_type={mode}", torch=here)
     found = backend.tools(opts)  # a missing profiler stops the run before any folder is made
     named = (opts.baseline, named_baseline(opts.baseline, plan)) if opts.baseline is not None else None
-    device = gpu.active_device(load_devices(), torch=here)
+    # a mode that uses no GPU (access) predicts for the device it names: --device, else the GPU here, else an H100
+    table = load_devices()
+    device = gpu.active_device(table, torch=here) if backend.needs_gpu else gpu.target_device(table, opts.device)
     run_dir = folder.new_run_dir(opts.out_root, mode, plan.package, plan.slug())
     seed = opts.seed if opts.seed is not None else time.time_ns() % (2**31)
     params: dict[str, Any] = {
@@ -177,7 +182,8 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     write_json_atomic(run_dir / folder.PARAMS, params)
     opts.progress(f"{mode} mode: {plan.package} {plan.version} into {run_dir}")
     with folder.marked_on_failure(run_dir, params):
-        with measuring(opts.lock_clocks, opts.wait, opts.progress) as env:
+        held = measuring(opts.lock_clocks, opts.wait, opts.progress) if backend.needs_gpu else unmeasured(NO_GPU)
+        with held as env:
             job = Job(plan, opts, run_dir, seed, device, params, env, found)
             try:
                 capture = backend.capture(job)
@@ -185,6 +191,12 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
                 clocks = record_clocks(env, params, job.clock_note)
         source = ran_source(loaded, capture.source)
         params["source"] = source.model_dump() if source else None
+        if backend.needs_gpu and source is not None and not capture.predicted:
+            # the loads and stores an access run of this very source traced on a CPU: the catalogue reads them
+            predicted, access_run = access_mode.predicted_for(opts.out_root, plan, source.digest)
+            if access_run is not None:
+                capture = replace(capture, predicted=predicted)
+                params["predicted_from"] = str(access_run)
         write_json_atomic(run_dir / folder.PARAMS, params)
         opts.progress("analysing the capture")
         analysis = backend.analyse(capture, Context(plan, load_devices(), device))

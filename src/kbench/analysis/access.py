@@ -13,31 +13,9 @@ from typing import Any
 
 import numpy as np
 
-SECTOR = 32  # bytes: the unit DRAM and L2 move
+from kbench.analysis.access_facts import SECTOR, SiteFacts
+
 WARP = 32
-
-
-@dataclass(frozen=True)
-class SiteFacts:
-    """One load or store site (a source line) of a kernel, over every program that ran it."""
-
-    kind: str
-    site: str
-    function: str
-    calls: int
-    programs: int
-    lanes: int
-    active: int
-    bytes: int  # active lanes x element size
-    stride_bytes: int | None  # the commonest address step between neighbouring active lanes (None: no such pair)
-    bytes_per_sector: float | None  # bytes used of each 32-byte sector a warp's lanes touch (32: all of it)
-    reuse: float | None  # active element accesses over distinct addresses, across programs (1: each once)
-    out_of_bounds: int  # active lanes outside every allocation
-    first_oob_program: tuple[int, int, int] | None
-
-    @property
-    def masked_pct(self) -> float:
-        return 100.0 * (1 - self.active / self.lanes) if self.lanes else 0.0
 
 
 def _strides(addresses: Any, mask: Any) -> Any:
@@ -60,23 +38,25 @@ def _sectors(addresses: Any, mask: Any, elem: int) -> tuple[int, int]:
     return int(a.size) * elem, int(np.unique(pairs, axis=1).shape[1])
 
 
-def sites(accesses: Sequence[Any]) -> list[SiteFacts]:
-    """Per (kind, site), in the order the sites first ran."""
+def sites(accesses: Sequence[Any], whole: bool = True) -> list[SiteFacts]:
+    """Per (kind, site), in the order the sites first ran; counts weighted by the programs each traced one stands
+    for (``Access.weight``). ``whole``: every program ran, so reuse across programs and distinct bytes are known."""
     groups: dict[tuple[str, str], list[Any]] = {}
     for a in accesses:
         groups.setdefault((a.kind, a.site), []).append(a)
     out = []
     for (kind, site), calls in groups.items():
-        lanes = sum(int(c.mask.size) for c in calls)
-        active = sum(int(c.mask.sum()) for c in calls)
+        lanes = sum(int(c.mask.size) * c.weight for c in calls)
+        active = sum(int(c.mask.sum()) * c.weight for c in calls)
         steps = np.concatenate([_strides(c.addresses, c.mask) for c in calls])
         values, counts = np.unique(steps, return_counts=True) if steps.size else (np.empty(0), np.empty(0))
         moved = touched = 0
         for c in calls:
             m, t = _sectors(c.addresses, c.mask, c.elem_bytes)
-            moved, touched = moved + m, touched + t
+            moved, touched = moved + m * c.weight, touched + t * c.weight
         everything = np.concatenate([c.addresses[c.mask] for c in calls]) if active else np.empty(0, dtype=np.int64)
         distinct = int(np.unique(everything).size)
+        traced = sum(int(c.mask.sum()) for c in calls)
         wild = [c for c in calls if c.out_of_bounds]
         out.append(
             SiteFacts(
@@ -90,65 +70,73 @@ def sites(accesses: Sequence[Any]) -> list[SiteFacts]:
                 bytes=moved,
                 stride_bytes=int(values[int(np.argmax(counts))]) if steps.size else None,
                 bytes_per_sector=moved / touched if touched else None,
-                reuse=active / distinct if distinct else None,
+                reuse=traced / distinct if distinct and whole else None,
                 out_of_bounds=sum(c.out_of_bounds for c in calls),
                 first_oob_program=wild[0].program if wild else None,
+                sectors=touched,
+                distinct_bytes=distinct * calls[0].elem_bytes if whole else None,
             )
         )
     return out
 
 
-def table(facts: Sequence[SiteFacts], root: str | None = None) -> str:
-    """The sites as a markdown table (source paths relative to ``root`` where they lie under it)."""
-
-    def where(site: str) -> str:
-        return site.removeprefix(root.rstrip("/") + "/") if root and site.startswith(root) else site
-
-    def num(v: float | None, digits: int = 1) -> str:
-        return "n/a" if v is None else f"{v:.{digits}f}"
-
-    lines = [
-        "| site | kind | programs | bytes | masked lanes % | lane stride (B) | bytes used / 32-B sector | reuse "
-        "| out of bounds |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for f in facts:
-        stride = "n/a" if f.stride_bytes is None else str(f.stride_bytes)
-        lines.append(
-            f"| {where(f.site)} ({f.function}) | {f.kind} | {f.programs} | {f.bytes} | {f.masked_pct:.1f} | {stride} | "
-            f"{num(f.bytes_per_sector)} | {num(f.reuse, 2)} | {f.out_of_bounds} |"
-        )
-    return "\n".join(lines)
+MAX_CELLS = 1 << 20  # a picture's cells at most: a larger window is drawn every k-th row (and column)
 
 
 @dataclass(frozen=True)
 class Touched:
-    """Which program first read and first wrote each element of one tensor (-1: none), in the tensor's shape."""
+    """Which program first read and first wrote each element of one tensor (-1: none; programs numbered in the order
+    they ran), over the window of it the programs touched: the tensor as rows of its last axis (a 1-D tensor as rows
+    of 64 elements), rows ``first_row`` to ``first_row + step * len(read)``, every ``step``-th row and column."""
 
     name: str
     shape: tuple[int, ...]
-    read: Any
+    read: Any  # 2-D: the window's rows x its columns
     written: Any
+    first_row: int = 0
+    step: int = 1
+    rows: int = 0  # the tensor's rows, as folded
+
+    @property
+    def window(self) -> str:
+        last = self.first_row + self.step * (self.read.shape[0] - 1)
+        every = f", every {self.step}-th row and column" if self.step > 1 else ""
+        return f"rows {self.first_row}-{last} of {self.rows}{every}"
 
 
-def touched(accesses: Sequence[Any], tensors: Sequence[tuple[str, int, int, tuple[int, ...]]]) -> list[Touched]:
-    """Per tensor (name, data address, element size, shape): the first program (its index in the order programs
-    ran) to read and to write each element."""
+def touched(
+    accesses: Sequence[Any], tensors: Sequence[tuple[str, int, int, tuple[int, ...]]], programs: int | None = None
+) -> list[Touched]:
+    """Per tensor (name, data address, element size, shape) that the first ``programs`` programs (None: all) touched:
+    which of them first read and first wrote each element, over the window they touched."""
     order: dict[tuple[int, int, int], int] = {}
     for a in accesses:
         order.setdefault(a.program, len(order))
+    shown = [a for a in accesses if programs is None or order[a.program] < programs]
     out = []
     for name, start, elem, shape in tensors:
         count = int(np.prod(shape)) if shape else 1
-        maps = {"load": np.full(count, -1, dtype=np.int64), "store": np.full(count, -1, dtype=np.int64)}
-        for a in accesses:
+        width = int(shape[-1]) if len(shape) > 1 else 64
+        hits: list[tuple[str, Any, int]] = []
+        for a in shown:
             lanes = a.addresses[a.mask]
             inside = lanes[(lanes >= start) & (lanes < start + count * elem)]
-            if inside.size == 0:
-                continue
-            index = (inside - start) // elem
-            seen = maps[a.kind]
-            fresh = index[seen[index] < 0]
-            seen[fresh] = order[a.program]
-        out.append(Touched(name, tuple(shape), maps["load"].reshape(shape), maps["store"].reshape(shape)))
+            if inside.size:
+                hits.append((a.kind, (inside - start) // elem, order[a.program]))
+        if not hits:
+            continue
+        every = np.concatenate([h[1] for h in hits])
+        first, last = int(every.min()) // width, int(every.max()) // width
+        step = max(1, int(np.ceil(np.sqrt((last - first + 1) * width / MAX_CELLS))))
+        size = ((last - first) // step + 1, (width - 1) // step + 1)
+        maps = {"load": np.full(size, -1, dtype=np.int64), "store": np.full(size, -1, dtype=np.int64)}
+        for kind, index, program in hits:
+            row, col = index // width - first, index % width
+            keep = (row % step == 0) & (col % step == 0)
+            cells = maps[kind]
+            r, c = row[keep] // step, col[keep] // step
+            fresh = cells[r, c] < 0
+            cells[r[fresh], c[fresh]] = program
+        rows = -(-count // width)
+        out.append(Touched(name, tuple(shape), maps["load"], maps["store"], first, step, rows))
     return out

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kbench.analysis import gains
 from kbench.analysis import opportunities as op
 from kbench.analysis import stages as st
+from kbench.analysis.access_facts import Predicted
 from kbench.analysis.bottleneck import TIMELINE_IDLE_PCT, StageClass, plan_class
 from kbench.analysis.counters import StageCounters, StageModel
 from kbench.analysis.devices import ActiveDevice, SmLimits
@@ -84,9 +85,12 @@ class Facts:
     dram_latency_ns: float | None = None  # measured on the device (conf/devices.json)
     atomic_serial_ns: float | None = None
     arch: str | None = None
+    predicted: dict[str, Predicted] = field(default_factory=dict)  # per stage: an access run's CPU trace
 
     @classmethod
-    def of(cls, device: ActiveDevice, tiling: dict[str, dict[str, Any]]) -> Facts:
+    def of(
+        cls, device: ActiveDevice, tiling: dict[str, dict[str, Any]], predicted: dict[str, Predicted] | None = None
+    ) -> Facts:
         spec = device.spec
         latency = spec.measured.get("dram_latency_ns") if spec else None
         atomic = spec.measured.get("atomic_same_address_ns") if spec else None
@@ -98,6 +102,7 @@ class Facts:
             dram_latency_ns=latency.value if latency else None,
             atomic_serial_ns=atomic.value if atomic else None,
             arch=spec.arch if spec else None,
+            predicted=predicted or {},
         )
 
     def on(self, ceilings: dict[str, Ceilings], roofline_known: bool) -> Facts:
@@ -130,6 +135,7 @@ class Facts:
             "atomic_serial_ns": self.atomic_serial_ns,
             "arch": self.arch,
             "practical_by_precision": self.practical,
+            "predicted": self.predicted.get(f.name),
         }
         if self.limits and t.get("num_warps"):
             held = ctas_per_sm(self.limits, int(t["num_warps"]), t.get("registers"), t.get("shared_bytes"))

@@ -110,6 +110,8 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     compute.few_warps,
     memory.excess_traffic,
     memory.uncoalesced,
+    memory.masked_lanes,
+    memory.touched_beyond_model,
     memory.few_bytes_in_flight,
     memory.per_element_atomics,
 )

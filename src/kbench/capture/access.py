@@ -17,6 +17,7 @@ tracer patches the same interpreter internals; two hooks give the facts kbench n
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ class Access:
     mask: Any  # numpy bool array, same shape: the lanes that access memory
     elem_bytes: int
     out_of_bounds: int = 0  # active lanes outside every allocation (masked off before the access)
+    weight: int = 1  # the programs this one stands for (``traced(programs=...)`` runs a sample of the grid)
 
 
 @dataclass
@@ -47,6 +49,27 @@ class Trace:
 
     allocations: list[tuple[int, int]]  # [start, end) byte ranges
     accesses: list[Access] = field(default_factory=list)
+    grids: list[tuple[int, int, int]] = field(default_factory=list)  # each launch's grid, in launch order
+    ran: list[int] = field(default_factory=list)  # the programs each launch ran (its whole grid, or a sample)
+
+    @property
+    def whole(self) -> bool:
+        """Every program of every launch ran (no sample)."""
+        return all(r == g[0] * g[1] * g[2] for r, g in zip(self.ran, self.grids, strict=True))
+
+
+FIRST = 16  # a sample always runs the grid's first programs (the pictures show them) and its last one
+
+
+def sample(total: int, limit: int) -> dict[int, int]:
+    """Which programs (linear index in the interpreter's x, y, z order) a grid of ``total`` runs when at most about
+    ``limit`` may (0: all), each with the programs it stands for: the first ``FIRST``, then every k-th and the
+    last, each standing for those up to the next one run (the weights sum to ``total``)."""
+    if limit <= 0 or total <= limit:
+        return dict.fromkeys(range(total), 1)
+    step = max(1, -(-(total - FIRST) // max(1, limit - FIRST)))
+    chosen = sorted({*range(min(FIRST, total)), *range(FIRST, total, step), total - 1})
+    return {p: nxt - p for p, nxt in zip(chosen, [*chosen[1:], total], strict=True)}
 
 
 def _site() -> tuple[str, str]:
@@ -75,14 +98,54 @@ def _outside(addresses: Any, lanes: Any, allocations: Sequence[tuple[int, int]],
     return lanes & ~((addresses >= start) & (addresses + elem_bytes <= end))
 
 
+class _Sampled:
+    """A kernel's Python body that runs only for the programs ``run()`` lets through. It keeps what the interpreter
+    reads of the function it wraps: its signature (the arguments it passes) and its globals (where it patches
+    triton.language)."""
+
+    def __init__(self, body: Any, run: Any) -> None:
+        self.body, self.run = body, run
+        self.__globals__ = body.__globals__
+        self.__signature__ = inspect.signature(body)
+        self.__name__ = body.__name__
+
+    def __call__(self, **args: Any) -> Any:
+        return self.body(**args) if self.run() else None
+
+
 @contextlib.contextmanager
-def traced(allocations: Sequence[tuple[int, int]]) -> Iterator[Trace]:
-    """Record every access of the kernels run under the interpreter in the block (see the module's docstring)."""
+def traced(allocations: Sequence[tuple[int, int]], programs: int = 0) -> Iterator[Trace]:
+    """Record every access of the kernels run under the interpreter in the block (see the module's docstring). With
+    ``programs`` > 0 a launch of a larger grid runs a sample of about that many programs (``sample``), each access
+    weighted by the programs its program stands for: the facts at full size in a fraction of the time (the kernel's
+    output is then incomplete)."""
     from triton.runtime import interpreter as it
 
     trace = Trace(list(allocations))
     builder = it.InterpreterBuilder
     masked_load, masked_store = builder.create_masked_load, builder.create_masked_store
+    executor_init = it.GridExecutor.__init__
+    weights: dict[int, int] = {}
+
+    def weight(self: Any) -> int:
+        _, gy, gz = (int(g) for g in self.grid_dim)
+        x, y, z = (int(i) for i in self.grid_idx)
+        return weights.get((x * gy + y) * gz + z, 0)
+
+    def choose(b: Any) -> bool:
+        """Whether the program the interpreter is about to run is one of the launch's sample."""
+        grid = tuple(int(g) for g in b.grid_dim)
+        x, y, z = (int(i) for i in b.grid_idx)
+        if (x, y, z) == (0, 0, 0):  # a launch begins: choose its programs
+            weights.clear()
+            weights.update(sample(grid[0] * grid[1] * grid[2], programs))
+            trace.grids.append((grid[0], grid[1], grid[2]))
+            trace.ran.append(len(weights))
+        return (x * grid[1] + y) * grid[2] + z in weights
+
+    def init(self: Any, fn: Any, *rest: Any, **named: Any) -> None:
+        executor_init(self, fn, *rest, **named)
+        self.fn = _Sampled(self.fn, lambda: choose(it.interpreter_builder))
 
     def record(kind: str, self: Any, ptrs: Any, mask: Any) -> Any:
         elem = int(np.dtype(it._get_np_dtype(ptrs.get_element_ty())).itemsize)
@@ -91,7 +154,9 @@ def traced(allocations: Sequence[tuple[int, int]]) -> Iterator[Trace]:
         wild = _outside(addresses, lanes, trace.allocations, elem) if trace.allocations else np.zeros_like(lanes)
         site, function = _site()
         x, y, z = (int(i) for i in (self.grid_idx or (0, 0, 0)))
-        access = Access(kind, site, function, (x, y, z), addresses.copy(), lanes.copy(), elem, int(wild.sum()))
+        access = Access(
+            kind, site, function, (x, y, z), addresses.copy(), lanes.copy(), elem, int(wild.sum()), weight(self)
+        )
         trace.accesses.append(access)
         if wild.any():
             mask = it.TensorHandle(lanes & ~wild, mask.dtype)
@@ -105,11 +170,13 @@ def traced(allocations: Sequence[tuple[int, int]]) -> Iterator[Trace]:
 
     builder.create_masked_load = load
     builder.create_masked_store = store
+    it.GridExecutor.__init__ = init
     try:
         yield trace
     finally:
         builder.create_masked_load = masked_load
         builder.create_masked_store = masked_store
+        it.GridExecutor.__init__ = executor_init
 
 
 def tensors_of(workspace: Any) -> list[tuple[str, Any]]:

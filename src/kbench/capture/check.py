@@ -37,7 +37,12 @@ def use_interpreter() -> None:
 
 def cpu_values(plan_cls: type[KernelPlan], values: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """Small interpreter sizes (unless the user set them) and a dtype the interpreter computes correctly."""
-    merged = {**plan_cls.check_params, **values}
+    return cpu_dtype(plan_cls, {**plan_cls.check_params, **values})
+
+
+def cpu_dtype(plan_cls: type[KernelPlan], values: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """``values`` with a dtype the interpreter computes correctly (bf16 as fp16 or fp32), and a note saying so."""
+    merged = dict(values)
     dtype = merged.get("dtype", plan_cls.model_fields["dtype"].default)
     note = ""
     if dtype == "bfloat16":

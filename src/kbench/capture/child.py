@@ -33,12 +33,15 @@ WARMUP = 3  # whole-plan runs before a timeline is recorded (side streams made, 
 AUDIT_REPS = 20  # CUDA-event repetitions per stage for the cross-tool audit (annotation and ncu modes)
 
 
-def command(plan: KernelPlan, run_dir: Path, seed: int, check: bool, **program: Any) -> list[str]:
-    """Write the child's spec into the run folder and return the argv that runs it. ``program``: what to do
-    after preparing (nothing: each stage once, for ncu; ``program="timeline"``, ``backend``, ``iterations``)."""
+def command(
+    plan: KernelPlan, run_dir: Path, seed: int, check: bool, module: str = "kbench.capture.child", **program: Any
+) -> list[str]:
+    """Write the child's spec into the run folder and return the argv that runs it (``module``: this program, or
+    another that reads the same spec). ``program``: what to do after preparing (nothing: each stage once, for ncu;
+    ``program="timeline"``, ``backend``, ``iterations``)."""
     from kbench.fsutil import write_json_atomic
 
-    module = sys.modules[type(plan).__module__]
+    loaded = sys.modules[type(plan).__module__]
     shipped = type(plan).__module__.startswith("kbench.")
     spec = {
         "package": plan.package,
@@ -48,11 +51,11 @@ def command(plan: KernelPlan, run_dir: Path, seed: int, check: bool, **program: 
         "check": check,
         "run_dir": str(run_dir),
         # the folder a user plan came from, so the child finds it too
-        "kernel_path": [] if shipped else [str(Path(module.__file__ or "").parent.parent)],
+        "kernel_path": [] if shipped else [str(Path(loaded.__file__ or "").parent.parent)],
         **program,
     }
     write_json_atomic(run_dir / SPEC, spec)
-    return [sys.executable, "-m", "kbench.capture.child", str(run_dir / SPEC)]
+    return [sys.executable, "-m", module, str(run_dir / SPEC)]
 
 
 def reported(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:

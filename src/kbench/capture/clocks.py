@@ -394,6 +394,14 @@ def measuring(lock: bool, wait: bool, progress: Callable[[str], None]) -> Iterat
             yield Measuring(state, ctl)
 
 
+@contextlib.contextmanager
+def unmeasured(why: str) -> Iterator[Measuring]:
+    """Around a run that uses no GPU (the access mode): SIGTERM/SIGHUP raise; no GPU lock, no clocks; the report's
+    Clocks line says ``why``."""
+    with terminate_raises():
+        yield Measuring(ClockState(locked=False, by_kbench=False, state=why), None)
+
+
 LOCK_ON, LOCK_OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 

@@ -106,3 +106,17 @@ def active_device(table: DeviceTable | None = None, torch: bool = True) -> Activ
     if torch_name:
         return resolve(table, torch_name, sm_count=sms)
     raise NoGpuError("no NVIDIA GPU found (NVML unavailable and torch sees no CUDA device); name one with --device")
+
+
+def target_device(table: DeviceTable, key: str | None) -> ActiveDevice:
+    """The device a run on the CPU predicts for: ``key`` (a conf/devices.json key or NVML name), else the GPU this
+    machine has, else the table's first entry (an H100 SXM)."""
+    from kbench.analysis.devices import named_device
+
+    if key is not None:
+        return named_device(table, key)
+    found = nvml.name_and_driver()
+    if found:
+        return resolve(table, *found)
+    first = next(iter(table.devices))
+    return named_device(table, first)

@@ -104,7 +104,7 @@ def access_lines(checks: list[Any], on_gpu: bool, plan: Any) -> str:
     """`kbench check --access`: the load/store lines of the version's first (default) configuration."""
     if on_gpu:
         return "  accesses: traced only under the CPU interpreter (run kbench check on a machine without a GPU)"
-    from kbench.analysis.access import table
+    from kbench.analysis.access_facts import table
 
     first = next((c for c in checks if c.sites), None)
     if first is None:

@@ -33,7 +33,19 @@ def profile(
     ),
     list_plans: bool = typer.Option(False, "--list", help="List kernel packages, versions, parameters and defaults."),
     predict: bool = typer.Option(False, "--predict", help="Print each stage's roofline lower bound; run nothing."),
-    device: str | None = typer.Option(None, "--device", help="With --predict: a device key of conf/devices.json."),
+    device: str | None = typer.Option(
+        None,
+        "--device",
+        help="With --predict or --prof_type=access: the device to predict for, a key of conf/devices.json (default: "
+        "this machine's GPU, else H100_SXM).",
+    ),
+    access_programs: int = typer.Option(
+        64,
+        "--access-programs",
+        min=0,
+        help="access mode: at most this many programs of each launch run under the interpreter (a sample of a larger "
+        "grid, evenly spread, weighted); 0: all.",
+    ),
     out: str = typer.Option("out/profiles", "--out", help="Root folder of profile output."),
     bench_runs: int = typer.Option(
         100, "--bench-runs", "--bench_runs", min=1, help="Timed repetitions per stage (nsys: iterations captured)."
@@ -79,8 +91,10 @@ def profile(
     if not predict:
         _warm_gpu(prof_type)
     plan = load_plan(args, kernel_path)
-    if device is not None and not predict:
-        raise UsageError("--device names the device for --predict; profiling always runs on the active GPU")
+    if device is not None and not predict and prof_type != "access":
+        raise UsageError(
+            "--device names the device for --predict and --prof_type=access; profiling always runs on the active GPU"
+        )
     if predict:
         from kbench.cli.listing import print_prediction
 
@@ -99,6 +113,8 @@ def profile(
         timeout_s=timeout,
         timeline_backend=timeline_backend,
         pc_sampling=pc_sampling,
+        device=device,
+        access_programs=access_programs,
         wait=not no_wait,
     )
     if lock_clocks is not None:
@@ -121,8 +137,10 @@ def _warm_gpu(prof_type: str) -> None:
     plan and torch import: a mode whose plan runs in a child needs the driver here only to name the GPU."""
     from kbench.capture import warmup
 
-    if prof_type == "disabled" or prof_type in registry.names():
-        warmup.start(context=prof_type == "disabled" or registry.get(prof_type).in_process)
+    if prof_type == "disabled":
+        warmup.start(context=True)
+    elif prof_type in registry.names() and registry.get(prof_type).needs_gpu:
+        warmup.start(context=registry.get(prof_type).in_process)
 
 
 def command(argv: list[str] | None = None) -> Any:

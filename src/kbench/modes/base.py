@@ -14,6 +14,7 @@ from kbench.errors import KbenchError, UsageError
 from kbench.report.folder import DEFAULT_ROOT
 
 if TYPE_CHECKING:
+    from kbench.analysis.access_facts import Predicted
     from kbench.analysis.devices import ActiveDevice, DeviceTable
     from kbench.analysis.figures import PlanFigures
     from kbench.analysis.timing_stats import TimingStats
@@ -47,6 +48,8 @@ class RunOptions:
     timeout_s: float = 1800.0  # modes that run a profiler: the whole profiler run
     timeline_backend: str = "auto"  # nsys mode: "auto" (nsys, else the PyTorch profiler), "nsys" or "torch"
     pc_sampling: bool = False  # proton mode: the session samples PCs (stall reasons per source line)
+    device: str | None = None  # access mode: the device to predict for (a conf/devices.json key); default: the GPU
+    access_programs: int = 64  # access mode: programs traced per launch at most (a sample of a larger grid); 0: all
     lock_clocks: bool = field(default_factory=lock_by_default)  # lock SM (and memory) clocks when permitted
     wait: bool = True  # queue behind another kbench on the same GPU (False: stop at once)
     progress: Callable[[str], None] = log.info
@@ -57,6 +60,8 @@ class RunOptions:
             raise UsageError(f"--timeout={self.timeout_s:g}: give the profiler run's limit in seconds, above 0")
         if self.bench_runs < 1:
             raise UsageError(f"--bench-runs={self.bench_runs}: at least 1")
+        if self.access_programs < 0:
+            raise UsageError(f"--access-programs={self.access_programs}: 0 (every program) or more")
 
     @classmethod
     def for_api(cls, out_dir: Path | str | None, bench_runs: int, **options: Any) -> RunOptions:
@@ -75,8 +80,20 @@ class RunOptions:
 
 
 # Options that only some modes take, with their defaults: a mode lists the ones it takes in ``Backend.options``.
-MODE_OPTIONS = {"cuda_graph": False, "timeline_backend": "auto", "pc_sampling": False}
-FLAGS = {"cuda_graph": "--cuda-graph", "timeline_backend": "--timeline-backend", "pc_sampling": "--pc-sampling"}
+MODE_OPTIONS: dict[str, Any] = {
+    "cuda_graph": False,
+    "timeline_backend": "auto",
+    "pc_sampling": False,
+    "device": None,
+    "access_programs": 64,
+}
+FLAGS = {
+    "cuda_graph": "--cuda-graph",
+    "timeline_backend": "--timeline-backend",
+    "pc_sampling": "--pc-sampling",
+    "device": "--device",
+    "access_programs": "--access-programs",
+}
 CHOICES = {"timeline_backend": ("auto", "nsys", "torch")}
 
 
@@ -107,6 +124,8 @@ class Capture:
     tiling: dict[str, dict[str, Any]] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)  # what the backend's analysis needs from its capture
     source: dict[str, Any] | None = None  # the source a child process ran (kbench.plan.sources.record); None: here
+    # per stage, the loads and stores an access run of the same source traced on a CPU (the pipeline adds them)
+    predicted: dict[str, Predicted] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -148,6 +167,7 @@ class Backend(Protocol):
     offline_key: str  # the Configuration column naming an offline capture
     default_bench_runs: int
     in_process: bool  # the plan runs in this process (torch imported here); False: in a child (ncu, nsys)
+    needs_gpu: bool  # False: the mode runs on a CPU (access), predicting for the device ``RunOptions.device`` names
 
     def tools(self, opts: RunOptions) -> dict[str, Any]: ...
 
@@ -169,6 +189,7 @@ class InProcessMode:
     describes = ""
     default_bench_runs = 100
     in_process = True
+    needs_gpu = True
 
     def tools(self, opts: RunOptions) -> dict[str, Any]:
         return {}

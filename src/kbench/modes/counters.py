@@ -104,6 +104,7 @@ class CounterMode:
     offline_key = "report"
     default_bench_runs = 1  # ncu profiles one launch per stage
     in_process = False
+    needs_gpu = True
 
     def __init__(self, name: str, deep: bool) -> None:
         self.name = name
@@ -184,7 +185,7 @@ class CounterMode:
             ceilings,
             roofline_known=device.known,
             rules={name: [r for k in ks for r in k.rules] for name, ks in grouped} if self.deep else None,
-            facts=Facts.of(device, capture.tiling),
+            facts=Facts.of(device, capture.tiling, capture.predicted),
         )
         passes = max((c.replay_passes or 0) for c in counters)
         notes: list[str] = []

@@ -162,7 +162,7 @@ class Event(InProcessMode):
             ceilings,
             roofline_known=device.known,
             device_name=device.name,
-            facts=Facts.of(device, capture.tiling),
+            facts=Facts.of(device, capture.tiling, capture.predicted),
         )
         whole = timings.get("plan")
         method = timings["method"]

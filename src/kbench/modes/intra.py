@@ -71,7 +71,7 @@ class IntraMode(InProcessMode):
             for s in stages
             if s.analysis is not None
         }
-        facts = Facts.of(device, capture.tiling).measured_by(measured)
+        facts = Facts.of(device, capture.tiling, capture.predicted).measured_by(measured)
         figures = from_timings(
             ctx.plan.checked_stages(),
             {s.name: TimingStats.of(record["stages"][s.name]["plain_us"]) for s in stages},

@@ -109,6 +109,7 @@ class Nsys:
     offline_key = "capture"
     default_bench_runs = 100
     in_process = False
+    needs_gpu = True
 
     def tools(self, opts: RunOptions) -> dict[str, Any]:
         nsys, why_not = locate(opts.timeline_backend)
@@ -188,7 +189,7 @@ class Nsys:
                 device.spec.ceilings() if device.spec else {},
                 roofline_known=device.known,
                 device_name=device.name,
-                facts=Facts.of(device, capture.tiling),
+                facts=Facts.of(device, capture.tiling, capture.predicted),
             )
         except Undecided as e:
             raise UndecidedTimeline(str(e), frame, analysis, f"{analysis.backend} (`{path.name}`)") from None

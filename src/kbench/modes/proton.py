@@ -92,7 +92,7 @@ class Proton(InProcessMode):
             device.spec.ceilings() if device.spec else {},
             roofline_known=device.known,
             device_name=device.name,
-            facts=Facts.of(device, capture.tiling).measured_by(_stall_evidence(profile)),
+            facts=Facts.of(device, capture.tiling, capture.predicted).measured_by(_stall_evidence(profile)),
         )
         sampled = [_sampled(s) for s in profile.scopes if s.lines]
         notes = (

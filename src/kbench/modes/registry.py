@@ -17,6 +17,7 @@ BUILT_IN = {
     "nsys": "kbench.modes.nsys:NSYS",
     "proton": "kbench.modes.proton:PROTON",
     "intra": "kbench.modes.intra:INTRA",
+    "access": "kbench.modes.access:ACCESS",
 }
 # name -> the capture files `kbench analyze` hands its backend, and those files in words: the backend's own
 # ``suffixes`` and ``describes`` (a test keeps them equal), here so that choosing the reader of a capture imports
@@ -28,6 +29,7 @@ READS: dict[str, tuple[tuple[str, ...], str]] = {
     "nsys": ((".sqlite", ".json"), "nsys SQLite exports (.sqlite) and PyTorch-profiler traces (.json)"),
     "proton": ((".hatchet",), "Proton profiles (.hatchet)"),
     "intra": ((), ""),
+    "access": ((), ""),
 }
 # name -> what the mode measures, in a phrase: `python -m kbench.kernel --help`, the MCP profile tool and the API's
 # functions say it from here (a test keeps every mode named there)
@@ -38,6 +40,8 @@ SUMMARY = {
     "nsys": "the plan's timeline over its iterations (Nsight Systems, else the PyTorch profiler): overlap, gaps",
     "proton": "Triton's profiler (Proton) around each stage's repetitions, and its overhead",
     "intra": "inside the kernel: a task timeline per CTA and SM from a kernel that records its tasks",
+    "access": "no GPU: each load/store line traced under Triton's CPU interpreter (bytes, masked lanes, coalescing, "
+    "reuse, out-of-bounds), predicted for --device",
 }
 _added: dict[str, Backend] = {}
 

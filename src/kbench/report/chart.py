@@ -88,30 +88,24 @@ def roofline_png(figures: PlanFigures, ceilings: dict[str, Ceilings], path: Path
 
 
 def access_png(t: Touched, path: Path, programs: int = 16) -> Path:
-    """One tensor's picture: which of programs 0..``programs``-1 first read
-    (left) and first wrote (right) each element; later programs in the last colour, untouched elements white. A 1-D
-    tensor is folded into rows of 64, more dimensions into rows of the last one."""
+    """One tensor's picture: which of programs 0..``programs``-1 (in the order they ran) first read (left) and
+    first wrote (right) each element of the window they touched; later programs in the last colour, untouched
+    elements white."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    def grid(a: Any) -> Any:
-        if a.ndim == 1:
-            width = 64
-            a = np.concatenate([a, np.full((-a.size) % width, -1)]).reshape(-1, width)
-        elif a.ndim > 2:
-            a = a.reshape(-1, a.shape[-1])
-        shown = np.where(a >= programs, programs, a).astype(float)
-        return np.ma.masked_less(shown, 0)
+    def shown(a: Any) -> Any:
+        return np.ma.masked_less(np.where(a >= programs, programs, a).astype(float), 0)
 
     cmap = matplotlib.colormaps["tab20"].resampled(programs + 1).with_extremes(bad="white")
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6))
     for ax, what, data in ((axes[0], "read", t.read), (axes[1], "written", t.written)):
-        ax.imshow(grid(data), cmap=cmap, vmin=0, vmax=programs, interpolation="nearest", aspect="auto")
+        ax.imshow(shown(data), cmap=cmap, vmin=0, vmax=programs, interpolation="nearest", aspect="auto")
         ax.set_title(f"{t.name} {list(t.shape)}: first program to have it {what}", fontsize=9)
-        ax.set_xlabel("last axis" if data.ndim > 1 else "element % 64")
+        ax.set_xlabel(f"last axis ({t.window})" if len(t.shape) > 1 else f"element % 64 ({t.window})", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=90)

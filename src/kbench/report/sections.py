@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
@@ -59,6 +59,59 @@ class Tiling(Frozen):
         ]
 
 
+class AccessStage(Frozen):
+    """One stage of ``## Accesses``: its launches as traced under the CPU interpreter and its load/store lines."""
+
+    name: str
+    grids: list[list[int]]
+    programs: list[int]  # per launch: its grid's programs
+    traced_programs: list[int]  # of which the interpreter ran (a sample, weighted, where fewer)
+    seconds: float  # the interpreter's wall time for the stage
+    sites: list[dict[str, Any]]  # kbench.analysis.access_facts.SiteFacts records, in the order the lines ran
+    pictures: list[dict[str, Any]]  # {"tensor", "shape", "file"}: which programs read and wrote each element
+    model_bytes: float | None  # the plan's model at the traced point
+    requested_bytes: int  # what the active lanes loaded and stored
+    distinct_bytes: int | None  # of which at distinct addresses (None: a sample ran)
+
+    SHOWN: ClassVar[int] = 8  # lines per stage in report.md (access.md has them all)
+
+    def rows(self, check_reuse: dict[str, float]) -> list[list[str]]:
+        """Its first ``SHOWN`` lines as table cells; reuse from the check-size run where a sample ran here."""
+        from kbench.analysis.access_facts import SiteFacts
+
+        out = []
+        for r in self.sites[: self.SHOWN]:
+            f = SiteFacts.of(r)
+            reuse = f"{f.reuse:.2f}" if f.reuse is not None else None
+            if reuse is None and f"{f.kind} {f.line}" in check_reuse:
+                reuse = f"{check_reuse[f'{f.kind} {f.line}']:.2f} (check size)"
+            out.append(
+                [
+                    f"{f.line} ({f.function})",
+                    f.kind,
+                    str(f.bytes),
+                    f"{f.masked_pct:.1f}",
+                    "n/a" if f.stride_bytes is None else str(f.stride_bytes),
+                    "n/a" if f.bytes_per_sector is None else f"{f.bytes_per_sector:.1f}",
+                    reuse or "n/a",
+                    str(f.out_of_bounds),
+                ]
+            )
+        return out
+
+
+class Accesses(Frozen):
+    """``## Accesses``: every stage's loads and stores traced under Triton's CPU interpreter (access mode)."""
+
+    point: str  # the parameters traced, and why those
+    stages: list[AccessStage]
+    check: str | None = None  # the check-size run: its parameters and verdict
+    check_reuse: dict[str, float] = Field(
+        default_factory=dict
+    )  # "<kind> <file:line>" -> reuse across programs at the check size
+    full: str = "access.md"  # every line of every stage, where the report shows the first few
+
+
 # the sections whose models are kbench.report.mode_sections's (ModeSections, a Sections with them)
 MODE_SECTIONS = ("timeline", "intra", "pc_sampling")
 
@@ -69,9 +122,11 @@ class Sections(Frozen):
     counters: Counters | None = None
     conformance: Conformance | None = None
     tiling: Tiling | None = None
+    accesses: Accesses | None = None
 
     # report.md's order of the sections that follow the core's Roofline (vs Baseline follows Top 3)
     AFTER_ROOFLINE: ClassVar[tuple[str, ...]] = (
+        "accesses",
         "timing",
         "timeline",
         "intra",

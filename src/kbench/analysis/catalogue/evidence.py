@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kbench.analysis import roofline as rl
+from kbench.analysis.access_facts import Predicted
 from kbench.analysis.devices import SmLimits
 from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.stages import StageFigures
@@ -67,6 +68,7 @@ class Evidence:
     arch: str | None = None  # the device's architecture, as conf/devices.json names it ("Hopper (sm_90)")
     atomic_serial_ns: float | None = None  # one atomic to an address others also update, measured (conf/devices.json)
     practical_by_precision: dict[str, rl.Ceilings] = field(default_factory=dict)  # every precision's practical roof
+    predicted: Predicted | None = None  # its loads and stores traced under the CPU interpreter (an access run)
 
     @property
     def name(self) -> str:

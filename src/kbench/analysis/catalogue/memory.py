@@ -1,5 +1,10 @@
-"""The memory family: DRAM traffic beyond the compulsory bytes, global accesses that waste sectors, too few bytes in
-flight for the DRAM's latency, per-element atomics meeting at one address. Pure."""
+"""The memory family: DRAM traffic beyond the compulsory bytes, global accesses that waste sectors, lanes masked off
+at the loads and stores, more memory touched than the model says, too few bytes in flight for the DRAM's latency,
+per-element atomics meeting at one address. Pure.
+
+Where an access run traced the stage's loads and stores on a CPU (``Evidence.predicted``), the uncoalesced entry
+names the worst line and, without ncu's counts, stands on the prediction alone, saying "predicted on CPU"; masked
+lanes and memory beyond the model come from the prediction only."""
 
 from __future__ import annotations
 
@@ -24,14 +29,20 @@ def excess_traffic(e: Evidence) -> Opportunity | None:
     )
 
 
+def _predicted_words(e: Evidence) -> str:
+    p = e.predicted
+    return f" (predicted on CPU {p.where})" if p is not None else ""
+
+
 def uncoalesced(e: Evidence) -> Opportunity | None:
     """Global loads or stores that use few bytes of each 32-byte sector they touch; coalesced, the same data
-    takes (used / 32) of the sectors, and the stage's time shrinks with its sector traffic (capped by its roof)."""
-    kinds = [
-        (what, sectors, use)
-        for what, sectors, use in (("loads", e.ld_sectors, e.ld_use), ("stores", e.st_sectors, e.st_use))
-        if sectors and use
-    ]
+    takes (used / 32) of the sectors, and the stage's time shrinks with its sector traffic (capped by its roof).
+    ncu's counts where measured, else the CPU prediction's; the prediction names the line either way."""
+    p = e.predicted
+    counted = any(v is not None for v in (e.ld_use, e.st_use))
+    ld = (e.ld_sectors, e.ld_use) if counted or p is None else (p.ld_sectors, p.ld_use)
+    st = (e.st_sectors, e.st_use) if counted or p is None else (p.st_sectors, p.st_use)
+    kinds = [(what, sectors, use) for what, (sectors, use) in (("loads", ld), ("stores", st)) if sectors and use]
     if not kinds:
         return None
     what, _, worst = min(kinds, key=lambda k: k[2])
@@ -40,14 +51,63 @@ def uncoalesced(e: Evidence) -> Opportunity | None:
     total = sum(sectors for _, sectors, _ in kinds)
     needed = sum(sectors * use / 32.0 for _, sectors, use in kinds)
     op = "ld" if what == "loads" else "st"
+    line = ""
+    if p is not None and p.worst is not None and (p.worst.bytes_per_sector or 32.0) < b.COALESCED_BYTES_PER_SECTOR:
+        w = p.worst
+        line = (
+            f"; worst line {w.line} ({w.kind}, neighbouring lanes {w.stride_bytes} B apart, "
+            f"{w.bytes_per_sector:.1f} B per sector, predicted on CPU)"
+        )
+    said = "" if counted else _predicted_words(e)
     return finding(
         e,
-        f"Uncoalesced global {what} in {e.name}: {worst:.1f} of every 32 bytes they fetch are used",
+        f"Uncoalesced global {what} in {e.name}: {worst:.1f} of every 32 bytes they fetch are used{said}{line}",
         e.us * (1.0 - needed / total),
-        (f"{e.name}.global_{op}_bytes_per_sector", f"{worst:.1f}"),
-        f"make neighbouring threads of {e.name} touch neighbouring addresses: index the contiguous dimension with "
+        (f"{e.name}.global_{op}_bytes_per_sector{'' if counted else '_predicted'}", f"{worst:.1f}"),
+        f"make neighbouring threads of {e.name} touch neighbouring addresses"
+        f"{f' at {p.worst.line}' if line and p and p.worst else ''}: index the contiguous dimension with "
         "the fastest-varying tl.arange (load tiles row by row and transpose them on chip with tl.trans), or store "
         "the tensor in the layout the kernel walks",
+    )
+
+
+def masked_lanes(e: Evidence) -> Opportunity | None:
+    """Lanes masked off at a stage's loads and stores (predicted on a CPU) are threads that do no work: on a stage the
+    arithmetic or the lanes' latency limits (not DRAM: masked lanes move no bytes, and on a memory-limited stage
+    they show as fewer bytes in flight instead), the stage's time shrinks with the lanes it wastes."""
+    p = e.predicted
+    if p is None or p.masked_pct < b.MASKED_LANES_PCT or p.most_masked is None or e.memory_limited:
+        return None
+    m = p.most_masked
+    return finding(
+        e,
+        f"Masked lanes in {e.name}: {p.masked_pct:.0f}% of the lanes at its loads and stores do no work "
+        f"({m.masked_pct:.0f}% at {m.line}, {m.kind}){_predicted_words(e)}",
+        e.us * p.masked_pct / 100.0,
+        (f"{e.name}.masked_lanes_pct_predicted", f"{p.masked_pct:.1f}"),
+        f"size {e.name}'s blocks to the data{f' (now {e.config})' if e.config else ''}: a BLOCK no larger than the "
+        "dimension it covers (loop over a long one in smaller blocks), and no programs whose lanes are all masked "
+        "(a grid of cdiv(size, BLOCK))",
+    )
+
+
+def touched_beyond_model(e: Evidence) -> Opportunity | None:
+    """The stage's loads and stores reach more distinct bytes than the plan's model says it must move (every program
+    traced on a CPU, at the same parameters as the model): data it need not read or write, where DRAM sets the time."""
+    p, s = e.predicted, e.stage
+    if p is None or p.distinct_bytes is None or not s.dram_bytes or not e.memory_limited:
+        return None
+    if p.distinct_bytes < b.EXCESS_TRAFFIC * s.dram_bytes:
+        return None
+    ratio = p.distinct_bytes / s.dram_bytes
+    return finding(
+        e,
+        f"Memory beyond the model in {e.name}: its loads and stores reach {ratio:.2f}x the bytes the plan's model "
+        f"moves{_predicted_words(e)}",
+        e.us * (1.0 - 1.0 / ratio),
+        (f"{e.name}.distinct_bytes_over_model_predicted", f"{ratio:.2f}x"),
+        f"read and write only what {e.name}'s result needs (no padding or halo reads, no scratch round trips), or "
+        "correct the plan's FLOP/byte model if it leaves a tensor out",
     )
 
 
@@ -71,7 +131,12 @@ def in_flight(e: Evidence) -> tuple[float, str] | None:
         f"{resident} CTA{'s' if resident > 1 else ''} x {warps} warp{'s' if warps > 1 else ''} x 32 threads x "
         f"{each} of loads"
     )
-    return float(resident * warps * 32 * per_thread), words
+    active = 1.0
+    p = e.predicted
+    if p is not None and p.load_masked_pct >= b.MASKED_LANES_PCT:  # masked lanes load nothing
+        active = 1.0 - p.load_masked_pct / 100.0
+        words += f" x {active:.2f} of the lanes active (predicted on CPU)"
+    return float(resident * warps * 32 * per_thread) * active, words
 
 
 def few_bytes_in_flight(e: Evidence) -> Opportunity | None:

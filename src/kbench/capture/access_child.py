@@ -1,0 +1,173 @@
+"""The access mode's program: `python -m kbench.capture.access_child SPEC.json`, run with TRITON_INTERPRET=1 (Triton
+decides at a kernel's decoration whether it is interpreted, so the plan must be imported in a process that had it
+from the start). No GPU is used.
+
+1. At the requested point (bf16 traced as fp16: the same addresses), every stage runs once under the interpreter at
+   the first configuration of its tuning space, each traced apart (kbench.capture.access): a launch of more than
+   ``programs`` programs runs a sample of them, weighted. Each stage's load/store lines (kbench.analysis.access), its
+   grid, how long the interpreter took, and a picture per tensor it touched (which programs read and wrote each
+   element) go into the run folder.
+2. With the check on: the correctness check at the plan's check parameters, every program traced: an access out of
+   bounds fails it (the line and the program named), and its lines give reuse across programs.
+
+It writes ``access.json`` (``FILE``), ``tiling/<stage>.json`` and ``access/*.png``; exit 5 when the check fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+FILE = "access.json"
+PICTURES = "access"
+MAX_PICTURES = 8  # tensors drawn, over all stages (the largest first)
+PICTURED = 16  # programs a picture tells apart: the first to run
+PREFIX = "kbench child: "
+
+
+def _touched_tensors(ws: Any, accesses: list[Any]) -> list[Any]:
+    """The pictures' data: for each workspace tensor the stage touched, which program first read and wrote each
+    element."""
+    from kbench.analysis.access import touched
+    from kbench.capture import access
+
+    named = [(n, int(t.data_ptr()), t.element_size(), tuple(t.shape)) for n, t in access.tensors_of(ws)]
+    return touched(accesses, named, PICTURED)
+
+
+def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: int) -> dict[str, Any]:
+    """Step 1 (see the module's docstring): each stage's record for access.json."""
+    from kbench.analysis.access import sites
+    from kbench.capture import access
+    from kbench.capture.prepare import built, guarded
+    from kbench.fsutil import write_json_atomic
+    from kbench.report.chart import access_png
+
+    ws = guarded("setup", lambda: plan.setup("cpu", seed))
+    allocations = access.allocations_of(ws)
+    stages: dict[str, Any] = {}
+    drawn = 0
+    for stage in plan.checked_stages():
+        config = dict(stage.tuning[0])
+        launch = built(plan, stage, ws, config)
+        start = time.perf_counter()
+        with access.traced(allocations, programs) as trace:
+            guarded(stage.name, launch.fn)
+        seconds = time.perf_counter() - start
+        facts = sites(trace.accesses, whole=trace.whole)
+        grids = [list(g) for g in trace.grids]
+        record: dict[str, Any] = {
+            "seconds": seconds,
+            "config": config,
+            "grids": grids,
+            "programs": [g[0] * g[1] * g[2] for g in trace.grids],
+            "traced_programs": trace.ran,
+            "sites": [f.record() for f in facts],
+            "pictures": [],
+        }
+        for t in sorted(_touched_tensors(ws, trace.accesses), key=lambda t: -t.rows):
+            if drawn >= pictures:
+                break
+            path = access_png(t, run_dir / PICTURES / f"{stage.name}-{_safe(t.name)}.png")
+            file = str(path.relative_to(run_dir))
+            record["pictures"].append({"tensor": t.name, "shape": list(t.shape), "file": file})
+            drawn += 1
+        stages[stage.name] = record
+        write_json_atomic(
+            run_dir / "tiling" / f"{stage.name}.json",
+            {
+                "stage": stage.name,
+                "config": config,
+                "grid": grids[0] if grids else None,
+                "declared_kernels": list(stage.kernels),
+                "tuning_source": "the first configuration of the stage's tuning space (the interpreter does not "
+                "autotune)",
+                "kernel": "(interpreted: no compiled kernel)",
+                "interpreter": True,
+            },
+        )
+    return stages
+
+
+def _safe(name: str) -> str:
+    from kbench.fsutil import safe
+
+    return safe(name)
+
+
+def check_point(cls: Any, values: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Step 2: the check at the plan's check parameters, every program traced."""
+    from kbench.capture.check import INTERPRETER, cpu_values, traced_check
+    from kbench.capture.prepare import Prepared, PreparedStage, built, guarded
+    from kbench.plan import autotune
+
+    merged, note = cpu_values(cls, {k: v for k, v in values.items() if k == "dtype"})
+    plan = cls.from_values(merged)
+    ws = guarded("setup", lambda: plan.setup("cpu", seed))
+    prep = Prepared(plan=plan, device="cpu", ws=ws)
+    for stage in plan.checked_stages():
+        config = dict(stage.tuning[0])
+        fixed = autotune.TuneResult(best=config, history=[], source="fixed", path=None)
+        prep.stages.append(PreparedStage(stage, config, built(plan, stage, ws, config), fixed))
+    result, facts, _ = traced_check(prep, INTERPRETER, note)
+    return {
+        "values": plan.values(),
+        "passed": result.passed,
+        "line": result.line(),
+        "out_of_bounds": result.out_of_bounds,
+        "sites": [f.record() for f in facts],
+    }
+
+
+def main(spec_path: str) -> int:
+    os.environ["TRITON_INTERPRET"] = "1"  # before any plan module (and Triton) is imported
+    from kbench.capture.check import cpu_dtype
+    from kbench.fsutil import write_json_atomic
+    from kbench.plan.discovery import load_version
+    from kbench.plan.sources import record
+
+    spec: dict[str, Any] = json.loads(Path(spec_path).read_text())
+    run_dir = Path(spec["run_dir"])
+    cls = load_version(spec["package"], spec["version"], spec["kernel_path"])
+    values, note = cpu_dtype(cls, spec["values"])
+    plan = cls.from_values(values)
+    outcome: dict[str, Any] = {
+        "source": record(cls.__module__),
+        "requested": spec["values"],
+        "values": plan.values(),
+        "dtype_note": note,
+        "programs_limit": spec["programs"],
+        "model": {
+            s.name: {"flops": s.flops, "dram_bytes": s.dram_bytes, "precision": s.precision}
+            for s in plan.checked_stages()
+        },
+        "check": None,
+    }
+    outcome["stages"] = trace_point(plan, int(spec["seed"]), int(spec["programs"]), run_dir, MAX_PICTURES)
+    if spec["check"]:
+        outcome["check"] = check_point(cls, values, int(spec["seed"]))
+    write_json_atomic(run_dir / FILE, outcome)
+    if outcome["check"] and not outcome["check"]["passed"]:
+        print(f"{PREFIX}correctness check failed: {outcome['check']['line']}", file=sys.stderr)
+        return 5
+    return 0
+
+
+def run(spec_path: str) -> None:
+    """The child's whole life: ``main``, a KbenchError as one line with its exit code."""
+    from kbench.errors import KbenchError
+
+    try:
+        code = main(spec_path)
+    except KbenchError as e:
+        print(f"{PREFIX}{e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    run(sys.argv[1])
