@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kbench.analysis.compare import compare
+from kbench.analysis.compare import compare, compare_access
 from kbench.analysis.devices import load_devices
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import copy_atomic, safe, write_json_atomic, write_text_atomic
@@ -71,8 +71,14 @@ def baseline(
         log.warning("previous run %s has no readable %s; no baseline comparison", prev_dir, folder.RESULT)
         return None
     code = change(previous.source, source)
+    now, then = analysis.sections.accesses, previous.sections.accesses
+    rows = (
+        compare_access(then.predicted(), now.predicted(), previous.figures, analysis.figures)
+        if now is not None and then is not None
+        else compare(previous.figures, analysis.figures, previous.plan_timing, analysis.plan_timing)
+    )
     return Baseline(
-        rows=compare(previous.figures, analysis.figures, previous.plan_timing, analysis.plan_timing),
+        rows=rows,
         source=f"`{prev_dir}` ({previous.kernel} {previous.version})",
         code=code.line,
         code_changed=code.changed,

@@ -27,15 +27,21 @@ def _strides(addresses: Any, mask: Any) -> Any:
 
 
 def _sectors(addresses: Any, mask: Any, elem: int) -> tuple[int, int]:
-    """(bytes the active lanes move, sectors they touch), a warp's 32 lanes at a time: the distinct (warp, sector)
-    pairs of the first and last byte of each active lane."""
+    """(bytes the active lanes move, sectors they touch), a warp's 32 lanes at a time: the distinct sectors of the
+    first and last byte of each active lane, per warp (rows of 32 lanes, sorted: no global sort)."""
     flat, on = addresses.reshape(-1), mask.reshape(-1)
-    warp = (np.arange(flat.size) // WARP)[on]
-    a = flat[on]
-    if a.size == 0:
+    active = int(on.sum())
+    if active == 0:
         return 0, 0
-    pairs = np.concatenate([np.stack([warp, a // SECTOR]), np.stack([warp, (a + elem - 1) // SECTOR])], axis=1)
-    return int(a.size) * elem, int(np.unique(pairs, axis=1).shape[1])
+    pad = (-flat.size) % WARP
+    if pad:
+        flat = np.concatenate([flat, np.zeros(pad, dtype=flat.dtype)])
+        on = np.concatenate([on, np.zeros(pad, dtype=bool)])
+    first = np.where(on, flat // SECTOR, -1).reshape(-1, WARP)
+    last = np.where(on, (flat + elem - 1) // SECTOR, -1).reshape(-1, WARP)
+    rows = np.sort(np.concatenate([first, last], axis=1), axis=1)
+    fresh = np.concatenate([rows[:, :1] >= 0, (rows[:, 1:] != rows[:, :-1]) & (rows[:, 1:] >= 0)], axis=1)
+    return active * elem, int(fresh.sum())
 
 
 def sites(accesses: Sequence[Any], whole: bool = True) -> list[SiteFacts]:
@@ -54,8 +60,9 @@ def sites(accesses: Sequence[Any], whole: bool = True) -> list[SiteFacts]:
         for c in calls:
             m, t = _sectors(c.addresses, c.mask, c.elem_bytes)
             moved, touched = moved + m * c.weight, touched + t * c.weight
-        everything = np.concatenate([c.addresses[c.mask] for c in calls]) if active else np.empty(0, dtype=np.int64)
-        distinct = int(np.unique(everything).size)
+        distinct = 0
+        if whole and active:
+            distinct = int(np.unique(np.concatenate([c.addresses[c.mask] for c in calls])).size)
         traced = sum(int(c.mask.sum()) for c in calls)
         wild = [c for c in calls if c.out_of_bounds]
         out.append(

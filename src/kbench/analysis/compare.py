@@ -6,6 +6,7 @@ points (pp)."""
 
 from __future__ import annotations
 
+from kbench.analysis.access_facts import Predicted
 from kbench.analysis.figures import PlanFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.model import Model
@@ -67,4 +68,24 @@ def compare(
             _row(f"{s.name} duration (us)", p.duration_us, s.duration_us, noise=within_noise(p.timing, s.timing))
         )
         rows.append(_row(f"{s.name} roofline efficiency (%)", p.efficiency_pct, s.efficiency_pct, 1, points=True))
+    return rows
+
+
+def compare_access(
+    prev: dict[str, Predicted], cur: dict[str, Predicted], prev_figures: PlanFigures, cur_figures: PlanFigures
+) -> list[BaselineRow]:
+    """Two access runs (no GPU): per stage both traced, what the trace predicts (bytes used per sector of the worst
+    line, masked lanes, bytes loaded and stored), then the interpreter's time, which is CPU time and not the GPU's."""
+    rows = []
+    for name, p in prev.items():
+        c = cur.get(name)
+        if c is None:
+            continue
+        worst = (p.worst.bytes_per_sector if p.worst else None, c.worst.bytes_per_sector if c.worst else None)
+        rows += [
+            _row(f"{name} worst line's bytes used per 32-B sector (predicted)", *worst, 1),
+            _row(f"{name} masked lanes (%, predicted)", p.masked_pct, c.masked_pct, 1, points=True),
+            _row(f"{name} bytes loaded and stored (predicted)", float(p.requested_bytes), float(c.requested_bytes), 0),
+        ]
+    rows.append(_row("Interpreter time (us; CPU, not GPU time)", prev_figures.total_us, cur_figures.total_us))
     return rows

@@ -219,7 +219,7 @@ def predicted_us(bound: float, memory_limited: bool, p: Predicted | None, model_
 
 def key_issue(p: Predicted | None) -> str:
     if p is None:
-        return "no load or store traced"
+        return "no Triton load or store traced (a torch or library call runs no Triton kernel under the interpreter)"
     worst = p.worst
     use = f"{worst.bytes_per_sector:.1f} of 32 B per sector at {worst.line} ({worst.kind})" if worst else "n/a"
     return f"predicted on CPU: worst {use}; {p.masked_pct:.1f}% of lanes masked; Duration is interpreter time"

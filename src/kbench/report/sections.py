@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
+from kbench.analysis.access_facts import Predicted, SiteFacts
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.ptx import InstructionMix
@@ -77,8 +78,6 @@ class AccessStage(Frozen):
 
     def rows(self, check_reuse: dict[str, float]) -> list[list[str]]:
         """Its first ``SHOWN`` lines as table cells; reuse from the check-size run where a sample ran here."""
-        from kbench.analysis.access_facts import SiteFacts
-
         out = []
         for r in self.sites[: self.SHOWN]:
             f = SiteFacts.of(r)
@@ -106,10 +105,18 @@ class Accesses(Frozen):
     point: str  # the parameters traced, and why those
     stages: list[AccessStage]
     check: str | None = None  # the check-size run: its parameters and verdict
-    check_reuse: dict[str, float] = Field(
-        default_factory=dict
-    )  # "<kind> <file:line>" -> reuse across programs at the check size
+    # "<kind> <file:line>" -> reuse across programs at the check size
+    check_reuse: dict[str, float] = Field(default_factory=dict)
     full: str = "access.md"  # every line of every stage, where the report shows the first few
+
+    def predicted(self) -> dict[str, Predicted]:
+        """Each stage's summary for the catalogue and the baseline."""
+        out = {}
+        for s in self.stages:
+            p = Predicted.of([SiteFacts.of(r) for r in s.sites], self.point)
+            if p is not None:
+                out[s.name] = p
+        return out
 
 
 # the sections whose models are kbench.report.mode_sections's (ModeSections, a Sections with them)
