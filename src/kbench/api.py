@@ -84,6 +84,7 @@ ncu_profile_plan = _for("ncu")
 nsys_profile_plan = _for("nsys")
 proton_profile_plan = _for("proton")
 intra_profile_plan = _for("intra")
+access_profile_plan = _for("access")
 
 
 EXECUTORS = ("local", "ray")

@@ -161,13 +161,14 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     plan = current(plan)  # the version's source as it is now, even where this process loaded it before an edit
     loaded = sources.record(type(plan).__module__)
     here = backend.in_process  # a mode whose plan runs in a child never imports torch here
-    if backend.needs_gpu:
+    on_gpu = registry.gpu_needed(backend)
+    if on_gpu:
         gpu.require_cuda(f"--prof_type={mode}", torch=here)
     found = backend.tools(opts)  # a missing profiler stops the run before any folder is made
     named = (opts.baseline, named_baseline(opts.baseline, plan)) if opts.baseline is not None else None
     # a mode that uses no GPU (access) predicts for the device it names: --device, else the GPU here, else an H100
     table = load_devices()
-    device = gpu.active_device(table, torch=here) if backend.needs_gpu else gpu.target_device(table, opts.device)
+    device = gpu.active_device(table, torch=here) if on_gpu else gpu.target_device(table, opts.device)
     run_dir = folder.new_run_dir(opts.out_root, mode, plan.package, plan.slug())
     seed = opts.seed if opts.seed is not None else time.time_ns() % (2**31)
     params: dict[str, Any] = {
@@ -188,7 +189,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
     write_json_atomic(run_dir / folder.PARAMS, params)
     opts.progress(f"{mode} mode: {plan.package} {plan.version} into {run_dir}")
     with folder.marked_on_failure(run_dir, params):
-        held = measuring(opts.lock_clocks, opts.wait, opts.progress) if backend.needs_gpu else unmeasured(NO_GPU)
+        held = measuring(opts.lock_clocks, opts.wait, opts.progress) if on_gpu else unmeasured(NO_GPU)
         with held as env:
             job = Job(plan, opts, run_dir, seed, device, params, env, found)
             try:
@@ -197,7 +198,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
                 clocks = record_clocks(env, params, job.clock_note)
         source = ran_source(loaded, capture.source)
         params["source"] = source.model_dump() if source else None
-        if backend.needs_gpu and source is not None and not capture.predicted:
+        if on_gpu and source is not None and not capture.predicted:
             # the loads and stores an access run of this very source traced on a CPU: the catalogue reads them
             predicted, access_run = access_mode.predicted_for(opts.out_root, plan, source.digest)
             if access_run is not None:

@@ -56,9 +56,14 @@ def _would_show(e: Evidence) -> str:
         return f"--prof_type=ncu would show the source lines where {e.name}'s warps stall (source/{e.name}.md)"
     if e.moved_bytes is not None:
         return f"--prof_type=ncu would show {e.name}'s warp-stall reasons and hottest source lines"
+    access = (
+        ""
+        if e.predicted is not None
+        else "; on any machine, --prof_type=access predicts each load and store line's coalescing and masked lanes"
+    )
     return (
         f"counters would show it: --prof_type=annotation measures {e.name}'s warp stalls, issued FLOPs and DRAM "
-        "bytes, and --prof_type=ncu its hottest source lines"
+        f"bytes, and --prof_type=ncu its hottest source lines{access}"
     )
 
 

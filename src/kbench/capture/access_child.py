@@ -22,7 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kbench.errors import KbenchError, KernelError
+
 FILE = "access.json"
+INTERPRETER_FAILED = 7  # the interpreter could not run a stage (its exit code; docs/errors)
 PICTURES = "access"
 MAX_PICTURES = 8  # tensors drawn, over all stages (the largest first)
 PICTURED = 16  # programs a picture tells apart: the first to run
@@ -56,7 +59,10 @@ def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: in
         launch = built(plan, stage, ws, config)
         start = time.perf_counter()
         with access.traced(allocations, programs) as trace:
-            guarded(stage.name, launch.fn)
+            try:
+                guarded(stage.name, launch.fn)
+            except KernelError as e:
+                raise InterpreterFailed(f"Triton {_triton()}'s CPU interpreter could not run it: {e}") from None
         seconds = time.perf_counter() - start
         facts = sites(trace.accesses, whole=trace.whole)
         grids = [list(g) for g in trace.grids]
@@ -91,6 +97,19 @@ def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: in
             },
         )
     return stages
+
+
+class InterpreterFailed(KbenchError):
+    """Triton's interpreter could not run a stage at the traced point: it supports less than the GPU compiler (and
+    some Triton and numpy versions fail on kernels the GPU runs). Not a verdict on the kernel."""
+
+    exit_code = INTERPRETER_FAILED
+
+
+def _triton() -> str:
+    import triton
+
+    return str(triton.__version__)
 
 
 def _safe(name: str) -> str:
@@ -159,8 +178,6 @@ def main(spec_path: str) -> int:
 
 def run(spec_path: str) -> None:
     """The child's whole life: ``main``, a KbenchError as one line with its exit code."""
-    from kbench.errors import KbenchError
-
     try:
         code = main(spec_path)
     except KbenchError as e:

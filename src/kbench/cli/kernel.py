@@ -139,7 +139,7 @@ def _warm_gpu(prof_type: str) -> None:
 
     if prof_type == "disabled":
         warmup.start(context=True)
-    elif prof_type in registry.names() and registry.get(prof_type).needs_gpu:
+    elif prof_type in registry.names() and registry.gpu_needed(registry.get(prof_type)):
         warmup.start(context=registry.get(prof_type).in_process)
 
 

@@ -116,6 +116,8 @@ class AccessMode:
 
     def capture(self, job: Job) -> Capture:
         from kbench.capture import child, tools
+        from kbench.capture.access_child import INTERPRETER_FAILED
+        from kbench.capture.tools import ToolMissing
 
         plan, opts, run_dir = job.plan, job.opts, job.run_dir
         argv = child.command(
@@ -133,8 +135,11 @@ class AccessMode:
         job.params["access_wall_s"] = round(time.monotonic() - started, 2)
         if done.returncode != 0:
             line = child.failure(done.log)
+            facts = f"facts in {run_dir / FILE}, " if (run_dir / FILE).exists() else ""
             if line and done.returncode == KernelError.exit_code:
-                raise KernelError(f"{line} (facts in {run_dir / FILE}, log {log_path})")
+                raise KernelError(f"{line} ({facts}log {log_path})")
+            if line and done.returncode == INTERPRETER_FAILED:
+                raise ToolMissing(f"{line} (see {log_path})")
             raise KbenchError(f"the access trace failed: {line or f'exit code {done.returncode}'} (see {log_path})")
         outcome = json.loads((run_dir / FILE).read_text())
         check = outcome.get("check")

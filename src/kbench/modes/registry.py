@@ -105,3 +105,8 @@ def check_options(backend: Backend, opts: RunOptions) -> None:
             raise UsageError(
                 f"{FLAGS[name]} applies to {', '.join(takers) or 'no mode'} only, not --prof_type={backend.name}"
             )
+
+
+def gpu_needed(backend: Backend) -> bool:
+    """Whether the mode runs on a GPU: a backend that does not say (one added before ``needs_gpu`` existed) does."""
+    return bool(getattr(backend, "needs_gpu", True))

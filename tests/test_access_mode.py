@@ -1,0 +1,162 @@
+"""--prof_type=access (no GPU): the whole run through the CLI on before/after pairs whose defects are known
+(tests/data/validation: transpose naive/tiled, masked before/after) and on a planted out-of-bounds read
+(tests/data/bad_kernels/oob); the sampler's weights; the GPU modes reading an access run's predictions
+(kbench.modes.access.predicted_for, the catalogue's entries on an H200 event capture of the naive transpose)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import DATA, contract_problems
+
+VAL = str(DATA / "validation")
+
+
+def access(out: Path, *argv: str, kernel_path: str = VAL) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kbench.kernel", *argv, "--kernel-path", kernel_path, "--prof_type=access",
+         "--out", str(out), "--device", "H100_SXM"],
+        capture_output=True, text=True, timeout=600, env={**__import__("os").environ, "KBENCH_RESIDENT": "0"},
+    )  # fmt: skip
+
+
+def report_of(out: Path, package: str) -> tuple[Path, str]:
+    (report,) = sorted(out.glob(f"access/{package}/*/*/report.md"))[-1:]
+    return report.parent, report.read_text()
+
+
+def top_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line[:3] in ("1. ", "2. ", "3. ")]
+
+
+def test_the_naive_transpose_is_told_which_line_reads_4_bytes_of_each_sector(tmp_path: Path) -> None:
+    done = access(tmp_path, "transpose", "naive", "--rows=1024", "--cols=1024")
+    assert done.returncode == 0, done.stderr
+    run, text = report_of(tmp_path, "transpose")
+    assert contract_problems(run / "report.md") == []
+    (first,) = top_lines(text)
+    assert first.startswith("1. Uncoalesced global loads in transpose: 4.0 of every 32 bytes they fetch are used")
+    assert "worst line naive.py:20 (load, neighbouring lanes 4096 B apart" in first
+    assert first.endswith("trigger: transpose.global_ld_bytes_per_sector_predicted=4.0")
+    gain = float(first.split("est. ")[1].split("%")[0])
+    assert gain == pytest.approx(100 * (1 - 2 / 9), abs=0.1)  # loads 8x the sectors they need, stores 1x: 9 -> 2
+    assert "Clocks: n/a: no GPU used" in text and "| transpose | " in text
+    facts = json.loads((run / "access.json").read_text())
+    assert facts["values"] == {"rows": 1024, "cols": 1024, "dtype": "float32"}
+    assert sorted(p.name for p in (run / "access").glob("*.png")) == ["transpose-x.png", "transpose-y.png"]
+    assert (run / "access.md").read_text().startswith("# Accesses: transpose naive")
+
+    done = access(tmp_path, "transpose", "tiled", "--rows=1024", "--cols=1024")  # the fix, and the comparison
+    assert done.returncode == 0, done.stderr
+    run, text = report_of(tmp_path, "transpose")
+    assert top_lines(text)[0].startswith("1. No access defect predicted on CPU") and "est. 0.0% gain" in text
+    assert "| transpose worst line's bytes used per 32-B sector (predicted) | 4.0 | 32.0 | +700.0% |" in text
+    assert "Interpreter time (us; CPU, not GPU time)" in text
+
+
+def test_a_block_four_times_the_row_is_named_as_masked_work(tmp_path: Path) -> None:
+    done = access(tmp_path, "masked", "before", "--rows=4096")
+    assert done.returncode == 0, done.stderr
+    _, text = report_of(tmp_path, "masked")
+    (first,) = top_lines(text)
+    assert first.startswith("1. Masked lanes in row_map: 76% of the lanes at its loads and stores do no work")
+    assert first.endswith("est. 75.6% gain — trigger: row_map.masked_lanes_pct_predicted=75.6")
+    assert "(now BLOCK=4096, num_warps=4)" in text
+    done = access(tmp_path, "masked", "after", "--rows=4096")
+    _, text = report_of(tmp_path, "masked")
+    assert done.returncode == 0 and top_lines(text)[0].startswith("1. No access defect predicted on CPU")
+
+
+def test_an_out_of_bounds_read_fails_the_run_with_its_line_and_program(tmp_path: Path) -> None:
+    done = access(tmp_path, "oob", "--n=20000", kernel_path=str(DATA / "bad_kernels"))
+    assert done.returncode == 5
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("kbench: error:")]
+    assert f"64 lane(s) of the load at {DATA / 'bad_kernels' / 'oob' / 'base.py'}:17 (add_kernel)" in line
+    assert "first in program (4, 0, 0)" in line
+    (run,) = tmp_path.glob("access/oob/*/*")
+    assert (run / "access.json").exists() and json.loads((run / "params.json").read_text())["status"] == "failed"
+
+
+def test_a_sample_runs_the_first_programs_and_the_last_each_standing_for_its_share() -> None:
+    from kbench.capture.access import FIRST, sample
+
+    assert sample(10, 64) == dict.fromkeys(range(10), 1)
+    chosen = sample(65536, 64)
+    assert sum(chosen.values()) == 65536 and len(chosen) <= 66
+    assert all(chosen[p] == 1 for p in range(FIRST)) and 65535 in chosen
+    assert sample(1000, 0) == dict.fromkeys(range(1000), 1)
+
+
+def write_access_run(root: Path, digest: str, status: str = "ok", stamp: str = "20261125T000000Z") -> Path:
+    run = root / "access" / "transpose" / "rows256_cols256_float32" / stamp
+    run.mkdir(parents=True)
+    params = {"kernel": "transpose", "version": "naive", "status": status, "source": {"digest": digest}}
+    (run / "params.json").write_text(json.dumps(params))
+    site = {
+        "kind": "load", "site": "/x/naive.py:20", "function": "column_copy_kernel", "calls": 4, "programs": 4,
+        "lanes": 1024, "active": 1024, "bytes": 4096, "stride_bytes": 1024, "bytes_per_sector": 4.0, "reuse": 1.0,
+        "out_of_bounds": 0, "first_oob_program": None, "sectors": 1024, "distinct_bytes": 4096,
+    }  # fmt: skip
+    store = {**site, "kind": "store", "site": "/x/naive.py:22", "stride_bytes": 4, "bytes_per_sector": 32.0,
+             "sectors": 128}  # fmt: skip
+    outcome = {
+        "values": {"rows": 256, "cols": 256, "dtype": "float32"},
+        "stages": {"transpose": {"sites": [site, store], "programs": [256], "traced_programs": [256]}},
+    }
+    (run / "access.json").write_text(json.dumps(outcome))
+    return run
+
+
+def test_the_gpu_modes_read_the_newest_access_run_of_the_same_source(tmp_path: Path) -> None:
+    from kbench.modes.access import predicted_for
+    from kbench.plan.discovery import load_version
+
+    plan = load_version("transpose", "naive", [VAL])()
+    write_access_run(tmp_path, "other", stamp="20261125T000003Z")  # another source: not read
+    write_access_run(tmp_path, "mine", status="failed", stamp="20261125T000002Z")  # failed: not read
+    wanted = write_access_run(tmp_path, "mine", stamp="20261125T000001Z")
+    predicted, run = predicted_for(tmp_path, plan, "mine")
+    assert run == wanted
+    p = predicted["transpose"]
+    assert p.ld_use == 4.0 and p.st_use == 32.0 and p.worst is not None and p.worst.line == "naive.py:20"
+    assert p.where == "at rows=256, cols=256, dtype=float32"
+    assert predicted_for(tmp_path, plan, "none") == ({}, None)
+
+
+def test_event_mode_names_the_predicted_uncoalesced_line_that_it_cannot_measure() -> None:
+    """The H200 event capture of the naive transpose: without counters event mode found no mechanism
+    (tests/test_diagnosis.py); with an access run's prediction it names the line and the mechanism, its gain against
+    the measured time and the practical roof."""
+    from kbench.analysis.access_facts import Predicted, SiteFacts
+    from kbench.analysis.devices import load_devices, resolve
+    from kbench.modes.base import Context
+    from kbench.modes.event import EVENT
+    from kbench.plan.discovery import load_version
+
+    folder = DATA / "validation_h200" / "transpose-naive" / "event"
+    params = json.loads((folder / "params.json").read_text())
+    plan = load_version("transpose", "naive", [VAL]).from_values(params["params"])
+    device = json.loads((folder / "result.json").read_text())["device"]
+    ctx = Context(plan, load_devices(), resolve(load_devices(), device))
+    tiling = {p.stem: json.loads(p.read_text()) for p in (folder / "tiling").glob("*.json")}
+    site: dict[str, Any] = {
+        "kind": "load", "site": "/x/naive.py:20", "function": "column_copy_kernel", "calls": 1, "programs": 1,
+        "lanes": 32, "active": 32, "bytes": 128, "stride_bytes": 32768, "bytes_per_sector": 4.0, "reuse": None,
+        "out_of_bounds": 0, "first_oob_program": None, "sectors": 32, "distinct_bytes": None,
+    }  # fmt: skip
+    store = {**site, "kind": "store", "site": "/x/naive.py:22", "stride_bytes": 4, "bytes_per_sector": 32.0,
+             "sectors": 4}  # fmt: skip
+    predicted = Predicted.of([SiteFacts.of(site), SiteFacts.of(store)], "at rows=8192, cols=8192")
+    assert predicted is not None
+    capture = replace(EVENT.open(folder / "timings.json"), tiling=tiling, predicted={"transpose": predicted})
+    first = EVENT.analyse(capture, ctx).figures.opportunities[0]
+    assert first.name.startswith("Uncoalesced global loads in transpose: 4.0 of every 32 bytes they fetch are used "
+                                 "(predicted on CPU at rows=8192, cols=8192); worst line naive.py:20")  # fmt: skip
+    assert first.metric == "transpose.global_ld_bytes_per_sector_predicted" and first.gain_pct > 50
