@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kbench.analysis.access_facts import Predicted
 from kbench.analysis.compare import compare, compare_access
 from kbench.analysis.devices import load_devices
 from kbench.errors import KbenchError, KernelError, UsageError
@@ -204,6 +205,8 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
             if access_run is not None:
                 capture = replace(capture, predicted=predicted)
                 params["predicted_from"] = str(access_run)
+                stages = {name: p.record() for name, p in predicted.items()}
+                write_json_atomic(run_dir / folder.PREDICTED, {"from": str(access_run), "stages": stages})
         write_json_atomic(run_dir / folder.PARAMS, params)
         opts.progress("analysing the capture")
         analysis = backend.analyse(capture, Context(plan, load_devices(), device))
@@ -244,6 +247,9 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
         # a capture kbench made, analysed with its plan: the launch records beside it (grid, the compiled kernel's
         # instruction mix) feed the catalogue as they did live
         capture = replace(capture, tiling=tiling)
+    if plan is not None and (predicted := folder.predicted_beside(path)):  # and the access run's predictions it read
+        stages = {name: Predicted.of_record(r) for name, r in predicted["stages"].items()}
+        capture = replace(capture, predicted=stages)
     if plan is not None:
         identity = (plan.package, plan.version, plan.values())
     else:

@@ -94,6 +94,15 @@ class Predicted:
     requested_bytes: int  # what the active lanes load and store
     distinct_bytes: int | None  # of which at distinct addresses (None: a sample of the programs ran)
 
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def of_record(cls, record: dict[str, Any]) -> Predicted:
+        """From ``record()``'s JSON (predicted.json)."""
+        sites = {k: SiteFacts.of(record[k]) if record.get(k) else None for k in ("worst", "most_masked")}
+        return cls(**{**record, **sites})
+
     @classmethod
     def of(cls, facts: Sequence[SiteFacts], where: str) -> Predicted | None:
         """The stage's summary (None: no load or store ran)."""

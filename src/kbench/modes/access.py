@@ -47,8 +47,9 @@ METHOD = (
 )
 FEWER = (
     "Only {n} listed: a CPU trace sees addresses and masks only; latency, occupancy, pipelining and the tensor "
-    "cores need a GPU run (--prof_type=event, then annotation). The gains are predicted: each stage's roofline time "
-    "on {device}'s practical roofs, scaled by the sectors its lanes touch beyond those they use or by its masked lanes."
+    "cores need a GPU run (--prof_type=event, then annotation). The gains are predicted upper bounds: each stage's "
+    "roofline time on {device}'s practical roofs, scaled by the sectors its lanes touch beyond those they use (as if "
+    "none came from L2) or by its masked lanes."
 )
 
 

@@ -106,6 +106,21 @@ def made_with(capture: Path) -> dict[str, Any]:
     return made if isinstance(made, dict) else {}
 
 
+PREDICTED = "predicted.json"  # the access run's predictions a GPU run's catalogue read (kbench.modes.access)
+
+
+def predicted_beside(capture: Path) -> dict[str, Any]:
+    """The predictions the live run that made a capture read (predicted.json beside it): {"from": the access run,
+    "stages": {stage: Predicted record}}; {} where there are none or they cannot be read."""
+    import json
+
+    try:
+        made = json.loads((capture.parent / PREDICTED).read_text())
+    except (OSError, ValueError):
+        return {}
+    return made if isinstance(made, dict) and isinstance(made.get("stages"), dict) else {}
+
+
 def tiling_beside(capture: Path) -> dict[str, dict[str, Any]]:
     """The launch records (tiling/<stage>.json: grid, registers, the compiled kernel's instruction mix) of the run
     folder a capture file lies in, by stage; {} where there are none or they cannot be read."""
@@ -164,6 +179,9 @@ GUIDE: tuple[tuple[str, str], ...] = (
     ("stages.csv", "per-stage timeline figures; windows.csv, gaps.csv and occurrences.csv beside it"),
     ("trace.json", "the timeline for Perfetto (ui.perfetto.dev) or chrome://tracing"),
     ("roofline.png", "the roofline chart"),
+    ("access.md", "every load and store line of every stage, predicted on CPU (the report shows the first few)"),
+    ("access/*.png", "which of the first programs read and wrote each element of a tensor"),
+    ("predicted.json", "the access run's predictions this run's catalogue read (its load/store lines, masked lanes)"),
 )
 
 
