@@ -12,6 +12,7 @@ from kbench.version import __version__
 
 if TYPE_CHECKING:
     from kbench.api import (
+        access_profile_plan,
         annotation_profile_plan,
         event_profile_plan,
         ncu_profile_plan,
@@ -26,7 +27,14 @@ _LAZY = {
     **dict.fromkeys(("Config", "KernelPlan", "Launch", "Stage", "param"), "kbench.plan.base"),
     **dict.fromkeys(("load_version", "with_version"), "kbench.plan.discovery"),
     **dict.fromkeys(
-        ("annotation_profile_plan", "event_profile_plan", "ncu_profile_plan", "nsys_profile_plan", "profile_plan"),
+        (
+            "access_profile_plan",
+            "annotation_profile_plan",
+            "event_profile_plan",
+            "ncu_profile_plan",
+            "nsys_profile_plan",
+            "profile_plan",
+        ),
         "kbench.api",
     ),
 }
@@ -38,6 +46,7 @@ __all__ = [
     "Launch",
     "Stage",
     "__version__",
+    "access_profile_plan",
     "annotation_profile_plan",
     "event_profile_plan",
     "load_version",

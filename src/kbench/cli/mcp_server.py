@@ -48,7 +48,8 @@ PROFILE = (
     "Profile a kernel version on this machine's GPU (params as in `--name=value`, defaults otherwise) in a mode: "
     + "; ".join(f"{name}: {what}" for name, what in registry.SUMMARY.items())
     + ". Returns the run folder, report.md and report.json; reports progress as it goes. Needs a CUDA GPU (and ncu "
-    "for annotation/ncu, nsys for nsys)."
+    "for annotation/ncu, nsys for nsys), except access mode, which runs on the CPU and predicts for `device` (a key of "
+    "conf/devices.json; default this machine's GPU, else H100_SXM)."
 )
 
 
@@ -275,6 +276,7 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
         mode: str = "event",
         out: str = OUT,
         bench_runs: int | None = None,
+        device: str | None = None,
     ) -> RunDone:
         """PROFILE (the tool's description)."""
         steps = iter(range(1, 1 << 30))
@@ -291,7 +293,8 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
             root = inside(out, allowed, "out")
             plan = _plan(kernel, version, params or {}, paths)
             runs = bench_runs if bench_runs is not None else registry.get(mode).default_bench_runs
-            opts = dataclasses.replace(RunOptions.for_api(root, runs), progress=step)
+            named = {"device": device} if device is not None else {}  # access mode: the device to predict for
+            opts = dataclasses.replace(RunOptions.for_api(root, runs, **named), progress=step)
             return _done(pipeline.profile(mode, plan, opts))
 
         return await in_thread(work)
