@@ -108,8 +108,11 @@ class Predicted:
         """The stage's summary (None: no load or store ran)."""
         if not facts:
             return None
+        # lines whose lanes have neighbours: a one-lane access (a scalar a program stores) uses its element's bytes of
+        # a sector whatever the layout, and is no coalescing question
+        spread = [f for f in facts if f.stride_bytes is not None]
         by_kind = {
-            kind: [f for f in facts if f.kind == kind and f.sectors and f.bytes_per_sector is not None]
+            kind: [f for f in spread if f.kind == kind and f.sectors and f.bytes_per_sector is not None]
             for kind in ("load", "store")
         }
 
@@ -119,7 +122,7 @@ class Predicted:
             return (float(sectors), sum(f.bytes for f in sites) / sectors) if sectors else (None, None)
 
         (ld_sectors, ld_use), (st_sectors, st_use) = use("load"), use("store")
-        scored = [f for f in facts if f.bytes_per_sector is not None]
+        scored = [f for f in spread if f.bytes_per_sector is not None]
         lanes = sum(f.lanes for f in facts)
         loads = [f for f in facts if f.kind == "load"]
         load_lanes = sum(f.lanes for f in loads)
