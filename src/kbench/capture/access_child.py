@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kbench.capture.child import PREFIX
 from kbench.errors import KbenchError, KernelError
 
 FILE = "access.json"
@@ -29,7 +30,6 @@ INTERPRETER_FAILED = 7  # the interpreter could not run a stage (its exit code; 
 PICTURES = "access"
 MAX_PICTURES = 8  # tensors drawn, over all stages (the largest first)
 PICTURED = 16  # programs a picture tells apart: the first to run
-PREFIX = "kbench child: "
 
 
 def _touched_tensors(ws: Any, accesses: list[Any]) -> list[Any]:
@@ -178,12 +178,9 @@ def main(spec_path: str) -> int:
 
 def run(spec_path: str) -> None:
     """The child's whole life: ``main``, a KbenchError as one line with its exit code."""
-    try:
-        code = main(spec_path)
-    except KbenchError as e:
-        print(f"{PREFIX}{e}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    sys.exit(code)
+    from kbench.capture.child import said
+
+    sys.exit(said(main, spec_path))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -179,13 +179,18 @@ def leaves_at_once(spec: dict[str, Any]) -> bool:
     return spec.get("program") != "timeline" or spec.get("backend") == "torch"
 
 
-def run(spec_path: str) -> None:
-    """The child's whole life: ``main``, then the exit (at once where ``leaves_at_once``), a KbenchError as one line."""
+def said(program: Callable[[str], int], spec_path: str) -> int:
+    """``program``'s exit code; a KbenchError it raises as one line (PREFIX: ``failure`` finds it) and its code."""
     try:
-        code = main(spec_path)
+        return program(spec_path)
     except KbenchError as e:
         print(f"{PREFIX}{e}", file=sys.stderr)
-        sys.exit(e.exit_code)
+        return e.exit_code
+
+
+def run(spec_path: str) -> None:
+    """The child's whole life: ``main``, then the exit (at once where ``leaves_at_once``), a KbenchError as one line."""
+    code = said(main, spec_path)
     if code == 0 and leaves_at_once(json.loads(Path(spec_path).read_text())):
         sys.stdout.flush()
         sys.stderr.flush()
