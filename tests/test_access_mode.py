@@ -183,7 +183,7 @@ def ncu_lanes(kernel: str, tmp: Path) -> dict[str, float]:
 def test_the_cpu_prediction_is_what_ncu_counted_on_the_h100(kernel: str, tmp_path: Path) -> None:
     """The access runs (Triton 3.6's interpreter on the H100 machine, a sample of 65 programs of each grid, weighted)
     against ncu on the same kernels at the same size: global load and store sectors, and bytes used per sector."""
-    from kbench.modes.access import predicted_of
+    from kbench.analysis.access_figures import predicted_of
 
     (p,) = predicted_of(json.loads((H100 / f"access-{kernel}" / "access.json").read_text())).values()
     m = ncu_lanes(kernel, tmp_path)
@@ -197,7 +197,7 @@ def test_the_predicted_masked_lanes_are_the_extra_work_ncu_counted_on_the_h100(t
     """masked before: 75.6% of the lanes masked (predicted) is 1 / 0.244 = 4.10x the arithmetic the model needs;
     ncu counted 4.10x the model's FLOPs (annotation mode), and 4.0x the thread instructions of the 1024-lane twin
     (whose 2.3% masked lanes are 1.02x)."""
-    from kbench.modes.access import predicted_of
+    from kbench.analysis.access_figures import predicted_of
 
     def predicted(kernel: str) -> Any:
         (p,) = predicted_of(json.loads((H100 / f"access-{kernel}" / "access.json").read_text())).values()
