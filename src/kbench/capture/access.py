@@ -10,8 +10,11 @@ unmasked wild read would crash the interpreter's process, not report the bug); a
 did not name (a buffer a plan makes outside its workspace) is not judged.
 
 Built on the interpreter's own builder (triton.runtime.interpreter.InterpreterBuilder), not on Triton-Viz: the
-triton-viz 3.0 package pulls pyarrow, z3-solver, flask and cairocffi for a web viewer kbench does not use, and its
-tracer patches the same interpreter internals; two hooks give the facts kbench needs.
+triton-viz 3.0 package (the registry's newest, checked 2026-11-25) does not import under Triton 3.8 (AttributeError:
+'InterpreterBuilder' object has no attribute 'create_make_block_ptr', from its frontend's patch table), and it pulls
+pyarrow, z3-solver, flask and cairocffi for a web viewer kbench does not use; two hooks give the facts kbench needs,
+and a third (``_Sampled``, on GridExecutor) runs a sample of a large grid. These hooks work under Triton 3.6 (the
+H100 machine), 3.8 and 3.9 (CI).
 """
 
 from __future__ import annotations
