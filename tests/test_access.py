@@ -149,3 +149,40 @@ def test_which_program_touched_each_element_and_its_picture(cli: Any, tmp_path: 
     pictures = sorted(tmp_path.glob("*.png"))
     assert [p.name for p in pictures] == ["transpose-naive-x.png", "transpose-naive-y.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pictures)
+
+
+def test_block_pointers_tensor_descriptors_and_atomics_are_traced() -> None:
+    """Tensor-descriptor loads and stores reach the interpreter's masked load and store (their bounds as masks); an
+    atomic add is traced as its own kind, its lanes out of bounds caught and masked off the same way."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    import torch
+    import triton
+    import triton.language as tl
+
+    from kbench.analysis.access import sites
+    from kbench.capture import access
+
+    @triton.jit
+    def descriptor_copy(x, y, M, N, BM: tl.constexpr, BN: tl.constexpr):  # type: ignore[no-untyped-def]
+        d = tl.make_tensor_descriptor(x, [M, N], [N, 1], [BM, BN])
+        e = tl.make_tensor_descriptor(y, [M, N], [N, 1], [BM, BN])
+        e.store([tl.program_id(0) * BM, 0], d.load([tl.program_id(0) * BM, 0]))
+
+    @triton.jit
+    def scatter_add(x, out, n, B: tl.constexpr):  # type: ignore[no-untyped-def]
+        offs = tl.program_id(0) * B + tl.arange(0, B)
+        tl.atomic_add(out + offs, tl.load(x + offs, mask=offs < n, other=0.0), mask=offs < n + 8)  # 8 lanes too many
+
+    x, y = torch.randn(100, 64), torch.zeros(100, 64)
+    with access.traced(access.allocations_of({"x": x, "y": y})) as trace:
+        descriptor_copy[(4,)](x, y, 100, 64, BM=32, BN=64)
+    load, store = sites(trace.accesses)
+    assert (load.kind, store.kind) == ("load", "store")
+    assert load.active == 100 * 64 and load.lanes == 128 * 64 and load.stride_bytes == 4 and load.out_of_bounds == 0
+    assert torch.equal(x, y)
+    v, out = torch.randn(1000), torch.zeros(1000)
+    with access.traced(access.allocations_of({"v": v, "out": out})) as trace:
+        scatter_add[(4,)](v, out, 1000, B=256)
+    facts = {s.kind: s for s in sites(trace.accesses)}
+    assert facts["atomic"].out_of_bounds == 8 and facts["atomic"].first_oob_program == (3, 0, 0)
+    assert torch.equal(out, v)  # the wild lanes were masked off: nothing past the tensor was written

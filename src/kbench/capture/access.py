@@ -1,13 +1,13 @@
 """Every load and store a Triton kernel makes under Triton's CPU interpreter (TRITON_INTERPRET=1): no GPU.
 
 ``traced(allocations)`` hooks the interpreter's builder where every memory access passes (its masked load and store:
-plain loads and stores and tensor-descriptor loads and stores go through them, in Triton 3.8 and 3.9) and records, per
-call: load or store, the kernel's source line (the first frame outside Triton and this module), the program (its grid
-index), the byte address of every lane (shape kept: the last axis is the one neighbouring lanes run along), which
-lanes the mask lets through, and the element size. Lanes that run outside the allocation their access is into (of
-those the caller names) are recorded as out of bounds and masked off before the interpreter touches them (an
-unmasked wild read would crash the interpreter's process, not report the bug); an access into memory the caller
-did not name (a buffer a plan makes outside its workspace) is not judged.
+plain loads and stores, block-pointer and tensor-descriptor loads and stores go through them, in Triton 3.6, 3.8 and
+3.9; and its atomic read-modify-write) and records, per call: load, store or atomic, the kernel's source line (the first
+frame outside Triton and this module), the program (its grid index), the byte address of every lane (shape kept: the
+last axis is the one neighbouring lanes run along), which lanes the mask lets through, and the element size. Lanes that
+run outside the allocation their access is into (of those the caller names) are recorded as out of bounds and masked off
+before the interpreter touches them (an unmasked wild read would crash the interpreter's process, not report the bug);
+an access into memory the caller did not name (a buffer a plan makes outside its workspace) is not judged.
 
 Built on the interpreter's own builder (triton.runtime.interpreter.InterpreterBuilder), not on Triton-Viz: the
 triton-viz 3.0 package (the registry's newest, checked 2026-11-25) does not import under Triton 3.8 (AttributeError:
@@ -35,7 +35,7 @@ _HERE = __file__
 class Access:
     """One load or store call of one program."""
 
-    kind: str  # "load" or "store"
+    kind: str  # "load", "store" or "atomic" (a read-modify-write: tl.atomic_add, _max, _xchg, ...)
     site: str  # "<file>:<line>" of the kernel's source
     function: str  # the kernel function
     program: tuple[int, int, int]
@@ -127,6 +127,7 @@ def traced(allocations: Sequence[tuple[int, int]], programs: int = 0) -> Iterato
     trace = Trace(list(allocations))
     builder = it.InterpreterBuilder
     masked_load, masked_store = builder.create_masked_load, builder.create_masked_store
+    atomic_rmw = builder.create_atomic_rmw
     executor_init = it.GridExecutor.__init__
     weights: dict[int, int] = {}
 
@@ -171,14 +172,19 @@ def traced(allocations: Sequence[tuple[int, int]], programs: int = 0) -> Iterato
     def store(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **named: Any) -> Any:
         return masked_store(self, ptrs, value, record("store", self, ptrs, mask), *rest, **named)
 
+    def atomic(self: Any, op: Any, ptrs: Any, value: Any, mask: Any, *rest: Any, **named: Any) -> Any:
+        return atomic_rmw(self, op, ptrs, value, record("atomic", self, ptrs, mask), *rest, **named)
+
     builder.create_masked_load = load
     builder.create_masked_store = store
+    builder.create_atomic_rmw = atomic
     it.GridExecutor.__init__ = init
     try:
         yield trace
     finally:
         builder.create_masked_load = masked_load
         builder.create_masked_store = masked_store
+        builder.create_atomic_rmw = atomic_rmw
         it.GridExecutor.__init__ = executor_init
 
 
