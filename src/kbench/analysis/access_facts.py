@@ -6,7 +6,7 @@ compiler's choice; 32 consecutive lanes along the pointer tensor's last axis sta
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SECTOR = 32  # bytes: the unit DRAM and L2 move
@@ -93,6 +93,7 @@ class Predicted:
     most_masked: SiteFacts | None  # the site with the most masked lanes
     requested_bytes: int  # what the active lanes load and store
     distinct_bytes: int | None  # of which at distinct addresses (None: a sample of the programs ran)
+    config: dict[str, Any] = field(default_factory=dict)  # the launch configuration traced
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,7 +105,7 @@ class Predicted:
         return cls(**{**record, **sites})
 
     @classmethod
-    def of(cls, facts: Sequence[SiteFacts], where: str) -> Predicted | None:
+    def of(cls, facts: Sequence[SiteFacts], where: str, config: dict[str, Any] | None = None) -> Predicted | None:
         """The stage's summary (None: no load or store ran)."""
         if not facts:
             return None
@@ -139,4 +140,5 @@ class Predicted:
             most_masked=max(facts, key=lambda f: (f.masked_pct, f.lanes)),
             requested_bytes=sum(f.bytes for f in facts),
             distinct_bytes=None if None in distinct else sum(d or 0 for d in distinct),
+            config=dict(config or {}),
         )

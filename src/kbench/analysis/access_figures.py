@@ -40,7 +40,8 @@ def predicted_of(outcome: dict[str, Any]) -> dict[str, Predicted]:
     """Each stage's ``Predicted`` from an access run's access.json."""
     out: dict[str, Predicted] = {}
     for name, stage in outcome["stages"].items():
-        p = Predicted.of([SiteFacts.of(r) for r in stage["sites"]], point_words(outcome, stage))
+        facts = [SiteFacts.of(r) for r in stage["sites"]]
+        p = Predicted.of(facts, point_words(outcome, stage), stage.get("config"))
         if p is not None:
             out[name] = p
     return out

@@ -30,8 +30,15 @@ def excess_traffic(e: Evidence) -> Opportunity | None:
 
 
 def _predicted_words(e: Evidence) -> str:
+    """Where the prediction comes from, and the configuration it traced where this run's differs (masked lanes and
+    reuse depend on the block sizes)."""
     p = e.predicted
-    return f" (predicted on CPU {p.where})" if p is not None else ""
+    if p is None:
+        return ""
+    other = ""
+    if p.config and e.tile and {k: str(v) for k, v in p.config.items()} != {k: str(v) for k, v in e.tile.items()}:
+        other = f"; traced with {', '.join(f'{k}={v}' for k, v in p.config.items())}, not this run's"
+    return f" (predicted on CPU {p.where}{other})"
 
 
 def uncoalesced(e: Evidence) -> Opportunity | None:
