@@ -109,9 +109,13 @@ def test_only_lanes_running_past_a_known_tensor_are_out_of_bounds() -> None:
 
     a = np.arange(1000, 1000 + 8 * 4, 4, dtype=np.int64)  # 8 fp32 lanes from byte 1000
     on = np.ones(8, dtype=bool)
-    assert _outside(a, on, [(1000, 1024)], 4).tolist() == [False] * 6 + [True] * 2  # the last two run past 1024
-    assert not _outside(a, on, [(5000, 6000)], 4).any()  # memory no workspace tensor holds: not judged
-    assert not _outside(a, on & (np.arange(8) < 6), [(1000, 1024)], 4).any()  # masked lanes never count
+    assert _outside(a, on, [(1000, 1024)], 4)[0].tolist() == [False] * 6 + [True] * 2  # the last two run past 1024
+    assert not _outside(a, on, [(5000, 6000)], 4)[0].any()  # memory no workspace tensor holds: not judged
+    assert not _outside(a, on & (np.arange(8) < 6), [(1000, 1024)], 4)[0].any()  # masked lanes never count
+    # a program whose lanes all left the tensor the same line reached before (an int32 offset that wrapped)
+    wrapped = a - (1 << 32)
+    wild, home = _outside(wrapped, on, [(1000, 1024)], 4, known=(1000, 1024))
+    assert wild.all() and home == (1000, 1024)
 
 
 def test_kbench_check_access_prints_each_load_and_store_line(cli: Any) -> None:

@@ -84,6 +84,15 @@ def test_an_out_of_bounds_read_fails_the_run_with_its_line_and_program(tmp_path:
     assert (run / "access.json").exists() and json.loads((run / "params.json").read_text())["status"] == "failed"
 
 
+def test_an_out_of_bounds_read_at_the_traced_point_fails_the_run_without_the_check(tmp_path: Path) -> None:
+    # the parameters asked for, not only the check's: a bug that shows at one size only is caught where it shows
+    done = access(tmp_path, "oob", "--n=20000", "--no-check", kernel_path=str(DATA / "bad_kernels"))
+    assert done.returncode == 5
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("kbench: error:")]
+    assert "out of bounds at the traced point (n=20000, dtype=float32): 64 lane(s) of the load at " in line
+    assert "oob/base.py:17 (add_kernel)" in line and "first in program (19, 0, 0)" in line
+
+
 def test_a_sample_runs_the_first_programs_and_the_last_each_standing_for_its_share() -> None:
     from kbench.capture.access import FIRST, sample
 

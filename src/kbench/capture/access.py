@@ -86,19 +86,28 @@ def _site() -> tuple[str, str]:
     return "unknown:0", "unknown"
 
 
-def _outside(addresses: Any, lanes: Any, allocations: Sequence[tuple[int, int]], elem_bytes: int) -> Any:
+def _outside(
+    addresses: Any,
+    lanes: Any,
+    allocations: Sequence[tuple[int, int]],
+    elem_bytes: int,
+    known: tuple[int, int] | None = None,
+) -> tuple[Any, tuple[int, int] | None]:
     """Which active lanes read or write bytes outside the allocation the access is into: the one holding its first
-    active lane (a lane that runs past its tensor into the next allocation is out of bounds too). Where that lane is
-    in none of the allocations named (a buffer the plan made outside its workspace), nothing is judged."""
+    active lane (a lane that runs past its tensor into the next allocation is out of bounds too), else the one this
+    source line reached before (``known``: a program whose lanes all left its tensor, as an offset that overflowed
+    int32 sends them); and that allocation. Where neither is known (a buffer the plan made outside its workspace),
+    nothing is judged."""
+    none = np.zeros(addresses.shape, dtype=bool)
     active = addresses[lanes]
     if active.size == 0:
-        return np.zeros(addresses.shape, dtype=bool)
+        return none, known
     first = int(active.reshape(-1)[0])
-    home = next(((s, e) for s, e in allocations if s <= first and first + elem_bytes <= e), None)
+    home = next(((s, e) for s, e in allocations if s <= first and first + elem_bytes <= e), known)
     if home is None:
-        return np.zeros(addresses.shape, dtype=bool)
+        return none, None
     start, end = home
-    return lanes & ~((addresses >= start) & (addresses + elem_bytes <= end))
+    return lanes & ~((addresses >= start) & (addresses + elem_bytes <= end)), home
 
 
 class _Sampled:
@@ -130,6 +139,7 @@ def traced(allocations: Sequence[tuple[int, int]], programs: int = 0) -> Iterato
     atomic_rmw = builder.create_atomic_rmw
     executor_init = it.GridExecutor.__init__
     weights: dict[int, int] = {}
+    homes: dict[str, tuple[int, int]] = {}  # source line -> the allocation its accesses are into
 
     def weight(self: Any) -> int:
         _, gy, gz = (int(g) for g in self.grid_dim)
@@ -155,8 +165,10 @@ def traced(allocations: Sequence[tuple[int, int]], programs: int = 0) -> Iterato
         elem = int(np.dtype(it._get_np_dtype(ptrs.get_element_ty())).itemsize)
         addresses = np.asarray(ptrs.data, dtype=np.int64)
         lanes = np.broadcast_to(np.asarray(mask.data, dtype=bool), addresses.shape)
-        wild = _outside(addresses, lanes, trace.allocations, elem) if trace.allocations else np.zeros_like(lanes)
         site, function = _site()
+        wild, home = _outside(addresses, lanes, trace.allocations, elem, homes.get(site))
+        if home is not None:
+            homes[site] = home
         x, y, z = (int(i) for i in (self.grid_idx or (0, 0, 0)))
         access = Access(
             kind, site, function, (x, y, z), addresses.copy(), lanes.copy(), elem, int(wild.sum()), weight(self)

@@ -167,12 +167,22 @@ def main(spec_path: str) -> int:
         "check": None,
     }
     outcome["stages"] = trace_point(plan, int(spec["seed"]), int(spec["programs"]), run_dir, MAX_PICTURES)
+    # lanes out of bounds at the traced point (an offset that overflows only at this size, say) fail the run too
+    from kbench.analysis.access_facts import SiteFacts
+    from kbench.capture.check import out_of_bounds
+
+    wild = out_of_bounds([SiteFacts.of(r) for s in outcome["stages"].values() for r in s["sites"]])
+    outcome["out_of_bounds"] = wild
     if spec["check"]:
         outcome["check"] = check_point(cls, values, int(spec["seed"]))
     write_json_atomic(run_dir / FILE, outcome)
     if outcome["check"] and not outcome["check"]["passed"]:
         print(f"{PREFIX}correctness check failed: {outcome['check']['line']}", file=sys.stderr)
-        return 5
+        return KernelError.exit_code
+    if wild:
+        where = ", ".join(f"{k}={v}" for k, v in plan.values().items())
+        print(f"{PREFIX}out of bounds at the traced point ({where}): {wild}", file=sys.stderr)
+        return KernelError.exit_code
     return 0
 
 

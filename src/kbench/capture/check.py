@@ -96,13 +96,20 @@ def traced_check(prep: Prepared, where: str, note: str, maps: bool = False) -> t
     facts = sites(trace.accesses)
     named = [(n, int(t.data_ptr()), t.element_size(), tuple(t.shape)) for n, t in access.tensors_of(prep.ws)]
     elements = touched(trace.accesses, named) if maps else []
+    said = out_of_bounds(facts)
+    if said is None:
+        return result, facts, elements
+    return dataclasses.replace(result, passed=False, out_of_bounds=said), facts, elements
+
+
+def out_of_bounds(facts: list[Any]) -> str | None:
+    """The first load/store line with lanes outside their tensor, in words (None: there is none)."""
     wild = [s for s in facts if s.out_of_bounds]
     if not wild:
-        return result, facts, elements
+        return None
     w = wild[0]
     more = f"; {len(wild) - 1} more site(s)" if len(wild) > 1 else ""
-    said = (
+    return (
         f"{w.out_of_bounds} lane(s) of the {w.kind} at {w.site} ({w.function}) reach outside its tensor, first in "
         f"program {w.first_oob_program}{more}"
     )
-    return dataclasses.replace(result, passed=False, out_of_bounds=said), facts, elements
