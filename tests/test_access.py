@@ -166,14 +166,14 @@ def test_block_pointers_tensor_descriptors_and_atomics_are_traced() -> None:
     from kbench.analysis.access import sites
     from kbench.capture import access
 
-    @triton.jit
-    def descriptor_copy(x, y, M, N, BM: tl.constexpr, BN: tl.constexpr):  # type: ignore[no-untyped-def]
+    @triton.jit  # type: ignore[untyped-decorator]
+    def descriptor_copy(x, y, M, N, BM: tl.constexpr, BN: tl.constexpr):
         d = tl.make_tensor_descriptor(x, [M, N], [N, 1], [BM, BN])
         e = tl.make_tensor_descriptor(y, [M, N], [N, 1], [BM, BN])
         e.store([tl.program_id(0) * BM, 0], d.load([tl.program_id(0) * BM, 0]))
 
-    @triton.jit
-    def scatter_add(x, out, n, B: tl.constexpr):  # type: ignore[no-untyped-def]
+    @triton.jit  # type: ignore[untyped-decorator]
+    def scatter_add(x, out, n, B: tl.constexpr):
         offs = tl.program_id(0) * B + tl.arange(0, B)
         tl.atomic_add(out + offs, tl.load(x + offs, mask=offs < n, other=0.0), mask=offs < n + 8)  # 8 lanes too many
 

@@ -127,7 +127,7 @@ def test_the_gpu_modes_read_the_newest_access_run_of_the_same_source(tmp_path: P
     from kbench.modes.access import predicted_for
     from kbench.plan.discovery import load_version
 
-    plan = load_version("transpose", "naive", [VAL])()
+    plan = load_version("transpose", "naive", [VAL]).from_values({})
     write_access_run(tmp_path, "other", stamp="20261125T000003Z")  # another source: not read
     write_access_run(tmp_path, "mine", status="failed", stamp="20261125T000002Z")  # failed: not read
     wanted = write_access_run(tmp_path, "mine", stamp="20261125T000001Z")

@@ -36,6 +36,7 @@ class Replay:
     offline_key = "capture"
     default_bench_runs = 3
     in_process = True
+    needs_gpu = True
 
     def tools(self, opts: RunOptions) -> dict[str, Any]:
         return {"versions": {"replay": "1.0"}}
