@@ -1,14 +1,16 @@
 """What a kernel's memory accesses, traced under the CPU interpreter (kbench.capture.access), say per source line:
 bytes moved, masked lanes, the address stride between neighbouring lanes and the bytes used per 32-byte sector it
 implies, reuse of the same addresses across programs, and accesses out of bounds. All of it is predicted on a CPU:
-which lanes form a warp is the compiler's choice; here 32 consecutive lanes along the pointer tensor's last axis
-(the one Triton lays fastest) stand for one.
+which lanes form a warp is the compiler's choice. Triton's coalescing pass lays the pointer tensor's most contiguous
+axis fastest (its axis analysis: the axis along which neighbouring addresses are one element apart), else the last
+one; here the axis whose neighbouring addresses are one element apart most often, else the last, is taken as the
+fastest, and 32 consecutive lanes along it stand for a warp.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,22 @@ import numpy as np
 from kbench.analysis.access_facts import SECTOR, SiteFacts
 
 WARP = 32
+
+
+def fastest_last(addresses: Any, mask: Any, elem: int) -> tuple[Any, Any]:
+    """The pointer tensor and its mask with the axis the compiler would lay fastest moved last: the one whose
+    neighbouring addresses (masked lanes too: the compiler reads the pointer arithmetic, not the mask) are one
+    element apart most often, the last axis where none beats it."""
+    if addresses.ndim < 2:
+        return addresses, mask
+    share = [
+        float(np.mean(np.diff(addresses, axis=a) == elem)) if addresses.shape[a] > 1 else 0.0
+        for a in range(addresses.ndim)
+    ]
+    best = max(range(addresses.ndim), key=lambda a: (share[a], a))
+    if best == addresses.ndim - 1 or share[best] <= share[-1]:
+        return addresses, mask
+    return np.moveaxis(addresses, best, -1), np.moveaxis(mask, best, -1)
 
 
 def _strides(addresses: Any, mask: Any) -> Any:
@@ -51,7 +69,9 @@ def sites(accesses: Sequence[Any], whole: bool = True) -> list[SiteFacts]:
     for a in accesses:
         groups.setdefault((a.kind, a.site), []).append(a)
     out = []
-    for (kind, site), calls in groups.items():
+    for (kind, site), traced_calls in groups.items():
+        calls = [replace(c, **dict(zip(("addresses", "mask"), fastest_last(c.addresses, c.mask, c.elem_bytes),
+                                       strict=True))) for c in traced_calls]  # fmt: skip
         lanes = sum(int(c.mask.size) * c.weight for c in calls)
         active = sum(int(c.mask.sum()) * c.weight for c in calls)
         steps = np.concatenate([_strides(c.addresses, c.mask) for c in calls])
