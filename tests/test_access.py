@@ -190,3 +190,22 @@ def test_block_pointers_tensor_descriptors_and_atomics_are_traced() -> None:
     facts = {s.kind: s for s in sites(trace.accesses)}
     assert facts["atomic"].out_of_bounds == 8 and facts["atomic"].first_oob_program == (3, 0, 0)
     assert torch.equal(out, v)  # the wild lanes were masked off: nothing past the tensor was written
+
+
+def test_the_axis_whose_addresses_are_contiguous_is_laid_fastest() -> None:
+    """A tile loaded as [BLOCK_D, BLOCK_N] from rows of 576 halves (mla_decode's K, dd[:, None] + cols[None, :] * 576):
+    neighbouring addresses are one element apart along axis 0, so the compiler walks it fastest and the sectors are
+    whole; a column of a row-major matrix (one axis, a row apart) stays a 4-of-32 read."""
+    import numpy as np
+
+    from kbench.analysis.access import _sectors, fastest_last
+
+    dd, cols = np.arange(64), np.arange(16)
+    k = 4096 + (dd[:, None] + cols[None, :] * 576) * 2  # bytes, fp16
+    on = np.ones(k.shape, dtype=bool)
+    moved, touched = _sectors(*fastest_last(k, on, 2), 2)
+    assert moved / touched == 32.0
+    moved, touched = _sectors(k, on, 2)  # the last axis taken as fastest: 2 of every 32 bytes
+    assert moved / touched == 2.0
+    column = 4096 + np.arange(64) * 4 * 130
+    assert fastest_last(column, np.ones(64, dtype=bool), 4)[0] is column
