@@ -205,7 +205,7 @@ def test_the_axis_whose_addresses_are_contiguous_is_laid_fastest() -> None:
     on = np.ones(k.shape, dtype=bool)
     moved, touched = _sectors(*fastest_last(k, on, 2), 2)
     assert moved / touched == 32.0
-    moved, touched = _sectors(k, on, 2)  # the last axis taken as fastest: 2 of every 32 bytes
-    assert moved / touched == 2.0
+    moved, touched = _sectors(k, on, 2)  # the last axis taken as fastest: a warp spans 2 rows of 16 cache rows,
+    assert moved / touched == 4.0  # each pair of lanes a row apart sharing a sector: 4 of every 32 bytes
     column = 4096 + np.arange(64) * 4 * 130
     assert fastest_last(column, np.ones(64, dtype=bool), 4)[0] is column
