@@ -250,3 +250,13 @@ def test_on_the_h100_top1_named_each_defect_and_its_gain_was_realized(tmp_path: 
             top = 1.2 if mode == "access" else 1.05
             assert 0.7 <= gain(first) / realized <= top, (mode, before, gain(first), realized)
         assert top_lines(report(f"access-{after}"))[0].startswith("1. No access defect predicted on CPU")
+
+
+def test_kbench_runs_lists_no_duration_for_a_run_that_used_no_gpu(tmp_path: Path) -> None:
+    from kbench.report.runs import read_run
+
+    assert access(tmp_path, "transpose", "tiled", "--rows=256", "--cols=256").returncode == 0
+    (run,) = tmp_path.glob("access/transpose/*/*")
+    assert json.loads((run / "params.json").read_text())["gpu"] is False
+    row = read_run(run)
+    assert row.mode == "access" and row.duration_us is None and row.status == "ok"

@@ -182,6 +182,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
         "command": shlex.join(sys.orig_argv),
         "seed": seed,
         "check": opts.check,
+        "gpu": on_gpu,  # False: the run used no GPU (its durations are the CPU interpreter's)
         "source": loaded,
         "started_at": _now(),
         "status": "running",

@@ -66,7 +66,8 @@ def read_run(run_dir: Path) -> RunRow:
     # <root>/<mode>/<kernel>/<params>/<stamp>: the path names what an unreadable params.json cannot
     standard = folder.stamped(run_dir.name)
     mode, kernel = (run_dir.parent.parent.parent.name, run_dir.parent.parent.name) if standard else ("n/a", "n/a")
-    duration = totals(result).duration_us if result is not None else None
+    # a run that used no GPU (params.json's "gpu": false, access mode) timed the interpreter, not a kernel
+    duration = totals(result).duration_us if result is not None and p.get("gpu", True) else None
     return RunRow(
         started=_started(run_dir.name) if standard else str(p.get("started_at") or "n/a")[:19] + "Z" * bool(p),
         mode=str(p.get("mode") or mode),
