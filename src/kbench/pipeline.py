@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbench.analysis.access_facts import Predicted
-from kbench.analysis.compare import compare, compare_access
 from kbench.analysis.devices import load_devices
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import copy_atomic, safe, write_json_atomic, write_text_atomic
@@ -30,6 +29,7 @@ from kbench.plan import sources
 from kbench.plan.base import KernelPlan
 from kbench.plan.discovery import current
 from kbench.report import folder, report_json
+from kbench.report.comparison import rows_between
 from kbench.report.models import ProfileResult, read_result
 from kbench.report.render import render_report
 from kbench.report.sections import Baseline, Tiling
@@ -72,11 +72,13 @@ def baseline(
         log.warning("previous run %s has no readable %s; no baseline comparison", prev_dir, folder.RESULT)
         return None
     code = change(previous.source, source)
-    now, then = analysis.sections.accesses, previous.sections.accesses
-    rows = (
-        compare_access(then.predicted(), now.predicted(), previous.figures, analysis.figures)
-        if now is not None and then is not None
-        else compare(previous.figures, analysis.figures, previous.plan_timing, analysis.plan_timing)
+    rows = rows_between(
+        previous.figures,
+        previous.plan_timing,
+        previous.sections,
+        analysis.figures,
+        analysis.plan_timing,
+        analysis.sections,
     )
     return Baseline(
         rows=rows,

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbench.analysis.compare import BaselineRow, compare
+from kbench.analysis.compare import BaselineRow, compare, compare_access
+from kbench.analysis.figures import PlanFigures
+from kbench.analysis.timing_stats import TimingStats
 from kbench.errors import UsageError
 from kbench.model import Model
 from kbench.report import folder
 from kbench.report.models import ProfileResult
+from kbench.report.sections import Sections
 from kbench.report.source import change
 
 
@@ -77,10 +80,26 @@ def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
         b=str(b_dir),
         a_label=f"{a.kernel} {a.version} ({a.mode})",
         b_label=f"{b.kernel} {b.version} ({b.mode})",
-        rows=compare(a.figures, b.figures, a.plan_timing, b.plan_timing),
+        rows=rows_between(a.figures, a.plan_timing, a.sections, b.figures, b.plan_timing, b.sections),
         source_changed=code.changed,
         notes=notes,
     )
+
+
+def rows_between(
+    prev: PlanFigures,
+    prev_plan: TimingStats | None,
+    prev_sections: Sections,
+    cur: PlanFigures,
+    cur_plan: TimingStats | None,
+    cur_sections: Sections,
+) -> list[BaselineRow]:
+    """The rows of vs Baseline and `kbench compare`: two access runs (no GPU) by what their traces predict and the
+    interpreter's time, said to be CPU time; any others by their durations and efficiencies."""
+    then, now = prev_sections.accesses, cur_sections.accesses
+    if then is not None and now is not None:
+        return compare_access(then.predicted(), now.predicted(), prev, cur)
+    return compare(prev, cur, prev_plan, cur_plan)
 
 
 def markdown(c: Comparison) -> str:
