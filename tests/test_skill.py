@@ -37,8 +37,8 @@ def shown_commands() -> list[tuple[Path, str, str]]:
 
 def test_the_pages_exist_and_show_the_loop() -> None:
     assert [p.name for p in PAGES] == [
-        "SKILL.md", "mode-access.md", "mode-annotation.md", "mode-event.md", "mode-intra.md", "mode-ncu.md", "mode-nsys.md",
-        "mode-proton.md"
+        "SKILL.md", "mode-access.md", "mode-annotation.md", "mode-event.md", "mode-intra.md", "mode-ncu.md",
+        "mode-nsys.md", "mode-proton.md"
     ]  # fmt: skip
     shown = {(cmd, rest.split(" ")[0]) for _, cmd, rest in shown_commands()}
     for sub in ("list", "check", "clone", "compare", "devlog", "runs", "analyze", "mcp", "sweep"):
