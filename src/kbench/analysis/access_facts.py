@@ -1,7 +1,7 @@
 """What the CPU interpreter's trace of a kernel's memory accesses says (kbench.analysis.access reduces the trace to
 these), with no numpy: per load/store source line (``SiteFacts``), per stage for the diagnosis catalogue
 (``Predicted``), and as a markdown table. Every figure here is predicted on a CPU: which lanes form a warp is the
-compiler's choice; 32 consecutive lanes along the pointer tensor's last axis stand for one. Pure."""
+compiler's choice; 32 consecutive lanes along the pointer's most contiguous axis (else its last) stand for one. Pure."""
 
 from __future__ import annotations
 
