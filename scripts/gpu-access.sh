@@ -3,7 +3,8 @@
 # before/after pair, access mode (Triton's CPU interpreter, this machine's Triton), then event mode (which reads the
 # access run's predictions) and annotation mode, then ncu's own counts of the same kernel's global loads and stores:
 # sectors, bytes used per sector, warp- and thread-level instruction counts (the lanes that ran each load and store).
-# Usage: scripts/gpu-access.sh [RESULTS_DIR] (default out/access-h100).
+# Usage: scripts/gpu-access.sh [RESULTS_DIR] (default out/access-h100); ONLY=<grep -E pattern> picks pairs by
+# "<package>|<version>".
 set -uo pipefail
 res=${1:-out/access-h100}
 mkdir -p "$res/ncu"
@@ -19,7 +20,7 @@ lanes+=,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_requests_pipe_l
 lanes+=,smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio
 lanes+=,smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio
 lanes+=,smsp__thread_inst_executed_pred_on.sum,smsp__thread_inst_executed.sum,smsp__inst_executed.sum
-lanes+=,gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second
+lanes+=,gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,dram__bytes_read.sum,dram__bytes_write.sum
 pred=smsp__sass_thread_inst_executed_op_global_ld_pred_on.sum,smsp__sass_thread_inst_executed_op_global_st_pred_on.sum
 # package|version|kernel name (ncu -k)|parameters
 pairs=(
@@ -27,8 +28,11 @@ pairs=(
   "transpose|tiled|tile_transpose_kernel|"
   "masked|before|row_map_kernel|"
   "masked|after|row_map_kernel|"
+  "halfrow|before|half_sum_kernel|"
+  "halfrow|after|half_sum_kernel|"
 )
 for p in "${pairs[@]}"; do
+  [ -n "${ONLY:-}" ] && ! grep -qE "$ONLY" <<<"$p" && continue
   IFS='|' read -r pkg ver kern params <<<"$p"
   for mode in access event annotation; do
     echo "== $pkg $ver $mode"

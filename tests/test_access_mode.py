@@ -260,3 +260,19 @@ def test_kbench_runs_lists_no_duration_for_a_run_that_used_no_gpu(tmp_path: Path
     assert json.loads((run / "params.json").read_text())["gpu"] is False
     row = read_run(run)
     assert row.mode == "access" and row.duration_us is None and row.status == "ok"
+
+
+def test_a_kernel_that_reads_twice_the_bytes_it_needs_is_named_at_the_check_size(tmp_path: Path) -> None:
+    """halfrow before loads whole rows to sum their first half: at the check parameters (every program traced) its
+    loads reach 1.98x the model's bytes; at the requested size only a sample ran, so that is where the ratio comes
+    from. Its twin reads the half it sums: nothing to name."""
+    done = access(tmp_path, "halfrow", "before", "--rows=4096", "--cols=2048")
+    assert done.returncode == 0, done.stderr
+    _, text = report_of(tmp_path, "halfrow")
+    (first,) = top_lines(text)
+    assert first.startswith("1. Memory beyond the model in half_sum: its loads and stores reach 1.98x the bytes")
+    assert "(predicted on CPU at the check parameters (rows=37, cols=130, dtype=float32), every program)" in first
+    assert first.endswith("trigger: half_sum.distinct_bytes_over_model_predicted=1.98x")
+    done = access(tmp_path, "halfrow", "after", "--rows=4096", "--cols=2048")
+    _, text = report_of(tmp_path, "halfrow")
+    assert done.returncode == 0 and top_lines(text)[0].startswith("1. No access defect predicted on CPU")

@@ -107,6 +107,25 @@ def sites(accesses: Sequence[Any], whole: bool = True) -> list[SiteFacts]:
     return out
 
 
+def distinct_bytes(accesses: Sequence[Any]) -> dict[str, int]:
+    """Per stage (``Access.stage``): the bytes at distinct addresses its loads read plus those its stores and atomics
+    write, as DRAM would move them once each; meaningful where every program ran."""
+    out: dict[str, int] = {}
+    groups: dict[tuple[str, bool], list[Any]] = {}
+    for a in accesses:
+        groups.setdefault((a.stage, a.kind == "load"), []).append(a)
+    for (name, _), calls in groups.items():
+        active = [c for c in calls if c.mask.any()]
+        if not active:
+            out.setdefault(name, 0)
+            continue
+        first = np.concatenate([c.addresses[c.mask] for c in active])
+        elem = np.concatenate([np.full(int(c.mask.sum()), c.elem_bytes) for c in active])
+        _, where = np.unique(first, return_index=True)
+        out[name] = out.get(name, 0) + int(elem[where].sum())
+    return out
+
+
 MAX_CELLS = 1 << 20  # a picture's cells at most: a larger window is drawn every k-th row (and column)
 
 

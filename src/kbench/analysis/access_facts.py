@@ -94,6 +94,10 @@ class Predicted:
     requested_bytes: int  # what the active lanes load and store
     distinct_bytes: int | None  # of which at distinct addresses (None: a sample of the programs ran)
     config: dict[str, Any] = field(default_factory=dict)  # the launch configuration traced
+    # bytes at distinct addresses over the plan's model, where every program ran: at the traced point, else at the
+    # check parameters (said in ``beyond_where``); None where neither ran whole
+    beyond_model: float | None = None
+    beyond_where: str = ""
 
     def record(self) -> dict[str, Any]:
         return asdict(self)

@@ -6,6 +6,7 @@ others). Pure."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from kbench.analysis import roofline as rl
@@ -43,8 +44,21 @@ def predicted_of(outcome: dict[str, Any]) -> dict[str, Predicted]:
         facts = [SiteFacts.of(r) for r in stage["sites"]]
         p = Predicted.of(facts, point_words(outcome, stage), stage.get("config"))
         if p is not None:
-            out[name] = p
+            out[name] = replace(p, **_beyond(outcome, name, p))
     return out
+
+
+def _beyond(outcome: dict[str, Any], name: str, p: Predicted) -> dict[str, Any]:
+    """Distinct bytes over the model: at the traced point where every program ran, else at the check parameters."""
+    model = (outcome.get("model") or {}).get(name, {}).get("dram_bytes")
+    if p.distinct_bytes is not None and model:
+        return {"beyond_model": p.distinct_bytes / model, "beyond_where": "at the traced point, every program"}
+    check = outcome.get("check") or {}
+    distinct, modelled = (check.get("distinct_bytes") or {}).get(name), (check.get("model_bytes") or {}).get(name)
+    if distinct is None or not modelled:
+        return {}
+    values = ", ".join(f"{k}={v}" for k, v in check["values"].items())
+    return {"beyond_model": distinct / modelled, "beyond_where": f"at the check parameters ({values}), every program"}
 
 
 def _stage_figures(
@@ -73,7 +87,7 @@ def _stage_figures(
     )
 
 
-def predicted_us(bound: float, memory_limited: bool, p: Predicted | None, model_bytes: float) -> float:
+def predicted_us(bound: float, memory_limited: bool, p: Predicted | None) -> float:
     """A stage's predicted time: its roofline time on the practical roofs, times the sectors its lanes touch over
     those they use and the distinct bytes over the model's (memory-limited), or over the lanes left active (the
     others)."""
@@ -83,7 +97,7 @@ def predicted_us(bound: float, memory_limited: bool, p: Predicted | None, model_
         touched = (p.ld_sectors or 0.0) + (p.st_sectors or 0.0)
         needed = (p.ld_sectors or 0.0) * (p.ld_use or 32.0) / 32.0 + (p.st_sectors or 0.0) * (p.st_use or 32.0) / 32.0
         ratio = touched / needed if needed else 1.0
-        beyond = p.distinct_bytes / model_bytes if p.distinct_bytes and model_bytes else 1.0
+        beyond = p.beyond_model or 1.0
         return bound * max(1.0, ratio, beyond)
     return bound / max(0.01, 1.0 - p.masked_pct / 100.0)
 
@@ -113,7 +127,7 @@ def predicted_figures(
             continue
         bound = rl.bound_us(pc, f.flops, f.dram_bytes)
         memory_limited = rl.limiting_roof(pc, f.flops, f.dram_bytes) == "memory"
-        timed.append((f, predicted_us(bound, memory_limited, predictions.get(f.name), f.dram_bytes), pc))
+        timed.append((f, predicted_us(bound, memory_limited, predictions.get(f.name)), pc))
     total = sum(t for _, t, _ in timed)
     if total <= 0:
         raise KbenchError(

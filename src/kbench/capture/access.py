@@ -44,6 +44,7 @@ class Access:
     elem_bytes: int
     out_of_bounds: int = 0  # active lanes outside every allocation (masked off before the access)
     weight: int = 1  # the programs this one stands for (``traced(programs=...)`` runs a sample of the grid)
+    stage: str = ""  # the plan's stage it ran in (``stage(name)`` around its launch), "" where none was said
 
 
 @dataclass
@@ -110,6 +111,19 @@ def _outside(
     return lanes & ~((addresses >= start) & (addresses + elem_bytes <= end)), home
 
 
+_STAGE = [""]  # the stage whose launch is running (``stage``)
+
+
+@contextlib.contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Label the accesses made in the block as the stage ``name``'s."""
+    before, _STAGE[0] = _STAGE[0], name
+    try:
+        yield
+    finally:
+        _STAGE[0] = before
+
+
 class _Sampled:
     """A kernel's Python body that runs only for the programs ``run()`` lets through. It keeps what the interpreter
     reads of the function it wraps: its signature (the arguments it passes) and its globals (where it patches
@@ -171,7 +185,16 @@ def traced(allocations: Sequence[tuple[int, int]], programs: int = 0) -> Iterato
             homes[site] = home
         x, y, z = (int(i) for i in (self.grid_idx or (0, 0, 0)))
         access = Access(
-            kind, site, function, (x, y, z), addresses.copy(), lanes.copy(), elem, int(wild.sum()), weight(self)
+            kind,
+            site,
+            function,
+            (x, y, z),
+            addresses.copy(),
+            lanes.copy(),
+            elem,
+            int(wild.sum()),
+            weight(self),
+            _STAGE[0],
         )
         trace.accesses.append(access)
         if wild.any():

@@ -119,7 +119,11 @@ def _safe(name: str) -> str:
 
 
 def check_point(cls: Any, values: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Step 2: the check at the plan's check parameters, every program traced."""
+    """Step 2: the check at the plan's check parameters, every program traced, each stage's accesses labelled with
+    it: the bytes each stage reaches at distinct addresses against its model at that size."""
+    import dataclasses
+
+    from kbench.analysis.access import distinct_bytes
     from kbench.capture.check import INTERPRETER, cpu_values, traced_check
     from kbench.capture.prepare import Prepared, PreparedStage, built, guarded
     from kbench.plan import autotune
@@ -131,15 +135,29 @@ def check_point(cls: Any, values: dict[str, Any], seed: int) -> dict[str, Any]:
     for stage in plan.checked_stages():
         config = dict(stage.tuning[0])
         fixed = autotune.TuneResult(best=config, history=[], source="fixed", path=None)
-        prep.stages.append(PreparedStage(stage, config, built(plan, stage, ws, config), fixed))
-    result, facts, _ = traced_check(prep, INTERPRETER, note)
+        launch = built(plan, stage, ws, config)
+        labelled = dataclasses.replace(launch, fn=_labelled(stage.name, launch.fn))
+        prep.stages.append(PreparedStage(stage, config, labelled, fixed))
+    result, facts, _, trace = traced_check(prep, INTERPRETER, note)
     return {
         "values": plan.values(),
         "passed": result.passed,
         "line": result.line(),
         "out_of_bounds": result.out_of_bounds,
         "sites": [f.record() for f in facts],
+        "distinct_bytes": distinct_bytes(trace.accesses),
+        "model_bytes": {s.name: s.dram_bytes for s in plan.checked_stages()},
     }
+
+
+def _labelled(name: str, fn: Any) -> Any:
+    from kbench.capture import access
+
+    def run() -> Any:
+        with access.stage(name):
+            return fn()
+
+    return run
 
 
 def main(spec_path: str) -> int:

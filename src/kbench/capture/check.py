@@ -76,18 +76,20 @@ def check_plan(plan: KernelPlan, device: str, note: str = "", maps: bool = False
                 launch = built(plan, s, ws, c)
                 fixed = autotune.TuneResult(best=c, history=[], source="fixed", path=None)
                 prep.stages.append(PreparedStage(s, c, launch, fixed))
-            result, sites, touched = traced_check(prep, where, note, maps and not out)
+            result, sites, touched, _ = traced_check(prep, where, note, maps and not out)
             out.append(ConfigCheck(stage.name, dict(cfg), result, tuple(sites), tuple(touched)))
     return out
 
 
-def traced_check(prep: Prepared, where: str, note: str, maps: bool = False) -> tuple[CheckResult, list[Any], list[Any]]:
+def traced_check(
+    prep: Prepared, where: str, note: str, maps: bool = False
+) -> tuple[CheckResult, list[Any], list[Any], Any]:
     """The check, and under the interpreter the facts of every load and store line (kbench.capture.access) and, with
     ``maps``, which program first read and wrote each element of each workspace tensor: a lane that reaches outside
     its tensor fails the check, naming the source line and the program (the lane itself is masked off, so the
-    interpreter survives to say so). On the GPU: the check alone."""
+    interpreter survives to say so); and the trace itself (None on the GPU: the check alone)."""
     if prep.device == "cuda":
-        return check(prep, where, note), [], []
+        return check(prep, where, note), [], [], None
     from kbench.analysis.access import sites, touched
     from kbench.capture import access
 
@@ -98,8 +100,8 @@ def traced_check(prep: Prepared, where: str, note: str, maps: bool = False) -> t
     elements = touched(trace.accesses, named) if maps else []
     said = out_of_bounds(facts)
     if said is None:
-        return result, facts, elements
-    return dataclasses.replace(result, passed=False, out_of_bounds=said), facts, elements
+        return result, facts, elements, trace
+    return dataclasses.replace(result, passed=False, out_of_bounds=said), facts, elements, trace
 
 
 def out_of_bounds(facts: list[Any]) -> str | None:

@@ -100,17 +100,16 @@ def masked_lanes(e: Evidence) -> Opportunity | None:
 
 def touched_beyond_model(e: Evidence) -> Opportunity | None:
     """The stage's loads and stores reach more distinct bytes than the plan's model says it must move (every program
-    traced on a CPU, at the same parameters as the model): data it need not read or write, where DRAM sets the time."""
-    p, s = e.predicted, e.stage
-    if p is None or p.distinct_bytes is None or not s.dram_bytes or not e.memory_limited:
+    traced on a CPU: at the traced point, else at the check parameters, where the kernel's code reads what it reads
+    at any size): data it need not read or write, where DRAM sets the time."""
+    p = e.predicted
+    if p is None or p.beyond_model is None or not e.memory_limited or p.beyond_model < b.EXCESS_TRAFFIC:
         return None
-    if p.distinct_bytes < b.EXCESS_TRAFFIC * s.dram_bytes:
-        return None
-    ratio = p.distinct_bytes / s.dram_bytes
+    ratio = p.beyond_model
     return finding(
         e,
         f"Memory beyond the model in {e.name}: its loads and stores reach {ratio:.2f}x the bytes the plan's model "
-        f"moves{_predicted_words(e)}",
+        f"moves (predicted on CPU {p.beyond_where})",
         e.us * (1.0 - 1.0 / ratio),
         (f"{e.name}.distinct_bytes_over_model_predicted", f"{ratio:.2f}x"),
         f"read and write only what {e.name}'s result needs (no padding or halo reads, no scratch round trips), or "
