@@ -276,3 +276,25 @@ def test_a_kernel_that_reads_twice_the_bytes_it_needs_is_named_at_the_check_size
     done = access(tmp_path, "halfrow", "after", "--rows=4096", "--cols=2048")
     _, text = report_of(tmp_path, "halfrow")
     assert done.returncode == 0 and top_lines(text)[0].startswith("1. No access defect predicted on CPU")
+
+
+def test_atomics_are_drawn_and_a_bug_in_the_child_is_exit_70(tmp_path: Path) -> None:
+    done = access(tmp_path, "atomics", "per_element", "--n=100000")
+    assert done.returncode == 0, done.stderr
+    run, text = report_of(tmp_path, "atomics")
+    assert "| _common.py:23 (atomic_sum_kernel) | atomic |" in text
+    assert (run / "access" / "sum-out.png").exists()
+    spec = json.loads((run / "child-spec.json").read_text())
+    (tmp_path / "again").mkdir()
+    again = tmp_path / "again" / "child-spec.json"
+
+    def child(**changed: Any) -> subprocess.CompletedProcess[str]:
+        again.write_text(json.dumps({**spec, "run_dir": str(again.parent), **changed}))
+        argv = [sys.executable, "-m", "kbench.capture.access_child", str(again)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+    unknown = child(package="no_such_package_here")  # a KbenchError: its line and its code
+    assert unknown.returncode == 2 and unknown.stderr.splitlines()[-1].startswith("kbench child: ")
+    broken = child(programs="many")  # a spec kbench never writes: a bug in kbench, exit 70 and one line
+    assert broken.returncode == 70
+    assert broken.stderr.splitlines()[-1].startswith("kbench child: kbench bug (ValueError): ")

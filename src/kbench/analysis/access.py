@@ -179,10 +179,10 @@ def touched(
         for kind, index, program in hits:
             row, col = index // width - first, index % width
             keep = (row % step == 0) & (col % step == 0)
-            cells = maps[kind]
             r, c = row[keep] // step, col[keep] // step
-            fresh = cells[r, c] < 0
-            cells[r[fresh], c[fresh]] = program
+            for cells in [maps["load"], maps["store"]] if kind == "atomic" else [maps[kind]]:  # an atomic does both
+                fresh = cells[r, c] < 0
+                cells[r[fresh], c[fresh]] = program
         rows = -(-count // width)
         out.append(Touched(name, tuple(shape), maps["load"], maps["store"], first, step, rows))
     return out

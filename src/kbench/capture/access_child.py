@@ -204,11 +204,23 @@ def main(spec_path: str) -> int:
     return 0
 
 
+BUG = 70  # the child's exit code for a bug in kbench (the parent raises it as one: the CLI's exit 70)
+
+
 def run(spec_path: str) -> None:
-    """The child's whole life: ``main``, a KbenchError as one line with its exit code."""
+    """The child's whole life: ``main``, a KbenchError as one line with its exit code, anything else (a bug in
+    kbench) as its traceback in the log, one line and exit 70."""
+    import traceback
+
     from kbench.capture.child import said
 
-    sys.exit(said(main, spec_path))
+    try:
+        code = said(main, spec_path)
+    except Exception as e:
+        traceback.print_exc()
+        print(f"{PREFIX}kbench bug ({type(e).__name__}): {e}", file=sys.stderr)
+        code = BUG
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ class AccessMode:
 
     def capture(self, job: Job) -> Capture:
         from kbench.capture import child, tools
-        from kbench.capture.access_child import INTERPRETER_FAILED
+        from kbench.capture.access_child import BUG, INTERPRETER_FAILED
         from kbench.capture.tools import ToolMissing
 
         plan, opts, run_dir = job.plan, job.opts, job.run_dir
@@ -109,6 +109,8 @@ class AccessMode:
                 raise KernelError(f"{line} ({facts}log {log_path})")
             if line and done.returncode == INTERPRETER_FAILED:
                 raise ToolMissing(f"{line} (see {log_path})")
+            if done.returncode == BUG:  # not a KbenchError: the CLI says it is a bug in kbench (exit 70)
+                raise RuntimeError(f"the access trace: {line or 'exit code 70'} (traceback in {log_path})")
             raise KbenchError(f"the access trace failed: {line or f'exit code {done.returncode}'} (see {log_path})")
         outcome = json.loads((run_dir / FILE).read_text())
         check = outcome.get("check")
