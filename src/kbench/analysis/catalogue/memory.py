@@ -13,20 +13,39 @@ from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
 
 
 def excess_traffic(e: Evidence) -> Opportunity | None:
-    s = e.stage
+    """DRAM bytes counted beyond the model's. Where an access run predicts the loads and stores reach as many more
+    distinct bytes, the extra is data the result does not need (not data fetched twice), and the item says so."""
+    s, p = e.stage, e.predicted
     if not e.moved_bytes or not s.dram_bytes or e.moved_bytes < b.EXCESS_TRAFFIC * s.dram_bytes:
         return None
     if s.bottleneck != "Memory":
         return None  # the extra bytes cost time only where DRAM sets it
+    ratio = e.moved_bytes / s.dram_bytes
+    extra = p is not None and p.beyond_model is not None and p.beyond_model >= b.EXCESS_TRAFFIC
+    why = "data is fetched more than once"
+    change = (
+        f"make {e.name} read each input once: larger tiles or a GROUP_M-style swizzle so neighbouring CTAs "
+        "share tiles in L2, or fuse the passes that re-read the same data"
+    )
+    if extra and p is not None and p.beyond_model is not None:
+        why = (
+            f"its loads and stores reach {p.beyond_model:.2f}x the model's bytes (predicted on CPU {p.beyond_where}): "
+            "it moves data the result does not need"
+        )
+        change = TOUCH_LESS.format(name=e.name)
     return finding(
         e,
-        f"DRAM traffic in {e.name} is {e.moved_bytes / s.dram_bytes:.2f}x the compulsory bytes: data is "
-        "fetched more than once",
+        f"DRAM traffic in {e.name} is {ratio:.2f}x the compulsory bytes: {why}",
         e.us * (1.0 - s.dram_bytes / e.moved_bytes),
-        (f"{e.name}.dram_bytes_over_model", f"{e.moved_bytes / s.dram_bytes:.2f}x"),
-        f"make {e.name} read each input once: larger tiles or a GROUP_M-style swizzle so neighbouring CTAs "
-        "share tiles in L2, or fuse the passes that re-read the same data",
+        (f"{e.name}.dram_bytes_over_model", f"{ratio:.2f}x"),
+        change,
     )
+
+
+TOUCH_LESS = (
+    "read and write only what {name}'s result needs (no padding or halo reads, no scratch round trips), or "
+    "correct the plan's FLOP/byte model if it leaves a tensor out"
+)
 
 
 def _predicted_words(e: Evidence) -> str:
@@ -49,6 +68,9 @@ def uncoalesced(e: Evidence) -> Opportunity | None:
     counted = any(v is not None for v in (e.ld_use, e.st_use))
     ld = (e.ld_sectors, e.ld_use) if counted or p is None else (p.ld_sectors, p.ld_use)
     st = (e.st_sectors, e.st_use) if counted or p is None else (p.st_sectors, p.st_use)
+    if counted and p is not None:  # ncu counted a kind whose lines the trace saw only as one lane each (a scalar a
+        ld = ld if p.ld_sectors is not None else (None, None)  # program stores): no coalescing question there
+        st = st if p.st_sectors is not None else (None, None)
     kinds = [(what, sectors, use) for what, (sectors, use) in (("loads", ld), ("stores", st)) if sectors and use]
     if not kinds:
         return None
@@ -105,6 +127,8 @@ def touched_beyond_model(e: Evidence) -> Opportunity | None:
     p = e.predicted
     if p is None or p.beyond_model is None or not e.memory_limited or p.beyond_model < b.EXCESS_TRAFFIC:
         return None
+    if e.moved_bytes is not None:
+        return None  # ncu counted the DRAM bytes: the excess-traffic item names them, with this prediction's reason
     ratio = p.beyond_model
     return finding(
         e,
@@ -112,8 +136,7 @@ def touched_beyond_model(e: Evidence) -> Opportunity | None:
         f"moves (predicted on CPU {p.beyond_where})",
         e.us * (1.0 - 1.0 / ratio),
         (f"{e.name}.distinct_bytes_over_model_predicted", f"{ratio:.2f}x"),
-        f"read and write only what {e.name}'s result needs (no padding or halo reads, no scratch round trips), or "
-        "correct the plan's FLOP/byte model if it leaves a tensor out",
+        TOUCH_LESS.format(name=e.name),
     )
 
 
