@@ -111,12 +111,14 @@ def active_device(table: DeviceTable | None = None, torch: bool = True) -> Activ
 def target_device(table: DeviceTable, key: str | None) -> ActiveDevice:
     """The device a run on the CPU predicts for: ``key`` (a conf/devices.json key or NVML name), else the GPU this
     machine has, else the table's first entry (an H100 SXM)."""
+    from dataclasses import replace
+
     from kbench.analysis.devices import named_device
 
     if key is not None:
-        return named_device(table, key)
-    found = nvml.name_and_driver()
-    if found:
-        return resolve(table, *found)
-    first = next(iter(table.devices))
-    return named_device(table, first)
+        device = named_device(table, key)
+    elif found := nvml.name_and_driver():
+        device = resolve(table, *found)
+    else:
+        device = named_device(table, next(iter(table.devices)))
+    return replace(device, name=f"{device.name} (predicted for: this run used no GPU)")
