@@ -22,7 +22,6 @@ from kbench.analysis.access_facts import Predicted
 from kbench.analysis.devices import load_devices
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import copy_atomic, safe, write_json_atomic, write_text_atomic
-from kbench.modes import access as access_mode
 from kbench.modes import registry
 from kbench.modes.base import Analysis, Backend, Capture, Context, Job, PartialCapture, RunOptions
 from kbench.plan import sources
@@ -204,7 +203,9 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
         params["source"] = source.model_dump() if source else None
         if on_gpu and source is not None and not capture.predicted:
             # the loads and stores an access run of this very source traced on a CPU: the catalogue reads them
-            predicted, access_run = access_mode.predicted_for(opts.out_root, plan, source.digest)
+            from kbench.modes.access import predicted_for
+
+            predicted, access_run = predicted_for(opts.out_root, plan, source.digest)
             if access_run is not None:
                 capture = replace(capture, predicted=predicted)
                 params["predicted_from"] = str(access_run)
@@ -212,7 +213,7 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
                 write_json_atomic(run_dir / folder.PREDICTED, {"from": str(access_run), "stages": stages})
         write_json_atomic(run_dir / folder.PARAMS, params)
         opts.progress("analysing the capture")
-        analysis = backend.analyse(capture, Context(plan, load_devices(), device))
+        analysis = backend.analyse(capture, Context(plan, table, device))
         if analysis.clock_note:
             clocks = params["clocks"] = f"{clocks}; {analysis.clock_note}"
         sections = analysis.sections.model_copy(

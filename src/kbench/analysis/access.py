@@ -70,8 +70,10 @@ def sites(accesses: Sequence[Any], whole: bool = True) -> list[SiteFacts]:
         groups.setdefault((a.kind, a.site), []).append(a)
     out = []
     for (kind, site), traced_calls in groups.items():
-        calls = [replace(c, **dict(zip(("addresses", "mask"), fastest_last(c.addresses, c.mask, c.elem_bytes),
-                                       strict=True))) for c in traced_calls]  # fmt: skip
+        calls = []
+        for c in traced_calls:  # as the compiler lays them: the most contiguous axis fastest
+            addresses, mask = fastest_last(c.addresses, c.mask, c.elem_bytes)
+            calls.append(replace(c, addresses=addresses, mask=mask))
         lanes = sum(int(c.mask.size) * c.weight for c in calls)
         active = sum(int(c.mask.sum()) * c.weight for c in calls)
         steps = np.concatenate([_strides(c.addresses, c.mask) for c in calls])

@@ -28,13 +28,17 @@ FEWER = (
 )
 
 
+def words(values: dict[str, Any]) -> str:
+    """Plan parameters as the report says them: "b=32, s=16"."""
+    return ", ".join(f"{k}={v}" for k, v in values.items())
+
+
 def point_words(outcome: dict[str, Any], stage: dict[str, Any] | None = None) -> str:
     """Where the facts come from, in words: the parameters traced and, for a sampled stage, how many programs."""
-    values = ", ".join(f"{k}={v}" for k, v in outcome["values"].items())
-    words = f"at {values}"
+    said = f"at {words(outcome['values'])}"
     if stage is not None and sum(stage["traced_programs"]) < sum(stage["programs"]):
-        words += f", {sum(stage['traced_programs'])} of {sum(stage['programs'])} programs traced"
-    return words
+        said += f", {sum(stage['traced_programs'])} of {sum(stage['programs'])} programs traced"
+    return said
 
 
 def predicted_of(outcome: dict[str, Any]) -> dict[str, Predicted]:
@@ -57,8 +61,8 @@ def _beyond(outcome: dict[str, Any], name: str, p: Predicted) -> dict[str, Any]:
     distinct, modelled = (check.get("distinct_bytes") or {}).get(name), (check.get("model_bytes") or {}).get(name)
     if distinct is None or not modelled:
         return {}
-    values = ", ".join(f"{k}={v}" for k, v in check["values"].items())
-    return {"beyond_model": distinct / modelled, "beyond_where": f"at the check parameters ({values}), every program"}
+    where = f"at the check parameters ({words(check['values'])}), every program"
+    return {"beyond_model": distinct / modelled, "beyond_where": where}
 
 
 def _stage_figures(

@@ -153,15 +153,11 @@ def traced(allocations: Sequence[tuple[int, int]], programs: int = 0) -> Iterato
     atomic_rmw = builder.create_atomic_rmw
     executor_init = it.GridExecutor.__init__
     weights: dict[int, int] = {}
+    current = [0]  # the programs the running one stands for (0: not one of the sample)
     homes: dict[str, tuple[int, int]] = {}  # source line -> the allocation its accesses are into
 
-    def weight(self: Any) -> int:
-        _, gy, gz = (int(g) for g in self.grid_dim)
-        x, y, z = (int(i) for i in self.grid_idx)
-        return weights.get((x * gy + y) * gz + z, 0)
-
     def choose(b: Any) -> bool:
-        """Whether the program the interpreter is about to run is one of the launch's sample."""
+        """Whether the program the interpreter is about to run is one of the launch's sample (and its weight)."""
         grid = tuple(int(g) for g in b.grid_dim)
         x, y, z = (int(i) for i in b.grid_idx)
         if (x, y, z) == (0, 0, 0):  # a launch begins: choose its programs
@@ -169,7 +165,8 @@ def traced(allocations: Sequence[tuple[int, int]], programs: int = 0) -> Iterato
             weights.update(sample(grid[0] * grid[1] * grid[2], programs))
             trace.grids.append((grid[0], grid[1], grid[2]))
             trace.ran.append(len(weights))
-        return (x * grid[1] + y) * grid[2] + z in weights
+        current[0] = weights.get((x * grid[1] + y) * grid[2] + z, 0)
+        return current[0] > 0
 
     def init(self: Any, fn: Any, *rest: Any, **named: Any) -> None:
         executor_init(self, fn, *rest, **named)
@@ -193,7 +190,7 @@ def traced(allocations: Sequence[tuple[int, int]], programs: int = 0) -> Iterato
             lanes.copy(),
             elem,
             int(wild.sum()),
-            weight(self),
+            current[0],
             _STAGE[0],
         )
         trace.accesses.append(access)
@@ -248,6 +245,12 @@ def tensors_of(workspace: Any) -> list[tuple[str, Any]]:
 
     walk(workspace, "")
     return found
+
+
+def named_tensors(workspace: Any) -> list[tuple[str, int, int, tuple[int, ...]]]:
+    """The workspace's tensors as kbench.analysis.access.touched takes them: name, data address, element size,
+    shape."""
+    return [(n, int(t.data_ptr()), t.element_size(), tuple(t.shape)) for n, t in tensors_of(workspace)]
 
 
 def allocations_of(workspace: Any) -> list[tuple[int, int]]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from kbench.capture.child import PREFIX
 from kbench.errors import KbenchError, KernelError
+from kbench.fsutil import safe, write_json_atomic
 
 FILE = "access.json"
 INTERPRETER_FAILED = 7  # the interpreter could not run a stage (its exit code; docs/errors)
@@ -32,27 +33,18 @@ MAX_PICTURES = 8  # tensors drawn, over all stages (the largest first)
 PICTURED = 16  # programs a picture tells apart: the first to run
 
 
-def _touched_tensors(ws: Any, accesses: list[Any]) -> list[Any]:
-    """The pictures' data: for each workspace tensor the stage touched, which program first read and wrote each
-    element."""
-    from kbench.analysis.access import touched
-    from kbench.capture import access
-
-    named = [(n, int(t.data_ptr()), t.element_size(), tuple(t.shape)) for n, t in access.tensors_of(ws)]
-    return touched(accesses, named, PICTURED)
-
-
-def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: int) -> dict[str, Any]:
-    """Step 1 (see the module's docstring): each stage's record for access.json."""
-    from kbench.analysis.access import sites
+def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: int) -> tuple[dict[str, Any], list[Any]]:
+    """Step 1 (see the module's docstring): each stage's record for access.json, and every stage's load/store lines
+    together."""
+    from kbench.analysis.access import sites, touched
     from kbench.capture import access
     from kbench.capture.prepare import built, guarded
-    from kbench.fsutil import write_json_atomic
     from kbench.report.chart import access_png
 
     ws = guarded("setup", lambda: plan.setup("cpu", seed))
     allocations = access.allocations_of(ws)
     stages: dict[str, Any] = {}
+    every: list[Any] = []
     drawn = 0
     for stage in plan.checked_stages():
         config = dict(stage.tuning[0])
@@ -65,6 +57,7 @@ def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: in
                 raise InterpreterFailed(f"Triton {_triton()}'s CPU interpreter could not run it: {e}") from None
         seconds = time.perf_counter() - start
         facts = sites(trace.accesses, whole=trace.whole)
+        every += facts
         grids = [list(g) for g in trace.grids]
         record: dict[str, Any] = {
             "seconds": seconds,
@@ -75,10 +68,11 @@ def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: in
             "sites": [f.record() for f in facts],
             "pictures": [],
         }
-        for t in sorted(_touched_tensors(ws, trace.accesses), key=lambda t: -t.rows):
+        drawn_here = touched(trace.accesses, access.named_tensors(ws), PICTURED)
+        for t in sorted(drawn_here, key=lambda t: -t.rows):
             if drawn >= pictures:
                 break
-            path = access_png(t, run_dir / PICTURES / f"{stage.name}-{_safe(t.name)}.png")
+            path = access_png(t, run_dir / PICTURES / f"{stage.name}-{safe(t.name)}.png")
             file = str(path.relative_to(run_dir))
             record["pictures"].append({"tensor": t.name, "shape": list(t.shape), "file": file})
             drawn += 1
@@ -96,7 +90,7 @@ def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: in
                 "interpreter": True,
             },
         )
-    return stages
+    return stages, every
 
 
 class InterpreterFailed(KbenchError):
@@ -112,32 +106,17 @@ def _triton() -> str:
     return str(triton.__version__)
 
 
-def _safe(name: str) -> str:
-    from kbench.fsutil import safe
-
-    return safe(name)
-
-
 def check_point(cls: Any, values: dict[str, Any], seed: int) -> dict[str, Any]:
     """Step 2: the check at the plan's check parameters, every program traced, each stage's accesses labelled with
     it: the bytes each stage reaches at distinct addresses against its model at that size."""
-    import dataclasses
-
     from kbench.analysis.access import distinct_bytes
-    from kbench.capture.check import INTERPRETER, cpu_values, traced_check
-    from kbench.capture.prepare import Prepared, PreparedStage, built, guarded
-    from kbench.plan import autotune
+    from kbench.capture.check import INTERPRETER, cpu_values, fixed, traced_check
+    from kbench.capture.prepare import guarded
 
     merged, note = cpu_values(cls, {k: v for k, v in values.items() if k == "dtype"})
     plan = cls.from_values(merged)
     ws = guarded("setup", lambda: plan.setup("cpu", seed))
-    prep = Prepared(plan=plan, device="cpu", ws=ws)
-    for stage in plan.checked_stages():
-        config = dict(stage.tuning[0])
-        fixed = autotune.TuneResult(best=config, history=[], source="fixed", path=None)
-        launch = built(plan, stage, ws, config)
-        labelled = dataclasses.replace(launch, fn=_labelled(stage.name, launch.fn))
-        prep.stages.append(PreparedStage(stage, config, labelled, fixed))
+    prep = fixed(plan, "cpu", ws, [dict(s.tuning[0]) for s in plan.checked_stages()], _labelled)
     result, facts, _, trace = traced_check(prep, INTERPRETER, note)
     return {
         "values": plan.values(),
@@ -163,7 +142,6 @@ def _labelled(name: str, fn: Any) -> Any:
 def main(spec_path: str) -> int:
     os.environ["TRITON_INTERPRET"] = "1"  # before any plan module (and Triton) is imported
     from kbench.capture.check import cpu_dtype
-    from kbench.fsutil import write_json_atomic
     from kbench.plan.discovery import load_version
     from kbench.plan.sources import record
 
@@ -184,12 +162,11 @@ def main(spec_path: str) -> int:
         },
         "check": None,
     }
-    outcome["stages"] = trace_point(plan, int(spec["seed"]), int(spec["programs"]), run_dir, MAX_PICTURES)
+    outcome["stages"], facts = trace_point(plan, int(spec["seed"]), int(spec["programs"]), run_dir, MAX_PICTURES)
     # lanes out of bounds at the traced point (an offset that overflows only at this size, say) fail the run too
-    from kbench.analysis.access_facts import SiteFacts
     from kbench.capture.check import out_of_bounds
 
-    wild = out_of_bounds([SiteFacts.of(r) for s in outcome["stages"].values() for r in s["sites"]])
+    wild = out_of_bounds(facts)
     outcome["out_of_bounds"] = wild
     if spec["check"]:
         outcome["check"] = check_point(cls, values, int(spec["seed"]))
@@ -198,8 +175,9 @@ def main(spec_path: str) -> int:
         print(f"{PREFIX}correctness check failed: {outcome['check']['line']}", file=sys.stderr)
         return KernelError.exit_code
     if wild:
-        where = ", ".join(f"{k}={v}" for k, v in plan.values().items())
-        print(f"{PREFIX}out of bounds at the traced point ({where}): {wild}", file=sys.stderr)
+        from kbench.analysis.access_figures import words
+
+        print(f"{PREFIX}out of bounds at the traced point ({words(plan.values())}): {wild}", file=sys.stderr)
         return KernelError.exit_code
     return 0
 

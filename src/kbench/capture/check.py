@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,14 +72,29 @@ def check_plan(plan: KernelPlan, device: str, note: str = "", maps: bool = False
             if i > 0 and cfg == defaults[i]:
                 continue  # that combination was checked with stage 0's configs
             chosen = [*defaults[:i], dict(cfg), *defaults[i + 1 :]]
-            prep = Prepared(plan=plan, device=device, ws=ws)
-            for s, c in zip(stages, chosen, strict=True):
-                launch = built(plan, s, ws, c)
-                fixed = autotune.TuneResult(best=c, history=[], source="fixed", path=None)
-                prep.stages.append(PreparedStage(s, c, launch, fixed))
+            prep = fixed(plan, device, ws, chosen)
             result, sites, touched, _ = traced_check(prep, where, note, maps and not out)
             out.append(ConfigCheck(stage.name, dict(cfg), result, tuple(sites), tuple(touched)))
     return out
+
+
+def fixed(
+    plan: KernelPlan,
+    device: str,
+    ws: Any,
+    configs: list[Config],
+    wrap: Callable[[str, Callable[[], object]], Callable[[], object]] | None = None,
+) -> Prepared:
+    """The plan's stages built at ``configs`` (one per stage, none tuned) on ``ws``; ``wrap(stage, fn)`` wraps each
+    launch."""
+    prep = Prepared(plan=plan, device=device, ws=ws)
+    for stage, config in zip(plan.checked_stages(), configs, strict=True):
+        launch = built(plan, stage, ws, config)
+        if wrap is not None:
+            launch = dataclasses.replace(launch, fn=wrap(stage.name, launch.fn))
+        tune = autotune.TuneResult(best=config, history=[], source="fixed", path=None)
+        prep.stages.append(PreparedStage(stage, config, launch, tune))
+    return prep
 
 
 def traced_check(
@@ -96,8 +112,7 @@ def traced_check(
     with access.traced(access.allocations_of(prep.ws)) as trace:
         result = check(prep, where, note)
     facts = sites(trace.accesses)
-    named = [(n, int(t.data_ptr()), t.element_size(), tuple(t.shape)) for n, t in access.tensors_of(prep.ws)]
-    elements = touched(trace.accesses, named) if maps else []
+    elements = touched(trace.accesses, access.named_tensors(prep.ws)) if maps else []
     said = out_of_bounds(facts)
     if said is None:
         return result, facts, elements, trace

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis.access_facts import Predicted, SiteFacts, table
-from kbench.analysis.access_figures import point_words, predicted_figures, predicted_of
+from kbench.analysis.access_figures import point_words, predicted_figures, predicted_of, words
 from kbench.analysis.devices import resolve
 from kbench.errors import KbenchError, KernelError
 from kbench.fsutil import write_text_atomic
@@ -114,14 +114,10 @@ class AccessMode:
             raise KbenchError(f"the access trace failed: {line or f'exit code {done.returncode}'} (see {log_path})")
         outcome = json.loads((run_dir / FILE).read_text())
         check = outcome.get("check")
-        tiling = {}
-        for name in outcome["stages"]:
-            tiling_file = run_dir / "tiling" / f"{name}.json"
-            tiling[name] = json.loads(tiling_file.read_text())
         return Capture(
             files={"access": run_dir / FILE},
             check=check["line"] if check else None,
-            tiling=tiling,
+            tiling=folder.tiling_beside(run_dir / FILE),
             source=outcome.get("source"),
         )
 
@@ -161,10 +157,10 @@ def accesses_section(outcome: dict[str, Any]) -> Accesses:
             f = SiteFacts.of(r)
             if f.reuse is not None:
                 check_reuse[f"{f.kind} {f.line}"] = f.reuse
+    predictions = predicted_of(outcome)
     stages = []
     for name, stage in outcome["stages"].items():
-        facts = [SiteFacts.of(r) for r in stage["sites"]]
-        distinct = [f.distinct_bytes for f in facts]
+        p = predictions.get(name)
         stages.append(
             AccessStage(
                 name=name,
@@ -175,19 +171,17 @@ def accesses_section(outcome: dict[str, Any]) -> Accesses:
                 sites=stage["sites"],
                 pictures=stage["pictures"],
                 model_bytes=outcome["model"][name]["dram_bytes"],
-                requested_bytes=sum(f.bytes for f in facts),
-                distinct_bytes=None if None in distinct else sum(d or 0 for d in distinct),
+                requested_bytes=p.requested_bytes if p else 0,
+                distinct_bytes=p.distinct_bytes if p else 0,
             )
         )
     requested = outcome.get("requested") or {}
     dtype = f" ({outcome['dtype_note']})" if outcome.get("dtype_note") else ""
-    point = f"{point_words(outcome)}: the parameters asked for{dtype}"
-    if any(str(requested.get(k)) != str(v) for k, v in outcome["values"].items() if k != "dtype"):
-        point = f"{point_words(outcome)}{dtype}"
+    asked = all(str(requested.get(k)) == str(v) for k, v in outcome["values"].items() if k != "dtype")
+    point = f"{point_words(outcome)}{': the parameters asked for' if asked else ''}{dtype}"
     verdict = None
     if check:
-        values = ", ".join(f"{k}={v}" for k, v in check["values"].items())
-        verdict = f"at the plan's check parameters ({values}), every program traced: {check['line']}"
+        verdict = f"at the plan's check parameters ({words(check['values'])}), every program traced: {check['line']}"
     return Accesses(point=point, stages=stages, check=verdict, check_reuse=check_reuse)
 
 
