@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 WARMUP_MS = 100.0  # long enough for unlocked clocks to settle under load
 MIN_WARMUP = 3
@@ -16,6 +17,10 @@ MAX_WARMUP = 10_000
 # Before each start event the GPU spins this many cycles (~0.2 ms at 2 GHz): the CPU enqueues start, the launch
 # and end meanwhile, so Python/Triton launch overhead never sits inside the timed region.
 HOLD_CYCLES = 400_000
+# A repetition whose start event the GPU reached before the host had enqueued its end is timed again with the hold
+# doubled, up to this (~13 ms at 2 GHz: past a 5 ms GIL switch interval), at most RETIME_X x reps extra times.
+MAX_HOLD_CYCLES = 64 * HOLD_CYCLES
+RETIME_X = 2
 
 
 class L2Flush:
@@ -46,19 +51,43 @@ class L2Flush:
 
 
 @dataclass(frozen=True)
+class Late:
+    """Repetitions whose start event the GPU reached before the host had enqueued the repetition's end (the host
+    stalled: another thread holding the GIL, a slow launch), so a host gap may sit inside the timed region."""
+
+    retimed: int  # timed again with a longer hold, their first timing not kept
+    kept: int  # still late when the retries ran out (or with no hold to raise): kept, and said so
+    hold_cycles: int  # the hold after the last repetition (doubled after each late one)
+
+    @property
+    def words(self) -> str:
+        said = []
+        if self.retimed:
+            said.append(
+                f"{self.retimed} repetition(s) timed again, the GPU having reached their start before the host had"
+                f" enqueued their end (the hold raised to {self.hold_cycles} cycles)"
+            )
+        if self.kept:
+            said.append(f"{self.kept} repetition(s) kept although the host was late (a host gap may be inside them)")
+        return "; ".join(said)
+
+
+@dataclass(frozen=True)
 class Samples:
     us: list[float]
     warmup_reps: int
     cuda_graph: bool
     flush: str  # how L2 was flushed before each repetition ("no flush" when it was not)
     held: bool = False
+    late: Late | None = None  # repetitions the host enqueued too slowly (None: not checked)
 
     @property
     def method(self) -> str:
         how = "CUDA-graph replay" if self.cuda_graph else "eager launches"
         flush = f"{self.flush} before each" if self.flush != "no flush" else self.flush
         hold = ", GPU held before each start so launch overhead stays outside the timed region" if self.held else ""
-        return f"CUDA events, {how}, {flush}{hold}, {self.warmup_reps} warm-up + {len(self.us)} timed repetitions"
+        late = f"; {self.late.words}" if self.late is not None and self.late.words else ""
+        return f"CUDA events, {how}, {flush}{hold}, {self.warmup_reps} warm-up + {len(self.us)} timed repetitions{late}"
 
 
 def l2_flush_bytes() -> int:
@@ -104,9 +133,9 @@ def time_cuda(
         run = graph.replay
 
     warmup, _ = _warmed(run)
-    [samples] = _repetitions([run], reps, scratch, hold_cycles)
+    [samples], late = _repetitions([run], reps, scratch, hold_cycles)
     held = hold_cycles > 0 and hasattr(torch.cuda, "_sleep")
-    return Samples(samples, warmup, cuda_graph, scratch.words if scratch else "no flush", held=held)
+    return Samples(samples, warmup, cuda_graph, scratch.words if scratch else "no flush", held=held, late=late)
 
 
 def time_interleaved(
@@ -135,9 +164,10 @@ def time_interleaved(
         one_us += 1e3 * ms
     rest = int(min(rest_x * one_us, MAX_REST_US) * CYCLES_PER_US) if rest_x > 0 else 0
     rested = f", the GPU resting {rest_x:g}x the repetition's duration before each" if rest else ""
-    found = _repetitions(fns, reps, scratch, hold_cycles, rest)
+    found, late = _repetitions(fns, reps, scratch, hold_cycles, rest)
+    held = hold_cycles > 0 and hasattr(torch.cuda, "_sleep")
     return [
-        Samples(us, warm, False, scratch.words + rested, held=hold_cycles > 0 and hasattr(torch.cuda, "_sleep"))
+        Samples(us, warm, False, scratch.words + rested, held=held, late=late)
         for us, warm in zip(found, warmups, strict=True)
     ]
 
@@ -160,27 +190,42 @@ def _warmed(run: Callable[[], object]) -> tuple[int, float]:
 
 def _repetitions(
     runs: Sequence[Callable[[], object]], reps: int, scratch: L2Flush | None, hold_cycles: int, rest: int = 0
-) -> list[list[float]]:
+) -> tuple[list[list[float]], Late]:
     """``reps`` repetitions; in each, every run in turn after the flush and the hold, between CUDA events (and the
-    rest's spin first). Microseconds per run."""
+    rest's spin first). Microseconds per run, and the repetitions found late (see Late)."""
     import torch
 
     spin = getattr(torch.cuda, "_sleep", None)  # a GPU-side one-thread spin
-    hold = spin if hold_cycles > 0 else None
-    starts = [[torch.cuda.Event(enable_timing=True) for _ in range(reps)] for _ in runs]
-    ends = [[torch.cuda.Event(enable_timing=True) for _ in range(reps)] for _ in runs]
-    for i in range(reps):
-        if rest and spin is not None:
-            spin(rest)
-        for k, run in enumerate(runs):
-            if scratch is not None:
-                scratch()
-            if hold is not None:
-                hold(hold_cycles)
-            starts[k][i].record()
-            run()
-            ends[k][i].record()
-    torch.cuda.synchronize()
-    return [
-        [1000.0 * a.elapsed_time(b) for a, b in zip(st, en, strict=True)] for st, en in zip(starts, ends, strict=True)
-    ]
+    hold = hold_cycles if hold_cycles > 0 and spin is not None else 0
+    clean: list[list[tuple[Any, Any]]] = []
+    stale: list[list[tuple[Any, Any]]] = []
+    retimed = 0
+    while len(clean) < reps:
+        batch = []
+        for _ in range(reps - len(clean)):
+            if rest and spin is not None:
+                spin(rest)
+            events, late = [], False
+            for run in runs:
+                if scratch is not None:
+                    scratch()
+                if hold and spin is not None:
+                    spin(hold)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                run()
+                end.record()
+                late = late or bool(start.query())  # the GPU already passed start: it may have waited for the host
+                events.append((start, end))
+            if late and hold:
+                hold = min(2 * hold, MAX_HOLD_CYCLES)  # the next repetitions get a longer hold at once
+            batch.append((events, late))
+        torch.cuda.synchronize()
+        clean += [events for events, late in batch if not late]
+        stale = [events for events, late in batch if late]
+        if not stale or not hold or retimed + len(stale) > RETIME_X * reps:
+            break
+        retimed += len(stale)
+    timed = clean + stale  # the late ones only where the retries ran out, and counted
+    us = [[1000.0 * s.elapsed_time(e) for s, e in (events[k] for events in timed)] for k in range(len(runs))]
+    return us, Late(retimed=retimed, kept=len(stale), hold_cycles=hold)
