@@ -40,10 +40,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kbench.errors import KernelError
+
 IDLE_S = 900.0
 CONNECT_TIMEOUT_S = 2.0
 ACCEPT_WAIT_S = 1.0  # a resident busy with another command for longer: this call runs in its own process
-DIED_EXIT = 5  # the resident died mid-command: as when a kernel crashes its own process (README's exit codes)
+DIED_EXIT = KernelError.exit_code  # the resident died mid-command: as when a kernel crashes its own process
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _O_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _held: list[int] = []  # the descriptor of the checked socket folder that folder() returned last
