@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kbench.cli import resident
+from kbench.cli import resident, resident_server
 
 
 def kernel(args: list[str], env: dict[str, str], timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -88,23 +88,31 @@ def test_no_resident_where_it_is_off_or_its_folder_is_not_private(
     (shared / "kbench").mkdir(mode=0o755)
     (shared / "kbench").chmod(0o755)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(shared))
-    assert resident.folder() is None and resident.forward(["--list"]) is None
+    with pytest.raises(resident.NotPrivate):
+        resident.folder()
+    assert resident.forward(["--list"]) is None
 
 
 def test_a_served_command_runs_as_its_client(tmp_path: Path) -> None:
-    # folder, environment, command line (what params.json and the GPU lock record), output: the client's, and the
-    # resident's own again afterwards
+    # folder, umask, environment, command line (what params.json and the GPU lock record), output: the client's, and
+    # the resident's own again afterwards
     import socket
 
     ours, theirs = socket.socketpair()
+    mask = os.umask(0o022)
     before = (Path.cwd(), sys.orig_argv, os.environ.get("KBENCH_X"))
     request = {"argv": ["matmul"], "command": ["python", "-m", "kbench.kernel", "matmul"], "cwd": str(tmp_path),
-               "env": {**os.environ, "KBENCH_X": "1"}}  # fmt: skip
-    with resident._as_client(request, ours):
-        assert Path.cwd() == tmp_path and os.environ["KBENCH_X"] == "1"
-        assert sys.orig_argv == ["python", "-m", "kbench.kernel", "matmul"]
-        print("hello")
-    assert (Path.cwd(), sys.orig_argv, os.environ.get("KBENCH_X")) == before
+               "env": {**os.environ, "KBENCH_X": "1"}, "umask": 0o077}  # fmt: skip
+    try:
+        with resident_server._as_client(request, ours):
+            assert Path.cwd() == tmp_path and os.environ["KBENCH_X"] == "1"
+            assert sys.orig_argv == ["python", "-m", "kbench.kernel", "matmul"]
+            (tmp_path / "made").touch()
+            print("hello")
+        assert (Path.cwd(), sys.orig_argv, os.environ.get("KBENCH_X")) == before and os.umask(0o022) == 0o022
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "made").stat().st_mode & 0o777 == 0o600
     ours.close()
     with theirs:
         assert b'"out": "hello"' in theirs.recv(4096)

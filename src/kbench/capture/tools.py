@@ -169,14 +169,15 @@ def run_all(jobs: list[tuple[list[str], dict[str, str], Path]], *, timeout_s: fl
     return [Finished(code, path.read_text(errors="replace")) for code, (_, _, path) in zip(codes, jobs, strict=True)]
 
 
-def detach(argv: list[str], log_path: Path) -> bool:
-    """Start ``argv`` in a session of its own that outlives this process (the resident kbench: it ends itself when
-    idle), output appended to ``log_path``; False where it cannot start."""
+def detach(argv: list[str], log_path: Path, *, cwd: Path, env: dict[str, str]) -> bool:
+    """Start ``argv`` in ``cwd`` with ``env``, in a session of its own that outlives this process (the resident kbench:
+    it ends itself when idle), output appended to ``log_path``; False where it cannot start."""
     try:
         with log_path.open("ab") as log:
             subprocess.Popen(  # noqa: S603
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
-            )
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+                cwd=cwd, env=env,
+            )  # fmt: skip
     except OSError:
         return False
     return True

@@ -1,28 +1,34 @@
 """The resident kbench: a warm process per user and GPU that runs `python -m kbench.kernel` commands for the CLI, so
 that a second call skips Python's start-up, the imports and the profiler's first session (the MCP server's warm path,
-for the command line).
+for the command line). This is its client half (``forward``, stdlib only, before anything heavy is imported); the
+resident itself is kbench.cli.resident_server.
 
-How a call goes (``forward``, stdlib only, before anything heavy is imported):
+How a call goes:
 - off when KBENCH_RESIDENT is 0/off, and on a machine without an NVIDIA driver unless KBENCH_RESIDENT=1 forces it;
-- no resident yet: one is started in the background (a new session, its log beside its socket) and this call runs
-  in its own fresh process as before;
-- a resident: the call's argv, working folder and environment go over its Unix socket; it runs the command as a
-  fresh process would (kernel sources changed on disk are loaded afresh: kbench.plan.sources) and streams stdout and
-  stderr back, then the exit code. Ctrl-C, SIGTERM and SIGHUP of the client are passed on as the same signal, so the
-  command's own cleanup runs (clock reset, run folder marked interrupted);
+- no resident yet: one is started in the background (a new session in /, no working folder on its import path, its
+  log beside its socket) and this call runs in its own fresh process as before;
+- a resident: the call's argv, working folder, umask and environment go over its Unix socket; it runs the command as
+  a fresh process would (kernel sources changed on disk are loaded afresh: kbench.plan.sources) and streams stdout
+  and stderr back, then the exit code. Ctrl-C, SIGTERM and SIGHUP of the client are passed on as the same signal,
+  so the command's own cleanup runs (clock reset, run folder marked interrupted);
+- a command runs at most once: the resident says it is ready, the client says go, and from then on the command is
+  the resident's; if the resident dies before its exit code (a crash in the kernel, a kill, the OOM killer) the
+  call says so and exits 5, it is not run again;
 - a resident of other code (kbench's files changed, another Python, PYTHONPATH or CUDA_VISIBLE_DEVICES) or one that
   does not answer is told to stop or left, and the call runs in a fresh process: one retry, never a hang.
 
-The socket lives in $XDG_RUNTIME_DIR/kbench or /tmp/kbench-<uid>, a folder only its owner may enter (checked, else
-no resident); the resident serves only its own user (the peer's credentials), one command at a time, and exits after
-KBENCH_RESIDENT_IDLE seconds without one (default 900), on `python -m kbench.kernel --resident-stop`, or on SIGTERM.
+The socket lives in $XDG_RUNTIME_DIR/kbench or /tmp/kbench-<uid>: every folder from / down to it owned by root or
+this user and writable by no one else (unless sticky, as /tmp), itself this user's with mode 0700, opened one folder
+at a time and reached through the descriptor held (else no resident, and the call says why). Client and resident
+serve only their own user (the peer's credentials, both ways); one resident per socket (a lock it holds for life);
+it exits after KBENCH_RESIDENT_IDLE seconds without a command (default 900), on `python -m kbench.kernel
+--resident-stop`, or on SIGTERM.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import signal
@@ -30,15 +36,27 @@ import socket
 import stat
 import struct
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kbench.errors import KernelError
+
 IDLE_S = 900.0
 CONNECT_TIMEOUT_S = 2.0
 ACCEPT_WAIT_S = 1.0  # a resident busy with another command for longer: this call runs in its own process
+DIED_EXIT = KernelError.exit_code  # the resident died mid-command: as when a kernel crashes its own process
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_O_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_held: list[int] = []  # the descriptor of the checked socket folder that folder() returned last
+
+
+class NotPrivate(Exception):
+    """The socket's folder, or one above it, could be changed by another user: the message says which and why."""
+
+
+class Foreign(OSError):
+    """The socket is answered by another user's process."""
 
 
 def wanted() -> bool:
@@ -49,18 +67,80 @@ def wanted() -> bool:
     return setting in ("1", "on", "yes", "true") or Path("/proc/driver/nvidia/version").exists()
 
 
-def folder() -> Path | None:
-    """The user's private folder for the socket (created 0700), or None where it is not private."""
+def _me() -> int:
+    """The user this process is (the one seam through which tests simulate another user's folder)."""
+    return os.getuid()
+
+
+def _location() -> Path:
+    """The socket folder by name (messages name it so; it is reached through folder())."""
     base = os.environ.get("XDG_RUNTIME_DIR")
-    where = Path(base) / "kbench" if base else Path(f"/tmp/kbench-{os.getuid()}")
+    return Path(base) / "kbench" if base else Path(f"/tmp/kbench-{os.getuid()}")
+
+
+def _check_above(fd: int, where: Path) -> None:
+    """A folder above the socket's: only root or this user may rename what is in it (else NotPrivate)."""
+    st = os.fstat(fd)
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid not in (0, _me()):
+        raise NotPrivate(f"{where} is owned by uid {st.st_uid}")
+    if mode & 0o022 and not mode & stat.S_ISVTX:
+        raise NotPrivate(f"{where} is writable by others (mode {mode:04o})")
+
+
+def _open_checked(path: Path) -> int:
+    """A descriptor of folder ``path`` opened one component at a time from /, no symlink followed, each folder checked
+    before the next is opened: what is checked is what is opened, whatever is swapped by name meanwhile."""
+    fd = os.open("/", _O_FOLDER)
+    walked = Path("/")
     try:
-        where.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = where.lstat()
-    except OSError:
-        return None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        return None
-    return where
+        for part in path.parts[1:]:
+            _check_above(fd, walked)
+            child = os.open(part, _O_FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd, walked = child, walked / part
+        _check_above(fd, walked)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def folder() -> Path:
+    """The user's private folder for the socket (created 0700), held open: the path returned reaches the folder that
+    was checked (/proc/self/fd/<fd>) even if another is renamed into its name later. NotPrivate where it cannot be
+    private (the message names the folder and why)."""
+    where = _location()
+    try:
+        parent = _open_checked(Path(os.path.realpath(where.parent)))
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(where.name, 0o700, dir_fd=parent)
+            fd = os.open(where.name, _O_FOLDER, dir_fd=parent)
+        finally:
+            os.close(parent)
+    except OSError as e:
+        raise NotPrivate(f"{where} cannot be used ({e.strerror})") from None
+    st = os.fstat(fd)
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != _me() or mode & 0o077:
+        os.close(fd)
+        raise NotPrivate(f"{where} is not private (owner uid {st.st_uid}, mode {mode:04o})")
+    held = Path(f"/proc/self/fd/{fd}")
+    if not held.is_dir():  # no /proc: the folder by name, every folder above it checked
+        os.close(fd)
+        return Path(os.path.realpath(where))
+    while _held:
+        os.close(_held.pop())
+    _held.append(fd)
+    return held
+
+
+def search_path() -> str:
+    """PYTHONPATH as the folders it names from here: Python reads '' and relative entries against the folder it starts
+    in, and the resident starts in /."""
+    value = os.environ.get("PYTHONPATH", "")
+    return os.pathsep.join(str(Path(p).absolute()) for p in value.split(os.pathsep)) if value else ""
 
 
 def stamp() -> str:
@@ -69,8 +149,8 @@ def stamp() -> str:
     root = Path(__file__).resolve().parent.parent
     files = sorted(root.rglob("*.py"))
     h = hashlib.sha256()
-    for key in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES"):
-        h.update(f"{key}={os.environ.get(key, '')}\n".encode())
+    h.update(f"PYTHONPATH={search_path()}\n".encode())
+    h.update(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')}\n".encode())
     h.update(f"{sys.executable}\n{root}\n".encode())
     for f in files:
         st = f.stat()
@@ -80,14 +160,25 @@ def stamp() -> str:
 
 def socket_path(where: Path) -> Path:
     gpus = "".join(c if c.isalnum() else "_" for c in os.environ.get("CUDA_VISIBLE_DEVICES", "all")) or "none"
+    if len(gpus) > 40:  # GPU UUIDs: a socket's path must stay under 108 bytes
+        gpus = hashlib.sha256(gpus.encode()).hexdigest()[:16]
     return where / f"resident-{gpus}.sock"
 
 
-def _send(conn: socket.socket, **message: Any) -> None:
+def peer_uid(conn: socket.socket) -> int | None:
+    """The user of the process at the other end of ``conn`` (None where the system does not say)."""
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    return int(struct.unpack("3i", creds)[1])
+
+
+def send(conn: socket.socket, **message: Any) -> None:
     conn.sendall((json.dumps(message) + "\n").encode())
 
 
-def _messages(conn: socket.socket) -> Iterator[dict[str, Any]]:
+def messages(conn: socket.socket) -> Iterator[dict[str, Any]]:
     buf = b""
     while True:
         chunk = conn.recv(65536)
@@ -99,29 +190,34 @@ def _messages(conn: socket.socket) -> Iterator[dict[str, Any]]:
             yield json.loads(line)
 
 
-# ---------------------------------------------------------------------------------------------------------- client
-
-
 def forward(argv: list[str]) -> int | None:
     """Run ``argv`` (python -m kbench.kernel's arguments) through the resident: its exit code, or None when this call
     should run in its own process (no resident, or none usable: one is started for the next call where wanted)."""
     if argv[:1] == ["--resident-stop"]:  # whether or not one is wanted here: stop what runs, or say none does
-        where = folder()
-        return _stop(socket_path(where)) if where is not None else _stop(None)
-    if not wanted() or (where := folder()) is None:
+        return _stop()
+    if not wanted():
         return None
-    path = socket_path(where)
+    try:
+        path = socket_path(folder())
+    except NotPrivate as e:
+        fix = "fix or remove it, or set XDG_RUNTIME_DIR to a private folder (KBENCH_RESIDENT=0 silences this)"
+        print(f"kbench: the resident kbench is off (every call starts cold): {e}; {fix}", file=sys.stderr, flush=True)
+        return None
     try:
         conn = _connect(path)
+    except Foreign as e:
+        print(f"kbench: {e}: not using it; this call runs in its own process", file=sys.stderr, flush=True)
+        return None
     except OSError:
         _start(path)
         return None
     with conn:
-        _send(conn, argv=argv, command=sys.orig_argv, cwd=str(Path.cwd()), env=dict(os.environ), stamp=stamp())
-        messages = _messages(conn)
+        send(conn, argv=argv, command=sys.orig_argv, cwd=str(Path.cwd()), env=dict(os.environ), umask=_umask(),
+             stamp=stamp())  # fmt: skip
+        received = messages(conn)
         conn.settimeout(ACCEPT_WAIT_S)
         try:
-            first = next(messages, None)
+            first = next(received, None)
         except OSError:  # busy with another call's command (or not answering): this one runs in its own process
             print("kbench: the resident kbench is busy with another command; running this one in its own process",
                   file=sys.stderr, flush=True)  # fmt: skip
@@ -130,32 +226,44 @@ def forward(argv: list[str]) -> int | None:
         if first is None or "stale" in first:
             _start(path)  # the one that answered is leaving (or gone): one of this code for the next call
             return None
-        return _relay(conn, messages)
+        try:
+            send(conn, go=True)  # from here the command is the resident's: it is never run again here
+        except OSError:  # gone before reading it: it ran nothing
+            return None
+        return _relay(conn, received, _location() / path.with_suffix(".log").name)
+
+
+def _umask() -> int:
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 def _connect(path: Path) -> socket.socket:
-    """A connection to the resident at ``path`` (OSError where none answers)."""
+    """A connection to the resident at ``path`` (OSError where none answers; Foreign where another user does)."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(CONNECT_TIMEOUT_S)
         conn.connect(str(path))
+        if (uid := peer_uid(conn)) != _me():
+            raise Foreign(f"the resident kbench's socket {_location() / path.name} answers as uid {uid}")
     except OSError:
         conn.close()
         raise
     return conn
 
 
-def _relay(conn: socket.socket, messages: Iterator[dict[str, Any]]) -> int | None:
+def _relay(conn: socket.socket, received: Iterator[dict[str, Any]], log: Path) -> int:
     """Copy the resident's output here until its exit code; pass this process's signals on to it (sent from the
     handler: the read below is retried after a signal, so a flag would wait for the next output)."""
 
     def pass_on(signum: int, frame: object) -> None:
         with contextlib.suppress(OSError):
-            _send(conn, signal=signum)
+            send(conn, signal=signum)
 
     old = {s: signal.signal(s, pass_on) for s in FORWARDED}
     try:
-        for message in messages:
+        for message in received:
             if "out" in message:
                 sys.stdout.write(message["out"])
                 sys.stdout.flush()
@@ -169,184 +277,31 @@ def _relay(conn: socket.socket, messages: Iterator[dict[str, Any]]) -> int | Non
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
-    # the resident went away without an exit code: this call runs again in its own process
-    print("kbench: the resident kbench stopped mid-command; running it in a fresh process", file=sys.stderr, flush=True)
-    return None
+    print(f"kbench: error: the resident kbench died while running this command (a crash in the kernel, a kill or the "
+          f"out-of-memory killer; its log: {log}); it was not run again", file=sys.stderr, flush=True)  # fmt: skip
+    return DIED_EXIT
 
 
 def _start(path: Path) -> None:
-    """A resident in the background for the next call (its log beside the socket); any stale socket goes first."""
-    with contextlib.suppress(OSError):
-        path.unlink()
+    """A resident in the background for the next call: in /, with no working folder on its import path and PYTHONPATH
+    as this call reads it, its log beside the socket. It leaves at once where another resident holds the socket."""
     from kbench.capture.tools import detach
 
-    detach([sys.executable, "-m", "kbench.cli.resident", str(path)], path.with_suffix(".log"))
+    env = dict(os.environ)
+    if "PYTHONPATH" in env:
+        env["PYTHONPATH"] = search_path()
+    safe = ["-P"] if sys.version_info >= (3, 11) else []  # Python 3.10: the resident drops its folder itself
+    argv = [sys.executable, *safe, "-m", "kbench.cli.resident_server", path.name]
+    detach(argv, path.with_suffix(".log"), cwd=Path("/"), env=env)
 
 
-def _stop(path: Path | None) -> int:
+def _stop() -> int:
     try:
-        if path is None:
-            raise OSError("no private folder for a resident's socket")
-        with _connect(path) as conn:
-            _send(conn, stop=True)
+        with _connect(socket_path(folder())) as conn:
+            send(conn, stop=True)
             conn.recv(16)
-    except OSError:
+    except (OSError, NotPrivate):
         print("kbench: no resident kbench is running", file=sys.stderr)
         return 0
     print("kbench: the resident kbench stopped", file=sys.stderr)
     return 0
-
-
-# ---------------------------------------------------------------------------------------------------------- server
-
-
-class _Stream(io.TextIOBase):
-    """stdout or stderr of a command the resident runs: each write goes to the client as one message."""
-
-    def __init__(self, conn: socket.socket, key: str) -> None:
-        self.conn, self.key = conn, key
-
-    def write(self, text: str | bytes) -> int:  # click writes bytes to some streams
-        if text:
-            shown = text.decode(errors="replace") if isinstance(text, bytes) else text
-            _send(self.conn, **{self.key: shown})
-        return len(text)
-
-    def isatty(self) -> bool:
-        return False
-
-
-def _gone(conn: socket.socket) -> bool:
-    """Whether the client closed its end (nothing left to read but the end)."""
-    try:
-        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-
-
-def _peer_uid(conn: socket.socket) -> int | None:
-    try:
-        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except (OSError, AttributeError):
-        return None
-    return int(struct.unpack("3i", creds)[1])
-
-
-def _signals(conn: socket.socket, main: int, done: threading.Event) -> None:
-    """While a command runs: a signal the client passes on, or the client gone, interrupts it as that signal."""
-    with contextlib.suppress(OSError, ValueError):
-        for message in _messages(conn):
-            if "signal" in message and not done.is_set():
-                signal.pthread_kill(main, int(message["signal"]))
-        if not done.is_set():
-            signal.pthread_kill(main, signal.SIGINT)
-
-
-@contextlib.contextmanager
-def _as_client(request: dict[str, Any], conn: socket.socket) -> Iterator[None]:
-    """The command's process state as the client's: working folder, environment, stdout and stderr, and its command
-    line (sys.orig_argv: what a run folder's params.json and the GPU lock's holder line record)."""
-    cwd, env, command = Path.cwd(), dict(os.environ), sys.orig_argv
-    out, err = sys.stdout, sys.stderr
-    sys.orig_argv = list(request["command"])
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    sys.stdout, sys.stderr = _Stream(conn, "out"), _Stream(conn, "err")
-    try:
-        yield
-    finally:
-        sys.stdout, sys.stderr = out, err
-        os.environ.clear()
-        os.environ.update(env)
-        os.chdir(cwd)
-        sys.orig_argv = command
-
-
-def _run(request: dict[str, Any], conn: socket.socket) -> int:
-    from kbench.cli.kernel import main
-
-    done = threading.Event()
-    watcher = threading.Thread(target=_signals, args=(conn, threading.get_ident(), done), daemon=True)
-    code = 0
-    with _as_client(request, conn):
-        watcher.start()
-        try:
-            main(list(request["argv"]))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except BaseException as e:  # the resident outlives any command; the client gets a line
-            print(f"kbench: internal error in the resident: {type(e).__name__}: {e}", file=sys.stderr)
-            code = 70
-        finally:
-            done.set()
-            _release_gpu_memory()
-    print(f"served: {' '.join(request['argv'])[:200]} (exit {code})", flush=True)  # the resident's log
-    return code
-
-
-def _release_gpu_memory() -> None:
-    """The caching allocator's free blocks back to the GPU between commands (a resident holds its context only)."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        with contextlib.suppress(Exception):
-            torch.cuda.empty_cache()
-
-
-def _leave(signum: int, frame: object) -> None:
-    raise SystemExit(0)
-
-
-def serve(path: Path, idle_s: float) -> None:
-    """Serve commands on ``path`` until idle for ``idle_s`` seconds, told to stop, or sent SIGTERM."""
-    mine = stamp()
-    old_mask = os.umask(0o077)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        server.bind(str(path))  # another resident bound it first: leave it to that one
-        mine_ino = path.stat().st_ino
-    except OSError:
-        return
-    finally:
-        os.umask(old_mask)
-    server.listen(4)
-    server.settimeout(idle_s)
-    path.with_suffix(".pid").write_text(f"{os.getpid()}\n")
-    signal.signal(signal.SIGTERM, _leave)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # between commands: a late pass-on from a client that is gone
-    try:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                return
-            with conn:
-                if _peer_uid(conn) not in (None, os.getuid()):
-                    continue
-                request = next(_messages(conn), None)
-                if request is None:
-                    continue
-                if request.get("stop"):
-                    _send(conn, stopped=True)
-                    return
-                if request.get("stamp") != mine:
-                    _send(conn, stale="another kbench, Python or environment")
-                    return
-                if _gone(conn):  # it waited past ACCEPT_WAIT_S and runs in its own process
-                    continue
-                _send(conn, accepted=True)
-                code = _run(request, conn)
-                with contextlib.suppress(OSError):
-                    _send(conn, exit=code)
-    finally:
-        server.close()
-        with contextlib.suppress(OSError):
-            if path.stat().st_ino == mine_ino:  # not a successor's socket, bound after this one left
-                path.unlink()
-                path.with_suffix(".pid").unlink()
-
-
-if __name__ == "__main__":
-    serve(Path(sys.argv[1]), float(os.environ.get("KBENCH_RESIDENT_IDLE", IDLE_S)))
