@@ -6,12 +6,26 @@ run as root, also made real with os.chown to an unused uid."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import pickle
+import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from kbench import fsutil
+from kbench.capture import clocks, gpulock
+from kbench.errors import ConfigError
+from tests.clock_fakes import FakeClocks
+
+IS_ROOT = os.geteuid() == 0
+STRANGER = 54321  # a uid no account on a test machine has
+as_root = pytest.mark.skipif(not IS_ROOT, reason="makes another user's file for real (os.chown needs root)")
 
 
 # -- the report template cache -----------------------------------------------------------------------------------------
@@ -74,3 +88,164 @@ def test_a_planted_template_cache_never_runs(
         env.get_template(name)
     assert not marker.exists()
     assert sorted(folder.iterdir()) == sorted(planted)  # nothing read there, nothing written there either
+
+
+# -- the state folder --------------------------------------------------------------------------------------------------
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A state folder shaped like /tmp/kbench-state: world-writable with the sticky bit."""
+    folder = tmp_path / "state"
+    folder.mkdir()
+    folder.chmod(0o1777)
+    monkeypatch.setenv("KBENCH_STATE_DIR", str(folder))
+    return folder
+
+
+def _refused(text: str) -> pytest.RaisesExc[ConfigError]:
+    """One clear refusal (exit 4) whose line holds ``text``."""
+    return pytest.raises(ConfigError, match=re.escape(text))
+
+
+def test_a_symlinked_state_folder_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "state").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setenv("KBENCH_STATE_DIR", str(tmp_path / "state"))
+    with _refused(f"the state folder {tmp_path / 'state'} is a symbolic link") as e:
+        fsutil.state_dir()
+    assert e.value.exit_code == 4 and len(str(e.value).splitlines()) == 1
+    assert "KBENCH_STATE_DIR" in str(e.value)
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o757])
+def test_a_state_folder_others_may_write_needs_the_sticky_bit(state: Path, mode: int) -> None:
+    state.chmod(mode)
+    with _refused(f"{state} is writable by others without the sticky bit"):
+        fsutil.state_dir()
+    state.chmod(mode | 0o1000)
+    assert fsutil.state_dir() == state
+
+
+def test_another_users_state_folder_is_refused(state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fsutil, "trusted_uids", lambda: frozenset({STRANGER}), raising=False)
+    with _refused(f"{state} belongs to uid {os.geteuid()}, neither you nor root"):
+        fsutil.state_dir()
+
+
+@as_root
+def test_another_users_state_folder_is_refused_for_real(state: Path) -> None:
+    os.chown(state, STRANGER, STRANGER)
+    with _refused(f"{state} belongs to uid {STRANGER}, neither you nor root"):
+        fsutil.state_dir()
+
+
+def test_a_missing_state_folder_is_made_to_be_shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KBENCH_STATE_DIR", str(tmp_path / "new" / "state"))
+    assert fsutil.state_dir() == tmp_path / "new" / "state"
+    assert (tmp_path / "new" / "state").stat().st_mode & 0o7777 == 0o1777
+
+
+# -- the GPU lock files ------------------------------------------------------------------------------------------------
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A file the attacker wants truncated or made world-writable (/etc/passwd in the review)."""
+    path = tmp_path / "victim"
+    path.write_text("precious\n")
+    path.chmod(0o600)
+    return path
+
+
+def _untouched(victim: Path) -> bool:
+    return victim.read_text() == "precious\n" and victim.stat().st_mode & 0o7777 == 0o600
+
+
+@pytest.mark.parametrize("plant", ["symlink", "hard link"])
+def test_a_lock_file_leading_elsewhere_is_never_written(state: Path, victim: Path, plant: str) -> None:
+    lock = state / "gpu0.lock"
+    if plant == "symlink":
+        lock.symlink_to(victim)
+    else:
+        os.link(victim, lock)
+    with _refused(f"{lock} is not a plain file of its own") as e, gpulock.exclusive(0, wait=False):
+        pass
+    assert e.value.exit_code == 4 and _untouched(victim)
+
+
+def test_a_fifo_as_lock_file_is_refused_not_a_crash(state: Path) -> None:
+    os.mkfifo(state / "gpu0.lock")
+    with _refused("gpu0.lock is not a plain file of its own"), gpulock.exclusive(0, wait=False):
+        pass
+
+
+def test_an_own_lock_file_is_left_for_whoever_comes_next(state: Path) -> None:
+    with gpulock.exclusive(0, wait=False):
+        info = json.loads((state / "gpu0.lock").read_text())
+        assert info["pid"] == os.getpid()
+    assert (state / "gpu0.lock").stat().st_mode & 0o777 == 0o666 and (state / "gpu0.lock").read_text() == ""
+
+
+@as_root
+def test_another_users_lock_file_keeps_its_mode(state: Path) -> None:
+    lock = state / "gpu0.lock"
+    lock.write_text("")
+    lock.chmod(0o644)
+    os.chown(lock, STRANGER, STRANGER)
+    with gpulock.exclusive(0, wait=False):
+        pass
+    assert lock.stat().st_mode & 0o7777 == 0o644 and lock.stat().st_uid == STRANGER
+
+
+# -- the clock records -------------------------------------------------------------------------------------------------
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", ""])
+    proc.wait()
+    return proc.pid
+
+
+def _forge(state: Path, how: str, owner: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A gpu0.clocks record kbench must not believe: written by someone else, through a link, or writable by all."""
+    text = f"owner={owner}\npid={_dead_pid()}\nsm_mhz=1410\nmem_mhz=2619\nsince=2026-11-22T10:00:00Z\n"
+    record = state / "gpu0.clocks"
+    if how == "symlink":
+        (tmp_path / "elsewhere.clocks").write_text(text)
+        (tmp_path / "elsewhere.clocks").chmod(0o644)
+        record.symlink_to(tmp_path / "elsewhere.clocks")
+        return
+    record.write_text(text)
+    record.chmod(0o666 if how == "writable by all" else 0o644)
+    if how == "another user (simulated)":  # the folder, mine too, is taken as checked (its tests are above)
+        monkeypatch.setattr(clocks, "state_dir", lambda: state)
+        monkeypatch.setattr(fsutil, "trusted_uids", lambda: frozenset({STRANGER}), raising=False)
+    elif how == "another user":
+        os.chown(record, STRANGER, STRANGER)
+
+
+FORGERIES = [
+    "another user (simulated)",
+    pytest.param("another user", marks=as_root),
+    "symlink",
+    "writable by all",
+]
+
+
+@pytest.mark.parametrize("how", FORGERIES)
+def test_a_forged_stale_record_never_resets_the_clocks(
+    state: Path, how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _forge(state, how, "kbench", monkeypatch, tmp_path)
+    fake = FakeClocks()
+    with caplog.at_level(logging.WARNING, logger="kbench.capture.clocks"), clocks.held(fake, lock=False) as held:
+        assert held.notes == [] and "--no-lock-clocks" in held.state
+    assert fake.calls == []  # old: "reset mem=True" on clocks kbench never locked
+    assert clocks.read_record(0) is None
+    assert any(f"ignoring {state / 'gpu0.clocks'}" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("how", FORGERIES)
+def test_a_forged_script_record_never_passes_for_held_clocks(
+    state: Path, how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _forge(state, how, "script", monkeypatch, tmp_path)
+    fake = FakeClocks()
+    with clocks.held(fake, lock=True) as held:
+        assert held.by_kbench and held.state.startswith("locked by kbench at SM 1590 MHz")  # old: "by scripts/..."
+    assert fake.calls == ["lock 1590 2619", "reset mem=True"]
