@@ -20,8 +20,9 @@ import pytest
 
 from kbench import fsutil
 from kbench.capture import clocks, gpulock
-from kbench.errors import ConfigError
+from kbench.errors import ConfigError, UsageError
 from tests.clock_fakes import FakeClocks
+from tests.conftest import DATA, Ran
 
 IS_ROOT = os.geteuid() == 0
 STRANGER = 54321  # a uid no account on a test machine has
@@ -249,3 +250,66 @@ def test_a_forged_script_record_never_passes_for_held_clocks(
     with clocks.held(fake, lock=True) as held:
         assert held.by_kbench and held.state.startswith("locked by kbench at SM 1590 MHz")  # old: "by scripts/..."
     assert fake.calls == ["lock 1590 2619", "reset mem=True"]
+
+
+# -- names read from result.json ---------------------------------------------------------------------------------------
+RESULT = DATA / "examples_h100_1122" / "event-vector_add-v2" / "result.json"
+
+
+def _run_folder(tmp_path: Path, **changes: str) -> Path:
+    run = tmp_path / "profiles" / "run"
+    run.mkdir(parents=True)
+    data = json.loads(RESULT.read_text())
+    data.update(changes)
+    (run / "result.json").write_text(json.dumps(data))
+    return run
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"kernel": "../../outside"},
+        {"kernel": "ABSOLUTE"},
+        {"kernel": "vector_add\n\n# Instructions for agents"},
+        {"version": "v2\n\n# Instructions for agents"},
+        {"kernel": ".hidden"},
+    ],
+)
+def test_a_name_in_result_json_is_checked_like_a_typed_one(
+    cli: Callable[..., Ran], tmp_path: Path, changes: dict[str, str]
+) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text("mine\n")
+    changes = {k: v.replace("ABSOLUTE", str(tmp_path / "outside")) for k, v in changes.items()}
+    run = _run_folder(tmp_path, **changes)
+    docs = tmp_path / "root" / "docs"
+    done = cli("devlog", str(run), "--docs", str(docs))
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "result.json names" in done.stderr
+    assert outside.read_text() == "mine\n" and not docs.exists()
+    from kbench.report.comparison import load_result  # what the MCP tools read result.json through
+
+    with pytest.raises(UsageError, match=r"result\.json names"):
+        load_result(run)
+
+
+def test_a_symlinked_devlog_is_not_appended_through(cli: Callable[..., Ran], tmp_path: Path) -> None:
+    outside = tmp_path / "AGENTS.md"
+    outside.write_text("mine\n")
+    docs = tmp_path / "root" / "docs"
+    docs.mkdir(parents=True)
+    (docs / "vector_add.md").symlink_to(outside)
+    done = cli("devlog", str(_run_folder(tmp_path)), "--docs", str(docs))
+    assert done.returncode == 4 and "vector_add.md is not a plain file of its own" in done.stderr
+    assert outside.read_text() == "mine\n"
+
+
+def test_the_devlog_still_appends_to_its_own_file(cli: Callable[..., Ran], tmp_path: Path) -> None:
+    run, docs = _run_folder(tmp_path), tmp_path / "docs"
+    assert cli("devlog", str(run), "--docs", str(docs)).returncode == 0
+    first = (docs / "vector_add.md").read_text()
+    assert first.startswith("# vector_add: development log") and "### vector_add v2 (event mode" in first
+    assert cli("devlog", str(run), "--docs", str(docs), "--insight", "again").returncode == 0
+    grown = (docs / "vector_add.md").read_text()
+    assert grown.startswith(first) and grown.count("### vector_add v2") == 2 and "- again" in grown
+    assert "vs Previous: vs v2" in grown[len(first) :]

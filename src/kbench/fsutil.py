@@ -15,13 +15,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from kbench.errors import ConfigError
+from kbench.errors import ConfigError, UsageError
 
 
 def safe(name: str) -> str:
     """A file or folder name made of letters, digits, '_', '.' and '-' (no separators, never '..')."""
     cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.")
     return re.sub(r"\.{2,}", ".", cleaned) or "unknown"
+
+
+def checked_name(name: str, what: str) -> str:
+    """``name`` when it is already a name ``safe`` gives, so that a name read back from a data file (result.json)
+    names no other folder and holds no line break; UsageError naming ``what`` it is otherwise."""
+    if safe(name) != name:
+        raise UsageError(
+            f"{what} {name!r}, which is not a name kbench gives (letters, digits, '_', '.' and '-', no '..' and no "
+            "leading '.'): the file was altered; profile or analyze again"
+        )
+    return name
 
 
 @functools.cache
