@@ -313,3 +313,18 @@ def test_the_devlog_still_appends_to_its_own_file(cli: Callable[..., Ran], tmp_p
     grown = (docs / "vector_add.md").read_text()
     assert grown.startswith(first) and grown.count("### vector_add v2") == 2 and "- again" in grown
     assert "vs Previous: vs v2" in grown[len(first) :]
+
+
+# -- the autotune cache (JSON: it can only choose among the plan's configs) --------------------------------------------
+def test_a_cached_config_is_the_plans_own_never_the_files(tmp_path: Path) -> None:
+    from kbench.plan import autotune
+
+    space = [{"BLOCK": 64}, {"BLOCK": 128}]
+    path = autotune.entry_path(tmp_path, "../dev", "..", "/v", "stage", "../../n")
+    assert path.resolve().is_relative_to(tmp_path.resolve())  # names from anywhere never leave the cache root
+    autotune.tune(space, lambda c: float(c["BLOCK"]), path, "t")
+    data = json.loads(path.read_text())
+    data["best"] = {"BLOCK": 128.0}  # equal to 128 in Python, but a float Triton would specialise on
+    path.write_text(json.dumps(data))
+    r = autotune.tune(space, lambda c: pytest.fail("re-tuned"), path, "t")
+    assert r.source == "cache" and r.best == {"BLOCK": 128} and type(r.best["BLOCK"]) is int
