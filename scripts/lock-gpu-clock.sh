@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Lock the SM clock (and, where the GPU supports it, the memory clock) of one or all GPUs: by default to the
-# base clock (the default applications clock) and the highest memory clock, or to the MHz you give. What is
-# locked is recorded in $KBENCH_STATE_DIR/gpu<N>.clocks (default /tmp/kbench-state), so reset-gpu-clock.sh undoes
-# exactly that; kbench reads the same file and leaves such clocks alone. Idempotent; prints every nvidia-smi
-# command it runs. Needs root, except with --dry-run. NVIDIA_SMI overrides the nvidia-smi used.
+# Lock the SM clock (and, where the GPU supports it, the memory clock) of one or all GPUs: by default to the base
+# clock (the default applications clock) and the highest memory clock, or to the MHz you give. What is locked is
+# recorded in $KBENCH_STATE_DIR/gpu<N>.clocks (default /tmp/kbench-state), so reset-gpu-clock.sh undoes exactly that;
+# kbench reads the same file and leaves such clocks alone (a record neither root nor you wrote counts for nothing).
+# Idempotent; prints every nvidia-smi command it runs. Needs root, except with --dry-run. NVIDIA_SMI overrides the
+# nvidia-smi used.
 # Usage: lock-gpu-clock.sh [--gpu N] [--sm MHZ] [--mem MHZ | --no-mem] [--dry-run]
 set -euo pipefail
 prog=$(basename "$0")
-usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "$prog: $1" >&2; exit "${2:-2}"; }
 uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 
@@ -36,12 +37,13 @@ if [ "$gpu" = all ]; then targets=$all; else
   [[ " $all " == *" $gpu "* ]] || die "no GPU $gpu here (GPUs: ${all% })"
   targets=$gpu
 fi
-state=${KBENCH_STATE_DIR:-/tmp/kbench-state}
+. "$(dirname "${BASH_SOURCE[0]}")/state-folder.sh"
 if [ "$dry" = 0 ]; then
   # the record is what lets reset-gpu-clock.sh (and kbench) undo the lock: no usable folder, no lock
-  { mkdir -p "$state" 2>/dev/null && [ -d "$state" ] && [ -w "$state" ]; } ||
+  if [ ! -e "$state" ] && [ ! -L "$state" ] && mkdir -p "$state" 2>/dev/null; then chmod 1777 "$state"; fi
+  trusted_state
+  [ -w "$state" ] ||
     die "cannot write the state folder $state (KBENCH_STATE_DIR), so the lock could not be recorded; nothing was locked" 1
-  chmod 1777 "$state" 2>/dev/null || true
 fi
 run() { echo "+ $*"; [ "$dry" = 1 ] || "$@"; }
 
@@ -57,7 +59,9 @@ for i in $targets; do
     [ "$want_mem" -ge "$mlo" ] && [ "$want_mem" -le "$mhi" ] || die "GPU $i: --mem $want_mem is outside its supported $mlo-$mhi MHz"
   fi
   file=$state/gpu$i.clocks
-  if [ -f "$file" ]; then
+  why=$( [ ! -e "$file" ] && [ ! -L "$file" ] || doubt "$file")
+  [ -z "$why" ] || echo "GPU $i: ignoring $file: it $why"
+  if [ -f "$file" ] && [ -z "$why" ]; then
     owner=$(sed -n 's/^owner=//p' "$file"); pid=$(sed -n 's/^pid=//p' "$file")
     if [ "$owner" = kbench ] && kill -0 "$pid" 2>/dev/null; then
       die "GPU $i: kbench (pid $pid) holds its clocks now and resets them when it ends; lock after that" 1
@@ -74,14 +78,16 @@ for i in $targets; do
     else echo "GPU $i: this GPU does not lock its memory clock; the SM clock is locked alone"; fi
   fi
   if [ "$dry" = 1 ]; then echo "GPU $i: would lock SM at $want MHz, memory $locked_mem (dry run: nothing changed)"; continue; fi
-  if ! { printf 'owner=script\npid=%s\nsm_mhz=%s\nmem_mhz=%s\nsince=%s\ncommand=%s\n' \
-          "$$" "$want" "$locked_mem" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$prog $args" > "$file.tmp.$$" &&
-        mv -f "$file.tmp.$$" "$file"; } 2>/dev/null; then
-    rm -f "$file.tmp.$$"
+  # a fresh temp file (mktemp: never one planted under a guessable name), renamed over the record
+  tmp=
+  if ! { tmp=$(mktemp "$state/.gpu$i.clocks.XXXXXX") &&
+        printf 'owner=script\npid=%s\nsm_mhz=%s\nmem_mhz=%s\nsince=%s\ncommand=%s\n' \
+          "$$" "$want" "$locked_mem" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$prog $args" > "$tmp" &&
+        chmod 644 "$tmp" && mv -fT "$tmp" "$file"; } 2>/dev/null; then
+    [ -z "$tmp" ] || rm -f "$tmp"
     run "$smi" -i "$i" -rgc || true
     [ "$locked_mem" = none ] || run "$smi" -i "$i" -rmc || true
     die "GPU $i: could not record the lock in $file, so it was reset again" 1
   fi
-  chmod 644 "$file"
   echo "GPU $i: locked SM at $want MHz, memory $locked_mem; recorded in $file (scripts/reset-gpu-clock.sh undoes it)"
 done

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Reset the clocks that lock-gpu-clock.sh locked, on one or all GPUs: exactly what its state file
 # ($KBENCH_STATE_DIR/gpu<N>.clocks, default /tmp/kbench-state) records (SM, and memory if it was locked), then
-# remove the record. Also clears a lock that a killed kbench run left behind. Idempotent; prints every nvidia-smi
-# command it runs. Needs root, except with --dry-run. NVIDIA_SMI overrides the nvidia-smi used.
+# remove the record. Also clears a lock that a killed kbench run left behind; a record neither root nor you wrote
+# counts for nothing. Idempotent; prints every nvidia-smi command it runs. Needs root, except with --dry-run.
+# NVIDIA_SMI overrides the nvidia-smi used.
 # Usage: reset-gpu-clock.sh [--gpu N] [--dry-run]
 set -euo pipefail
 prog=$(basename "$0")
-usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "$prog: $1" >&2; exit "${2:-2}"; }
 uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 
@@ -30,13 +31,19 @@ if [ "$gpu" = all ]; then targets=$all; else
   [[ " $all " == *" $gpu "* ]] || die "no GPU $gpu here (GPUs: ${all% })"
   targets=$gpu
 fi
-state=${KBENCH_STATE_DIR:-/tmp/kbench-state}
+. "$(dirname "${BASH_SOURCE[0]}")/state-folder.sh"
+[ ! -e "$state" ] && [ ! -L "$state" ] || trusted_state
 run() { echo "+ $*"; [ "$dry" = 1 ] || "$@"; }
 
 for i in $targets; do
   file=$state/gpu$i.clocks
-  if [ ! -f "$file" ]; then
+  if [ ! -e "$file" ] && [ ! -L "$file" ]; then
     echo "GPU $i: no lock recorded in $file; nothing to reset (nvidia-smi -i $i -rgc resets by hand)"
+    continue
+  fi
+  why=$(doubt "$file")
+  if [ -n "$why" ]; then
+    echo "GPU $i: ignoring $file: it $why; nothing reset (nvidia-smi -i $i -rgc resets by hand)"
     continue
   fi
   owner=$(sed -n 's/^owner=//p' "$file"); pid=$(sed -n 's/^pid=//p' "$file")

@@ -38,7 +38,7 @@ def never_lock_clocks(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     monkeypatch.setenv("KBENCH_LOCK_CLOCKS", "0")
     monkeypatch.setenv("KBENCH_RESIDENT", "0")  # no test's command leaves a resident kbench behind (test_resident's do)
     monkeypatch.setenv("KBENCH_STATE_DIR", str(tmp_path_factory.mktemp("kbench-state")))
-    # compiled report templates and autotune entries never land in the checkout (`isolated` narrows it further)
+    # autotune entries never land in the checkout (`isolated` narrows it further)
     monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kbench-cache"))
 
 

@@ -129,26 +129,3 @@ def test_unknown_device_report_has_na_roofline_and_says_why(tmp_path: Path) -> N
     text = out.read_text()
     assert contract_problems(out) == []
     assert "(not in conf/devices.json)" in text and "| n/a | n/a | n/a |" in text
-
-
-def test_compiled_templates_are_kept_and_a_bad_cache_folder_costs_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from kbench.report import render
-
-    figures, recorded = reanalyse("vector_add_base")
-    result = recorded.model_copy(update={"figures": figures})
-    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    render.environment.cache_clear()
-    first = render_report(result)
-    kept = list((tmp_path / "cache" / "report-templates").glob("*.cache"))
-    assert len(kept) == 1
-    stamp = (kept[0].stat().st_ino, kept[0].stat().st_mtime_ns)
-    render.environment.cache_clear()  # a new process: the template comes from the kept bytecode
-    assert render_report(result) == first
-    assert (kept[0].stat().st_ino, kept[0].stat().st_mtime_ns) == stamp  # loaded, not compiled and written again
-    (tmp_path / "file").write_text("not a folder")
-    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / "file"))
-    render.environment.cache_clear()
-    assert render_report(result) == first
-    render.environment.cache_clear()

@@ -395,3 +395,52 @@ def test_a_stage_timed_at_a_sagging_clock_is_marked() -> None:
     assert sagged("add", window(samples, 20.0, 30.0), 1980.0) is None  # at the start clock
     assert window(samples, 13.0, 14.0) is None  # only an idle sample
     assert sagged("x", {"sm_mhz": 1900, "samples": 3, "slowdown": []}, 1980.0) is None  # 4% below: within 5%
+
+
+# -- the scripts share the state folder with kbench and trust it, and the records in it, as kbench does -----------
+STRANGER = 54321  # a uid no account on a test machine has
+
+
+def _stranger_record(state: Path, owner: str) -> Path:
+    record = state / "gpu1.clocks"
+    record.write_text(f"owner={owner}\npid=1\nsm_mhz=1755\nmem_mhz=2619\nsince=2026-11-22T10:00:00Z\n")
+    record.chmod(0o644)
+    os.chown(record, STRANGER, STRANGER)
+    return record
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="runs the scripts as root; makes another user's record with os.chown")
+def test_the_scripts_ignore_a_record_another_user_wrote(smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = Path(os.environ["KBENCH_STATE_DIR"])
+    state.chmod(0o1777)  # as /tmp/kbench-state is: anyone may add a file
+    record = _stranger_record(state, "script")
+    p = script(RESET, "--gpu", "1")
+    assert p.returncode == 0 and f"GPU 1: ignoring {record}: it belongs to uid {STRANGER}" in p.stdout
+    assert clock_commands(smi) == [] and record.exists()  # old: -rgc, -rmc on clocks no one here locked
+    p = script(LOCK, "--gpu", "1")  # old: "already locked ...; nothing to do", from the forged record
+    assert p.returncode == 0 and "ignoring" in p.stdout and "locked SM at 1755 MHz" in p.stdout, p.stdout
+    assert clock_commands(smi) == ["-i 1 -lgc 1755,1755", "-i 1 -lmc 2619,2619"]
+    assert record.stat().st_uid == 0 and record.stat().st_mode & 0o777 == 0o644
+    assert [f.name for f in state.iterdir()] == ["gpu1.clocks"]  # its temp file renamed, none left behind
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="runs the scripts as root against the stand-in nvidia-smi")
+@pytest.mark.parametrize("plant", ["symlink", "other user's folder", "writable without the sticky bit"])
+def test_the_lock_script_refuses_a_state_folder_it_cannot_trust(
+    smi: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plant: str
+) -> None:
+    target, state = tmp_path / "target", tmp_path / "state"
+    target.mkdir(mode=0o755)
+    if plant == "symlink":
+        state.symlink_to(target)  # old: chmod 1777 on the folder it points at, then records written there
+    else:
+        state.mkdir()
+        state.chmod(0o777 if plant.startswith("writable") else 0o1777)
+        if plant == "other user's folder":
+            os.chown(state, STRANGER, STRANGER)
+    monkeypatch.setenv("KBENCH_STATE_DIR", str(state))
+    for path in (LOCK, RESET):
+        p = script(path, "--gpu", "1")
+        assert p.returncode == 1 and p.stderr.startswith(f"{path.name}: the state folder {state} "), p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+    assert clock_commands(smi) == [] and target.stat().st_mode & 0o7777 == 0o755 and not list(target.iterdir())

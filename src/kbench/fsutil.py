@@ -3,21 +3,36 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from kbench.errors import ConfigError, UsageError
 
 
 def safe(name: str) -> str:
     """A file or folder name made of letters, digits, '_', '.' and '-' (no separators, never '..')."""
     cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.")
     return re.sub(r"\.{2,}", ".", cleaned) or "unknown"
+
+
+def checked_name(name: str, what: str) -> str:
+    """``name`` when it is already a name ``safe`` gives, so that a name read back from a data file (result.json)
+    names no other folder and holds no line break; UsageError naming ``what`` it is otherwise."""
+    if safe(name) != name:
+        raise UsageError(
+            f"{what} {name!r}, which is not a name kbench gives (letters, digits, '_', '.' and '-', no '..' and no "
+            "leading '.'): the file was altered; profile or analyze again"
+        )
+    return name
 
 
 @functools.cache
@@ -64,21 +79,79 @@ def copy_atomic(src: Path, dst: Path) -> None:
         shutil.copystat(src, dst)
 
 
+def trusted_uids() -> frozenset[int]:
+    """Whose files and folders shared with other users kbench believes: root's and this user's (tests replace it)."""
+    return frozenset({0, os.geteuid()})
+
+
+def doubt(st: os.stat_result, folder: bool = False) -> str | None:
+    """Why a folder (or a file in it) that other users may share cannot be trusted, from its lstat/fstat: a link,
+    another kind of file, another owner, writable by others (a folder may be, with the sticky bit, like /tmp); None
+    when it can."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not (stat.S_ISDIR if folder else stat.S_ISREG)(st.st_mode):
+        return "is not a folder" if folder else "is not a plain file"
+    if st.st_uid not in trusted_uids():
+        return f"belongs to uid {st.st_uid}, neither you nor root"
+    if st.st_mode & 0o022 and not (folder and st.st_mode & stat.S_ISVTX):
+        return f"is writable by others{' without the sticky bit' if folder else ''} (mode {st.st_mode & 0o7777:o})"
+    return None
+
+
+def open_plain(path: Path, flags: int, mode: int = 0o666) -> int:
+    """A descriptor of the plain file at ``path`` (made when ``flags`` has O_CREAT), never reached through a symbolic
+    link and never a FIFO, device or a file with a second name (a hard link): what is written there lands in that
+    file alone. ConfigError otherwise. An existing file is opened without O_CREAT, which Linux's protected_regular
+    refuses for another user's file in a sticky folder."""
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # non-blocking: a planted FIFO cannot hang the open
+    create = bool(flags & os.O_CREAT)
+    for _ in range(8):  # the file may vanish or appear between tries
+        try:
+            fd = os.open(path, (flags | os.O_EXCL) if create else (flags & ~os.O_CREAT), mode)
+            break
+        except FileExistsError:
+            create = False
+        except FileNotFoundError:
+            if not flags & os.O_CREAT:
+                raise
+            create = True
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                raise
+            raise ConfigError(f"{path} is not a plain file of its own ({e.strerror}): remove it") from None
+    else:
+        raise ConfigError(f"{path} keeps appearing and vanishing: something else is changing it")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        what = "it has other names (hard links)" if stat.S_ISREG(st.st_mode) else "a FIFO, socket or device"
+        raise ConfigError(f"{path} is not a plain file of its own ({what}): remove it")
+    return fd
+
+
 def state_dir() -> Path:
     """Where lock state and per-GPU lock files live (shared with the scripts): $KBENCH_STATE_DIR or
-    /tmp/kbench-state, world-writable with the sticky bit like /tmp, so a root script and a user run share it."""
+    /tmp/kbench-state, world-writable with the sticky bit like /tmp, so a root script and a user run share it. It
+    must be a real folder, owned by root or this user, and sticky where others may write it: anyone else could
+    swap the lock files and clock records in it."""
     path = Path(os.environ.get("KBENCH_STATE_DIR", "/tmp/kbench-state"))
-    if not path.is_dir():
-        from kbench.errors import ConfigError
-
-        if path.exists():
-            raise ConfigError(f"KBENCH_STATE_DIR={path} is not a folder; point it at a folder kbench may write")
+    if not path.exists() and not path.is_symlink():
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ConfigError(f"cannot create the state folder {path} (KBENCH_STATE_DIR): {e.strerror}") from None
         with contextlib.suppress(OSError):
             path.chmod(0o1777)
+    try:
+        why = doubt(path.lstat(), folder=True)
+    except OSError as e:
+        why = f"cannot be read ({e.strerror})"
+    if why is not None:
+        raise ConfigError(
+            f"the state folder {path} {why}, so the GPU lock and clock records in it cannot be trusted: remove it "
+            "(sudo install -d -m 1777 makes one to share) or set KBENCH_STATE_DIR to a folder of your own"
+        )
     return path
 
 

@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 from kbench.analysis.clocks import ClockSummary, Reading, summarize
 from kbench.capture import gpulock
-from kbench.errors import KbenchError, UsageError
-from kbench.fsutil import pid_alive, state_dir, write_text_atomic
+from kbench.errors import ConfigError, KbenchError, UsageError
+from kbench.fsutil import doubt, open_plain, pid_alive, state_dir, write_text_atomic
 from kbench.signals import terminate_raises
 
 log = logging.getLogger(__name__)
@@ -216,9 +216,28 @@ def record_path(index: int) -> Path:
     return state_dir() / f"gpu{index}.clocks"
 
 
-def read_record(index: int) -> LockRecord | None:
+def _record_text(path: Path) -> str | None:
+    """The record's text when root or this user wrote it and no one else can have changed it since; else None,
+    said in a log line (another user's forged record must neither pass for held clocks nor get clocks reset)."""
     try:
-        pairs = dict(line.split("=", 1) for line in record_path(index).read_text().splitlines() if "=" in line)
+        fd = open_plain(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except (OSError, ConfigError) as e:
+        log.warning("ignoring %s: %s", path, e)
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if (why := doubt(os.fstat(fd))) is not None:
+            log.warning("ignoring %s: it %s, so not written by kbench or the lock script run by you or root", path, why)
+            return None
+        return f.read(1 << 16).decode(errors="replace")
+
+
+def read_record(index: int) -> LockRecord | None:
+    if (text := _record_text(record_path(index))) is None:
+        return None
+    try:
+        pairs = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
         return LockRecord(
             owner=pairs["owner"],
             pid=int(pairs.get("pid", "0")),

@@ -1,6 +1,7 @@
 """One profiling per GPU at a time: an exclusive file lock per GPU (<state_dir>/gpu<N>.lock), held for the whole
 measurement and released by the OS if the process dies. A second kbench waits, saying who holds the GPU (pid,
-command, since when), or with ``wait=False`` stops at once with that line."""
+command, since when), or with ``wait=False`` stops at once with that line. The file is opened as a plain file of
+its own, never through a link: one planted there by another user can at worst hold the GPU, never redirect a write."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kbench.errors import KbenchError
-from kbench.fsutil import state_dir
+from kbench.fsutil import open_plain, state_dir
 
 log = logging.getLogger(__name__)
 
@@ -29,27 +30,27 @@ def lock_path(index: int) -> Path:
     return state_dir() / f"gpu{index}.lock"
 
 
-def holder(path: Path) -> str:
-    """Who holds the lock, as its holder wrote it into the file."""
+def holder(fd: int) -> str:
+    """Who holds the lock, as its holder wrote it into the file (read through the descriptor kbench opened)."""
     try:
-        h = json.loads(path.read_text() or "{}")
-        return f"kbench pid {h['pid']} (`{h['command']}`) since {h['since']}"
-    except (OSError, ValueError, KeyError):
+        h = json.loads(os.pread(fd, 1 << 16, 0) or b"{}")
+        return " ".join(f"kbench pid {h['pid']} (`{h['command']}`) since {h['since']}".split())
+    except (OSError, ValueError, KeyError, TypeError):
         return "another kbench process (it did not say which)"
 
 
 @contextlib.contextmanager
 def exclusive(index: int, *, wait: bool = True, progress: Callable[[str], None] = log.info) -> Iterator[None]:
     """Hold GPU ``index`` for the block; wait for it (saying so) or, with ``wait=False``, raise GpuBusy."""
-    path = lock_path(index)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = open_plain(lock_path(index), os.O_RDWR | os.O_CREAT)
     try:
-        with contextlib.suppress(OSError):
-            os.fchmod(fd, 0o666)  # whoever comes next, root or not, can take it
+        if os.fstat(fd).st_uid == os.geteuid():
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, 0o666)  # whoever comes next, root or not, can take it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            busy = f"GPU {index} is busy: {holder(path)} is profiling on it"
+            busy = f"GPU {index} is busy: {holder(fd)} is profiling on it"
             if not wait:
                 raise GpuBusy(f"{busy}; rerun when it is done, or without --no-wait to queue") from None
             progress(f"{busy}; waiting for it (Ctrl-C to give up, --no-wait to not queue)")

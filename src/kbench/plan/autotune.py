@@ -61,10 +61,12 @@ def read_entry(path: Path, space: Sequence[Config], toolchain: str, source: str 
     if data.get("source", "") != source:
         log.warning("autotune cache %s was tuned on other source of the version (edited since); re-tuning", path)
         return None
-    if best not in list(space):
+    # the plan's own config, not the file's: 128.0 or true equal 128 and 1 but are not what the space declares
+    same = [c for c in space if c == best]
+    if not same:
         log.warning("autotune cache %s names a config outside the tuning space; re-tuning", path)
         return None
-    return TuneResult(best=best, history=history, source="cache", path=path)
+    return TuneResult(best=dict(same[0]), history=history, source="cache", path=path)
 
 
 def forget(path: Path | None) -> bool:

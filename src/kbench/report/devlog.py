@@ -8,11 +8,13 @@ The file is only ever appended to: earlier entries are never rewritten.
 from __future__ import annotations
 
 import json
+import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kbench.fsutil import open_plain
 from kbench.report.models import ProfileResult, totals
 from kbench.report.render import num
 
@@ -125,12 +127,14 @@ def _pct(v: float | None) -> str:
 
 
 def append(r: ProfileResult, run_dir: Path, docs: Path, insights: list[str]) -> tuple[Path, str]:
-    """Append the run's entry to ``docs/<kernel>.md`` (created with a title when new); the file and the entry."""
-    path = docs / f"{r.kernel}.md"
-    text = path.read_text() if path.is_file() else ""
-    new = entry(r, run_dir, insights, previous_entry(text, r.mode, r.params))
+    """Append the run's entry to ``docs/<kernel>.md`` (created with a title when new); the file and the entry. The
+    kernel's name is one file name (ProfileResult checks it), and the file is opened as a plain file of its own, so
+    the entry lands in the docs folder and nowhere a link there points."""
     docs.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as f:
+    path = docs / f"{r.kernel}.md"
+    with os.fdopen(open_plain(path, os.O_RDWR | os.O_CREAT | os.O_APPEND), "r+", encoding="utf-8") as f:
+        text = f.read()
+        new = entry(r, run_dir, insights, previous_entry(text, r.mode, r.params))
         if not text:
             f.write(f"# {r.kernel}: development log\n\nOne entry per profiled version (`kbench devlog`).\n")
         f.write(new)

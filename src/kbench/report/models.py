@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SerializeAsAny, field_validator
+from pydantic import Field, SerializeAsAny, ValidationInfo, field_validator
 
 from kbench.analysis.clocks import ClockSummary
 from kbench.analysis.figures import PlanFigures
 from kbench.analysis.roofline import achieved_gbps, achieved_tflops
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
+from kbench.fsutil import checked_name
 from kbench.report.folder import RESULT
 from kbench.report.sections import MODE_SECTIONS, Frozen, Sections
 from kbench.report.source import Source
@@ -60,6 +61,13 @@ class ProfileResult(Frozen):
 
             return ModeSections.model_validate(value)
         return value
+
+    @field_validator("kernel", "version")
+    @classmethod
+    def _name(cls, value: str, info: ValidationInfo) -> str:
+        """A name read back from result.json passes the check a name kbench makes does (the devlog makes a file of
+        the kernel's); UsageError, not pydantic's ValueError, so that the line says which name and why."""
+        return checked_name(value, f"result.json names the {info.field_name}")
 
     @property
     def stages(self) -> list[StageFigures]:

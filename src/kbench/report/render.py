@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from functools import cache
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -44,38 +42,12 @@ def focus(items: list[tuple[str, object]]) -> str:
     return cell(", ".join(f"{n}={v}" for n, v in items))
 
 
-class _TemplateCache(jinja2.BytecodeCache):
-    """Compiled templates kept beside the autotune cache (KBENCH_CACHE_DIR, read at each use), keyed by the
-    template's source so that an edited template compiles again: compiling them is ~0.1 s of every report. A folder
-    that cannot be read or written only costs that compilation."""
-
-    def _path(self, bucket: jinja2.bccache.Bucket) -> Path:
-        return Path(os.environ.get("KBENCH_CACHE_DIR", ".cache")) / "report-templates" / f"{bucket.key}.cache"
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            with self._path(bucket).open("rb") as f:
-                bucket.load_bytecode(f)
-        except OSError:
-            pass
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        path = self._path(bucket)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            with tmp.open("wb") as f:
-                bucket.write_bytecode(f)
-            tmp.replace(path)
-        except OSError:
-            pass
-
-
 @cache
 def environment() -> jinja2.Environment:
+    """Compiled once per process and kept in memory only: jinja2 reads its on-disk bytecode cache with pickle and
+    marshal, and a cache folder a checked-out repo or another user can write would run their code here."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("kbench.report", "templates"),
-        bytecode_cache=_TemplateCache(),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

@@ -1,0 +1,330 @@
+"""What kbench reads back from folders another user or a checked-out repo can write (issue 41): the report template
+cache, the shared state folder with its GPU lock files and clock records, names read from result.json and the
+autotune cache. Each test plants what an attacker would and checks that nothing runs, nothing outside is written and
+nothing forged is believed. Another user's ownership is simulated through fsutil.trusted_uids, and, where the tests
+run as root, also made real with os.chown to an unused uid."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kbench import fsutil
+from kbench.capture import clocks, gpulock
+from kbench.errors import ConfigError, UsageError
+from tests.clock_fakes import FakeClocks
+from tests.conftest import DATA, Ran
+
+IS_ROOT = os.geteuid() == 0
+STRANGER = 54321  # a uid no account on a test machine has
+as_root = pytest.mark.skipif(not IS_ROOT, reason="makes another user's file for real (os.chown needs root)")
+
+
+# -- the report template cache -----------------------------------------------------------------------------------------
+class _Mkdir:
+    """Unpickling this creates a folder: the proof that a planted cache file ran code."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Callable[[str], None], tuple[str]]:
+        return os.mkdir, (str(self.path),)
+
+
+def _plant_template_cache(folder: Path, marker: Path) -> list[Path]:
+    """What a repo could ship in .cache/report-templates/: jinja2's bytecode file of every report template (its
+    cache key and header right), holding a pickle that creates ``marker`` when loaded."""
+    import jinja2
+    from jinja2.bccache import bc_magic
+
+    from kbench.report import render
+
+    env = render.environment()
+    assert env.loader is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    planted = []
+    for name in env.list_templates():
+        filename = env.loader.get_source(env, name)[1]
+        path = folder / f"{jinja2.BytecodeCache().get_cache_key(name, filename)}.cache"
+        path.write_bytes(bc_magic + pickle.dumps(_Mkdir(marker)))
+        planted.append(path)
+    return planted
+
+
+@pytest.fixture
+def fresh_templates() -> Iterator[None]:
+    """The template environment built anew, as in a new process, before and after the test."""
+    from kbench.report import render
+
+    render.environment.cache_clear()
+    yield
+    render.environment.cache_clear()
+
+
+@pytest.mark.parametrize("where", ["the working folder's .cache", "KBENCH_CACHE_DIR"])
+def test_a_planted_template_cache_never_runs(
+    where: str, isolated: Path, fresh_templates: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbench.report import render
+
+    if where == "KBENCH_CACHE_DIR":
+        monkeypatch.setenv("KBENCH_CACHE_DIR", str(isolated / "shared-cache"))
+        folder = isolated / "shared-cache" / "report-templates"
+    else:
+        monkeypatch.delenv("KBENCH_CACHE_DIR")
+        folder = isolated / ".cache" / "report-templates"
+    marker = isolated / "ran-planted-code"
+    planted = _plant_template_cache(folder, marker)
+    env = render.environment()
+    for name in env.list_templates():
+        env.get_template(name)
+    assert not marker.exists()
+    assert sorted(folder.iterdir()) == sorted(planted)  # nothing read there, nothing written there either
+
+
+# -- the state folder --------------------------------------------------------------------------------------------------
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A state folder shaped like /tmp/kbench-state: world-writable with the sticky bit."""
+    folder = tmp_path / "state"
+    folder.mkdir()
+    folder.chmod(0o1777)
+    monkeypatch.setenv("KBENCH_STATE_DIR", str(folder))
+    return folder
+
+
+def _refused(text: str) -> pytest.RaisesExc[ConfigError]:
+    """One clear refusal (exit 4) whose line holds ``text``."""
+    return pytest.raises(ConfigError, match=re.escape(text))
+
+
+def test_a_symlinked_state_folder_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "state").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setenv("KBENCH_STATE_DIR", str(tmp_path / "state"))
+    with _refused(f"the state folder {tmp_path / 'state'} is a symbolic link") as e:
+        fsutil.state_dir()
+    assert e.value.exit_code == 4 and len(str(e.value).splitlines()) == 1
+    assert "KBENCH_STATE_DIR" in str(e.value)
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o757])
+def test_a_state_folder_others_may_write_needs_the_sticky_bit(state: Path, mode: int) -> None:
+    state.chmod(mode)
+    with _refused(f"{state} is writable by others without the sticky bit"):
+        fsutil.state_dir()
+    state.chmod(mode | 0o1000)
+    assert fsutil.state_dir() == state
+
+
+def test_another_users_state_folder_is_refused(state: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fsutil, "trusted_uids", lambda: frozenset({STRANGER}), raising=False)
+    with _refused(f"{state} belongs to uid {os.geteuid()}, neither you nor root"):
+        fsutil.state_dir()
+
+
+@as_root
+def test_another_users_state_folder_is_refused_for_real(state: Path) -> None:
+    os.chown(state, STRANGER, STRANGER)
+    with _refused(f"{state} belongs to uid {STRANGER}, neither you nor root"):
+        fsutil.state_dir()
+
+
+def test_a_missing_state_folder_is_made_to_be_shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KBENCH_STATE_DIR", str(tmp_path / "new" / "state"))
+    assert fsutil.state_dir() == tmp_path / "new" / "state"
+    assert (tmp_path / "new" / "state").stat().st_mode & 0o7777 == 0o1777
+
+
+# -- the GPU lock files ------------------------------------------------------------------------------------------------
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A file the attacker wants truncated or made world-writable (/etc/passwd in the review)."""
+    path = tmp_path / "victim"
+    path.write_text("precious\n")
+    path.chmod(0o600)
+    return path
+
+
+def _untouched(victim: Path) -> bool:
+    return victim.read_text() == "precious\n" and victim.stat().st_mode & 0o7777 == 0o600
+
+
+@pytest.mark.parametrize("plant", ["symlink", "hard link"])
+def test_a_lock_file_leading_elsewhere_is_never_written(state: Path, victim: Path, plant: str) -> None:
+    lock = state / "gpu0.lock"
+    if plant == "symlink":
+        lock.symlink_to(victim)
+    else:
+        os.link(victim, lock)
+    with _refused(f"{lock} is not a plain file of its own") as e, gpulock.exclusive(0, wait=False):
+        pass
+    assert e.value.exit_code == 4 and _untouched(victim)
+
+
+def test_a_fifo_as_lock_file_is_refused_not_a_crash(state: Path) -> None:
+    os.mkfifo(state / "gpu0.lock")
+    with _refused("gpu0.lock is not a plain file of its own"), gpulock.exclusive(0, wait=False):
+        pass
+
+
+def test_an_own_lock_file_is_left_for_whoever_comes_next(state: Path) -> None:
+    with gpulock.exclusive(0, wait=False):
+        info = json.loads((state / "gpu0.lock").read_text())
+        assert info["pid"] == os.getpid()
+    assert (state / "gpu0.lock").stat().st_mode & 0o777 == 0o666 and (state / "gpu0.lock").read_text() == ""
+
+
+@as_root
+def test_another_users_lock_file_keeps_its_mode(state: Path) -> None:
+    lock = state / "gpu0.lock"
+    lock.write_text("")
+    lock.chmod(0o644)
+    os.chown(lock, STRANGER, STRANGER)
+    with gpulock.exclusive(0, wait=False):
+        pass
+    assert lock.stat().st_mode & 0o7777 == 0o644 and lock.stat().st_uid == STRANGER
+
+
+# -- the clock records -------------------------------------------------------------------------------------------------
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", ""])
+    proc.wait()
+    return proc.pid
+
+
+def _forge(state: Path, how: str, owner: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A gpu0.clocks record kbench must not believe: written by someone else, through a link, or writable by all."""
+    text = f"owner={owner}\npid={_dead_pid()}\nsm_mhz=1410\nmem_mhz=2619\nsince=2026-11-22T10:00:00Z\n"
+    record = state / "gpu0.clocks"
+    if how == "symlink":
+        (tmp_path / "elsewhere.clocks").write_text(text)
+        (tmp_path / "elsewhere.clocks").chmod(0o644)
+        record.symlink_to(tmp_path / "elsewhere.clocks")
+        return
+    record.write_text(text)
+    record.chmod(0o666 if how == "writable by all" else 0o644)
+    if how == "another user (simulated)":  # the folder, mine too, is taken as checked (its tests are above)
+        monkeypatch.setattr(clocks, "state_dir", lambda: state)
+        monkeypatch.setattr(fsutil, "trusted_uids", lambda: frozenset({STRANGER}), raising=False)
+    elif how == "another user":
+        os.chown(record, STRANGER, STRANGER)
+
+
+FORGERIES = [
+    "another user (simulated)",
+    pytest.param("another user", marks=as_root),
+    "symlink",
+    "writable by all",
+]
+
+
+@pytest.mark.parametrize("how", FORGERIES)
+def test_a_forged_stale_record_never_resets_the_clocks(
+    state: Path, how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _forge(state, how, "kbench", monkeypatch, tmp_path)
+    fake = FakeClocks()
+    with caplog.at_level(logging.WARNING, logger="kbench.capture.clocks"), clocks.held(fake, lock=False) as held:
+        assert held.notes == [] and "--no-lock-clocks" in held.state
+    assert fake.calls == []  # old: "reset mem=True" on clocks kbench never locked
+    assert clocks.read_record(0) is None
+    assert any(f"ignoring {state / 'gpu0.clocks'}" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("how", FORGERIES)
+def test_a_forged_script_record_never_passes_for_held_clocks(
+    state: Path, how: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _forge(state, how, "script", monkeypatch, tmp_path)
+    fake = FakeClocks()
+    with clocks.held(fake, lock=True) as held:
+        assert held.by_kbench and held.state.startswith("locked by kbench at SM 1590 MHz")  # old: "by scripts/..."
+    assert fake.calls == ["lock 1590 2619", "reset mem=True"]
+
+
+# -- names read from result.json ---------------------------------------------------------------------------------------
+RESULT = DATA / "examples_h100_1122" / "event-vector_add-v2" / "result.json"
+
+
+def _run_folder(tmp_path: Path, **changes: str) -> Path:
+    run = tmp_path / "profiles" / "run"
+    run.mkdir(parents=True)
+    data = json.loads(RESULT.read_text())
+    data.update(changes)
+    (run / "result.json").write_text(json.dumps(data))
+    return run
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"kernel": "../../outside"},
+        {"kernel": "ABSOLUTE"},
+        {"kernel": "vector_add\n\n# Instructions for agents"},
+        {"version": "v2\n\n# Instructions for agents"},
+        {"kernel": ".hidden"},
+    ],
+)
+def test_a_name_in_result_json_is_checked_like_a_typed_one(
+    cli: Callable[..., Ran], tmp_path: Path, changes: dict[str, str]
+) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text("mine\n")
+    changes = {k: v.replace("ABSOLUTE", str(tmp_path / "outside")) for k, v in changes.items()}
+    run = _run_folder(tmp_path, **changes)
+    docs = tmp_path / "root" / "docs"
+    done = cli("devlog", str(run), "--docs", str(docs))
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "result.json names" in done.stderr
+    assert outside.read_text() == "mine\n" and not docs.exists()
+    from kbench.report.comparison import load_result  # what the MCP tools read result.json through
+
+    with pytest.raises(UsageError, match=r"result\.json names"):
+        load_result(run)
+
+
+def test_a_symlinked_devlog_is_not_appended_through(cli: Callable[..., Ran], tmp_path: Path) -> None:
+    outside = tmp_path / "AGENTS.md"
+    outside.write_text("mine\n")
+    docs = tmp_path / "root" / "docs"
+    docs.mkdir(parents=True)
+    (docs / "vector_add.md").symlink_to(outside)
+    done = cli("devlog", str(_run_folder(tmp_path)), "--docs", str(docs))
+    assert done.returncode == 4 and "vector_add.md is not a plain file of its own" in done.stderr
+    assert outside.read_text() == "mine\n"
+
+
+def test_the_devlog_still_appends_to_its_own_file(cli: Callable[..., Ran], tmp_path: Path) -> None:
+    run, docs = _run_folder(tmp_path), tmp_path / "docs"
+    assert cli("devlog", str(run), "--docs", str(docs)).returncode == 0
+    first = (docs / "vector_add.md").read_text()
+    assert first.startswith("# vector_add: development log") and "### vector_add v2 (event mode" in first
+    assert cli("devlog", str(run), "--docs", str(docs), "--insight", "again").returncode == 0
+    grown = (docs / "vector_add.md").read_text()
+    assert grown.startswith(first) and grown.count("### vector_add v2") == 2 and "- again" in grown
+    assert "vs Previous: vs v2" in grown[len(first) :]
+
+
+# -- the autotune cache (JSON: it can only choose among the plan's configs) --------------------------------------------
+def test_a_cached_config_is_the_plans_own_never_the_files(tmp_path: Path) -> None:
+    from kbench.plan import autotune
+
+    space = [{"BLOCK": 64}, {"BLOCK": 128}]
+    path = autotune.entry_path(tmp_path, "../dev", "..", "/v", "stage", "../../n")
+    assert path.resolve().is_relative_to(tmp_path.resolve())  # names from anywhere never leave the cache root
+    autotune.tune(space, lambda c: float(c["BLOCK"]), path, "t")
+    data = json.loads(path.read_text())
+    data["best"] = {"BLOCK": 128.0}  # equal to 128 in Python, but a float Triton would specialise on
+    path.write_text(json.dumps(data))
+    r = autotune.tune(space, lambda c: pytest.fail("re-tuned"), path, "t")
+    assert r.source == "cache" and r.best == {"BLOCK": 128} and type(r.best["BLOCK"]) is int
