@@ -115,6 +115,26 @@ def test_runs_never_reads_a_symlinked_params_json(fenced: tuple[Path, Path]) -> 
     assert row["status"] == "unreadable" and row["path"] == str(run)
 
 
+def test_files_inside_a_root_are_read_without_following_any_link(tmp_path: Path) -> None:
+    """What a link swapped in after the fence's check meets: read_beneath follows none, the leaf or a folder."""
+    import os
+
+    from kbench.fsutil import json_object, read_beneath
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "f").write_text("ok")
+    (tmp_path / "linked").symlink_to(tmp_path / "real", target_is_directory=True)
+    (tmp_path / "real" / "leaf").symlink_to(tmp_path / "real" / "f")
+    os.mkfifo(tmp_path / "real" / "fifo")
+    assert read_beneath(tmp_path, tmp_path / "real" / "f") == b"ok"
+    for path in ("linked/f", "real/leaf", "real/fifo"):  # a FIFO would block a reader: refused at once
+        with pytest.raises(OSError):
+            read_beneath(tmp_path, tmp_path / path)
+    (tmp_path / "real" / "g.json").write_text("{}")
+    (tmp_path / "real" / "link.json").symlink_to(tmp_path / "real" / "g.json")
+    assert json_object(tmp_path / "real" / "g.json") == {} and json_object(tmp_path / "real" / "link.json") is None
+
+
 def _stamped_runs(parent: Path, *stamps: str) -> list[Path]:
     made = []
     for stamp in stamps:

@@ -224,7 +224,8 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
             first = fence.inside(a, "run")
             second = fence.inside(b, "run") if b is not None else None
             for run in (first, second):
-                fence.inside(run / RESULT, "run") if run is not None else None
+                if run is not None:
+                    fence.inside(run / RESULT, "run")  # the file read, not only its folder
             # previous=true: the folder searched (beside a) and the run found are fenced too
             return compared(compare_asked(first, second, previous, "previous=true", lambda p: fence.inside(p, "run")))
 
