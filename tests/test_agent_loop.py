@@ -151,7 +151,7 @@ def test_kbench_mcp_serves_over_stdio(tmp_path: Path) -> None:
                 await session.initialize()
                 names.extend(sorted(t.name for t in (await session.list_tools()).tools))
                 r = await session.call_tool("runs", {"out": str(tmp_path / "none")})
-                assert not r.is_error and r.structured_content == {"runs": []}
+                assert not r.is_error and r.structured_content == {"runs": [], "more": None}
 
     anyio.run(main)
     assert names == [

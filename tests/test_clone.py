@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kbench.plan.clone import clone_source, defined_names, renamed_symbol
+from kbench.errors import UsageError
+from kbench.plan.clone import VERSION_CHARS, clone_source, defined_names, renamed_symbol, version_name
 from tests.conftest import DATA, Ran
 
 
@@ -117,3 +118,19 @@ def test_a_shipped_package_is_copied_into_the_kernel_path_with_its_own_kernel_so
     assert from_clone.stdout.splitlines()[-1] == (
         f"profile it: python -m kbench.kernel my_matmul v5 --kernel-path {kernels} --prof_type=event"
     )
+
+
+@pytest.mark.parametrize("name", ["v2\n", "v2\nimport os", "V2", "2v", "class", "v" * (VERSION_CHARS + 1), "v-2"])
+def test_a_version_name_is_a_module_name_matched_whole_and_bounded(name: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        version_name(name)
+    assert len(str(caught.value).splitlines()) == 1  # a newline in the name is shown escaped
+
+
+def test_a_bad_version_name_is_bad_input_not_a_kbench_bug(cli: Callable[..., Ran], tmp_path: Path) -> None:
+    kernels = tmp_path / "kernels"
+    shutil.copytree(DATA / "user_kernels_clone", kernels)
+    for name in ("v2\n", "v" * 300):
+        done = cli("clone", "scale", "v1", name, "--kernel-path", str(kernels))
+        assert done.returncode == 2 and ("cannot be a version" in done.stderr or "too long" in done.stderr), done.stderr
+    assert sorted(p.name for p in (kernels / "scale").iterdir()) == ["__init__.py", "v1.py"]

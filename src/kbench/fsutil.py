@@ -130,6 +130,43 @@ def open_plain(path: Path, flags: int, mode: int = 0o666) -> int:
     return fd
 
 
+def read_nofollow(path: Path, dir_fd: int | None = None) -> bytes:
+    """A regular file's bytes, never through a symbolic link in its last component (kbench writes its files by
+    rename, never as links: a link there was planted) and never a FIFO or device (it would block or never end)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return f.read()
+
+
+def read_beneath(root: Path, path: Path) -> bytes:
+    """``path`` (resolved, inside the resolved folder ``root``) read by walking down from ``root`` one folder at a
+    time without following any symbolic link: a link swapped in after the path was checked is refused, not followed."""
+    parts = path.relative_to(root).parts
+    if not parts:
+        raise OSError(f"{path} is a folder, not a file")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = below
+        return read_nofollow(Path(parts[-1]), dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def json_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object kbench wrote (params.json, predicted.json, a tiling record), read as ``read_nofollow`` does;
+    None when it is missing, a link, unreadable, malformed, nested deeper than the parser goes, or not an object."""
+    try:
+        data = json.loads(read_nofollow(path))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def state_dir() -> Path:
     """Where lock state and per-GPU lock files live (shared with the scripts): $KBENCH_STATE_DIR or
     /tmp/kbench-state, world-writable with the sticky bit like /tmp, so a root script and a user run share it. It

@@ -20,13 +20,15 @@ import io
 import keyword
 import re
 import tokenize
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kbench.errors import UsageError
 from kbench.plan.sources import SHIPPED
 
-VERSION_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+VERSION_NAME = re.compile(r"[a-z][a-z0-9_]*")  # matched whole (fullmatch): no trailing newline slips through
+VERSION_CHARS = 64  # room for the helper copies' names (_triton_<version>.py) under any file system's name limit
 
 
 @dataclass(frozen=True)
@@ -141,9 +143,13 @@ def own_kernels(package_dir: Path, source: str, package: str, old: str, new: str
 
 
 def version_name(new: str) -> None:
-    """UsageError unless ``new`` can be a version (a module name)."""
-    if not VERSION_NAME.match(new) or keyword.iskeyword(new):
-        raise UsageError(f"'{new}' cannot be a version: use lower-case letters, digits and _ (a module name)")
+    """UsageError unless ``new`` can be a version (a module name of at most VERSION_CHARS characters)."""
+    if len(new) > VERSION_CHARS:
+        raise UsageError(
+            f"a version name of {len(new)} characters is too long: at most {VERSION_CHARS} (a module name)"
+        )
+    if not VERSION_NAME.fullmatch(new) or keyword.iskeyword(new):
+        raise UsageError(f"{new!r} cannot be a version: use lower-case letters, digits and _ (a module name)")
 
 
 def clone(package_dir: Path, package: str, old: str, new: str) -> Cloned:
@@ -189,11 +195,14 @@ def copy_shipped(package_dir: Path, package: str, dest: Path) -> Path:
     return target
 
 
-def clone_version(package: str, old: str, new: str, kernel_path: list[str] | None = None) -> Cloned:
+def clone_version(
+    package: str, old: str, new: str, kernel_path: list[str] | None = None, allowed: Callable[[Path], object] = Path
+) -> Cloned:
     """Clone a version of a visible kernel package, then import the clone once to check it registers; what a clone
     that does not register wrote is removed again (one line says why). A user package is cloned in place; a shipped
     one is copied into the kernel path first (the first folder of ``kernel_path``/KBENCH_KERNEL_PATH, else
-    ./kernels, made if needed) as my_<package>, and cloned there."""
+    ./kernels, made if needed) as my_<package>, and cloned there. ``allowed`` sees the folder written into and the
+    version read before either is touched, and raises to refuse one (``kbench mcp``'s roots)."""
     import importlib
     import shutil
 
@@ -207,6 +216,7 @@ def clone_version(package: str, old: str, new: str, kernel_path: list[str] | Non
     if ref.folder is None:  # shipped: never written into; a copy in the user's kernel path instead
         dest = next(iter(kernel_paths(kernel_path)), None) or Path("kernels").resolve()
         version_name(new)  # before anything is copied
+        allowed(dest / f"my_{package}")
         try:
             copied = copy_shipped(Path(ref.module().__path__[0]), package, dest)
         except OSError as e:
@@ -214,6 +224,8 @@ def clone_version(package: str, old: str, new: str, kernel_path: list[str] | Non
         folder, name, paths = copied, copied.name, [str(dest), *paths]
     else:
         folder, name = ref.folder / package, package
+        allowed(folder)
+        allowed(folder / f"{old}.py")
     try:
         done = clone(folder, name, old, new)
     except UsageError:

@@ -3,6 +3,7 @@ runs), and what cannot be compared between them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from kbench.analysis.compare import BaselineRow, compare, compare_access
@@ -37,19 +38,27 @@ def load_result(run_dir: Path) -> ProfileResult:
         raise UsageError(f"{path} is not a kbench result ({str(e).splitlines()[0]})") from None
 
 
-def previous_of(run_dir: Path) -> Path:
-    """The latest finished run before ``run_dir`` of the same mode, kernel and parameters."""
+def previous_of(run_dir: Path, allowed: Callable[[Path], object] = Path) -> Path:
+    """The latest finished run before ``run_dir`` of the same mode, kernel and parameters. ``allowed`` sees the
+    folder searched (``run_dir``'s parent) before it is read and the result of the run found, and raises to refuse
+    one (``kbench mcp``'s roots: a root that is itself a run folder has its parent outside)."""
+    if run_dir.is_dir():
+        allowed(run_dir.parent)
     found = folder.previous_run(run_dir) if run_dir.is_dir() else None
     if found is None:
         raise UsageError(f"{run_dir} has no earlier finished run of the same mode, kernel and parameters")
+    allowed(found / folder.RESULT)
     return found
 
 
-def compare_asked(a: Path, b: Path | None, previous: bool, flag: str) -> Comparison:
-    """Two run folders, or one and its previous run (``flag`` names how the caller spells that option)."""
+def compare_asked(
+    a: Path, b: Path | None, previous: bool, flag: str, allowed: Callable[[Path], object] = Path
+) -> Comparison:
+    """Two run folders, or one and its previous run (``flag`` names how the caller spells that option; ``allowed``
+    as for ``previous_of``)."""
     if previous == (b is not None):
         raise UsageError(f"give two run folders, or one and {flag}")
-    return compare_runs(previous_of(a), a) if b is None else compare_runs(a, b)
+    return compare_runs(previous_of(a, allowed), a) if b is None else compare_runs(a, b)
 
 
 def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:

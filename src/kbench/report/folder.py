@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kbench.fsutil import pid_alive, write_json_atomic, write_text_atomic
+from kbench.fsutil import json_object, pid_alive, write_json_atomic, write_text_atomic
 
 DEFAULT_ROOT = Path("out") / "profiles"
 RESULT = "result.json"
@@ -40,8 +40,25 @@ def timestamp(now: datetime | None = None) -> str:
 
 
 def new_run_dir(root: Path, mode: str, kernel: str, params_slug: str, now: datetime | None = None) -> Path:
-    """Create a fresh folder; a second run in the same second gets a -01, -02 ... suffix (still sortable)."""
-    return fresh_dir(root / mode / kernel / params_slug, now)
+    """Create a fresh folder; a second run in the same second gets a -01, -02 ... suffix (still sortable). It is
+    always inside ``root`` as resolved: a symbolic link below ``root`` (``out/annotation -> elsewhere``) is refused,
+    so a fence on the output folder (``kbench mcp``'s roots) holds for the run folder too."""
+    parent = root / mode / kernel / params_slug
+    _below(root, parent)
+    made = fresh_dir(parent, now)
+    _below(root, made)  # a link swapped in while it was made
+    return made
+
+
+def _below(root: Path, path: Path) -> None:
+    """UsageError unless ``path`` resolves inside ``root`` (symbolic links followed)."""
+    if not path.resolve().is_relative_to(root.resolve()):
+        from kbench.errors import UsageError
+
+        raise UsageError(
+            f"{path} leads outside the output folder {root} (a symbolic link below it, to {path.resolve()}): kbench "
+            "writes run folders inside the output folder only; name the link's target as the output folder instead"
+        )
 
 
 def fresh_dir(parent: Path, now: datetime | None = None) -> Path:
@@ -96,14 +113,8 @@ def marked_on_failure(run_dir: Path, params: dict[str, Any]) -> Iterator[None]:
 
 def made_with(capture: Path) -> dict[str, Any]:
     """The params.json of the run folder a capture file lies in (kernel, parameters, device), or {} for a capture
-    from elsewhere or an unreadable one."""
-    import json
-
-    try:
-        made = json.loads((capture.parent / PARAMS).read_text())
-    except (OSError, ValueError):
-        return {}
-    return made if isinstance(made, dict) else {}
+    from elsewhere or an unreadable one (a symbolic link included)."""
+    return json_object(capture.parent / PARAMS) or {}
 
 
 PREDICTED = "predicted.json"  # the access run's predictions a GPU run's catalogue read (kbench.modes.access)
@@ -112,27 +123,18 @@ PREDICTED = "predicted.json"  # the access run's predictions a GPU run's catalog
 def predicted_beside(capture: Path) -> dict[str, Any]:
     """The predictions the live run that made a capture read (predicted.json beside it): {"from": the access run,
     "stages": {stage: Predicted record}}; {} where there are none or they cannot be read."""
-    import json
-
-    try:
-        made = json.loads((capture.parent / PREDICTED).read_text())
-    except (OSError, ValueError):
-        return {}
-    return made if isinstance(made, dict) and isinstance(made.get("stages"), dict) else {}
+    made = json_object(capture.parent / PREDICTED) or {}
+    return made if isinstance(made.get("stages"), dict) else {}
 
 
 def tiling_beside(capture: Path) -> dict[str, dict[str, Any]]:
     """The launch records (tiling/<stage>.json: grid, registers, the compiled kernel's instruction mix) of the run
     folder a capture file lies in, by stage; {} where there are none or they cannot be read."""
-    import json
-
     out: dict[str, dict[str, Any]] = {}
+    if (capture.parent / "tiling").is_symlink():  # kbench makes it a folder: a link may lead anywhere
+        return out
     for p in sorted((capture.parent / "tiling").glob("*.json")):
-        try:
-            record = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict):
+        if (record := json_object(p)) is not None:
             out[p.stem] = record
     return out
 
@@ -158,8 +160,8 @@ def previous_run(run_dir: Path) -> Path | None:
 
     found = []
     for p in run_dir.parent.iterdir():
-        if p == run_dir or not p.is_dir() or not (p / RESULT).is_file() or (p / FAILED).exists():
-            continue
+        if p == run_dir or p.is_symlink() or not p.is_dir() or not (p / RESULT).is_file() or (p / FAILED).exists():
+            continue  # a link is no run kbench made (kbench runs lists none): it may lead anywhere
         made = made_with(p / PARAMS)
         same = stamped(p.name) if layout else bool(me) and what(made) == what(me)
         if same and when(p, made) < when(run_dir, me):

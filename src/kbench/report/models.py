@@ -108,8 +108,10 @@ def totals(r: ProfileResult) -> Totals:
 
 
 def read_result(run_dir: Path) -> ProfileResult | None:
-    """The result.json of a finished run, or None when it is missing or unreadable."""
+    """The result.json of a finished run, or None when it is missing, unreadable or a link (never followed)."""
+    from kbench.fsutil import read_nofollow
+
     try:
-        return ProfileResult.model_validate_json((run_dir / RESULT).read_text())
+        return ProfileResult.model_validate_json(read_nofollow(run_dir / RESULT))
     except (OSError, ValueError):
         return None

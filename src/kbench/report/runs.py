@@ -1,15 +1,16 @@
 """`kbench runs`: the run folders under an output root, newest first, read from their params.json and result.json.
 
-Reads only; a folder whose files are missing or unreadable is listed with what could be read (status ``unreadable``
-when not even params.json is), never skipped silently and never an error for the whole listing.
+Reads only; a folder whose files are missing, unreadable, malformed or symbolic links is listed with what could be
+read (status ``unreadable`` when not even params.json is), never skipped silently and never an error for the whole
+listing.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from kbench.fsutil import json_object
 from kbench.model import Model
 from kbench.report import folder
 
@@ -38,12 +39,9 @@ def _started(stamp: str) -> str:
     return f"{s[0:4]}-{s[4:6]}-{s[6:8]}T{s[9:11]}:{s[11:13]}:{s[13:15]}Z"
 
 
-def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def _text(value: Any) -> str | None:
+    """A field of params.json as text (a hand-edited or corrupt file may hold any JSON type there)."""
+    return None if value is None else str(value)
 
 
 STATUSES = {
@@ -60,7 +58,7 @@ STATUSES = {
 def read_run(run_dir: Path) -> RunRow:
     from kbench.report.models import read_result, totals
 
-    params = _json(run_dir / folder.PARAMS)
+    params = json_object(run_dir / folder.PARAMS)
     result = read_result(run_dir)
     p = params or {}
     # <root>/<mode>/<kernel>/<params>/<stamp>: the path names what an unreadable params.json cannot
@@ -68,6 +66,7 @@ def read_run(run_dir: Path) -> RunRow:
     mode, kernel = (run_dir.parent.parent.parent.name, run_dir.parent.parent.name) if standard else ("n/a", "n/a")
     # a run that used no GPU (params.json's "gpu": false, access mode) timed the interpreter, not a kernel
     duration = totals(result).duration_us if result is not None and p.get("gpu", True) else None
+    named = p.get("device")  # {"name": ..., "key": ...} as kbench writes it
     return RunRow(
         started=_started(run_dir.name) if standard else str(p.get("started_at") or "n/a")[:19] + "Z" * bool(p),
         mode=str(p.get("mode") or mode),
@@ -79,9 +78,9 @@ def read_run(run_dir: Path) -> RunRow:
         else "unreadable",
         duration_us=duration,
         bottleneck=result.figures.bottleneck if result is not None else None,
-        device=result.device if result is not None else (p.get("device") or {}).get("name"),
+        device=result.device if result is not None else _text(named.get("name") if isinstance(named, dict) else None),
         path=str(run_dir),
-        error=p.get("error"),
+        error=_text(p.get("error")),
     )
 
 
