@@ -1,23 +1,31 @@
 """The pictures kbench draws, read as the data they are drawn from (no pixels): the roofline chart's datasheet and
-practical roofs and the access pictures' axes, colour bar and title, from real H100 captures and plans."""
+practical roofs, the access pictures' axes, colour bar and title, and nsys mode's timeline picture, all from real
+H100 captures."""
 
 from __future__ import annotations
 
 import os
+import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kbench import pipeline
+from kbench.analysis import timeline as tl
+from kbench.analysis import timeline_stages as ts
 from kbench.analysis.devices import load_devices, resolve
 from kbench.analysis.figures import Facts
+from kbench.errors import KbenchError
 from kbench.plan.discovery import load_version
-from kbench.report import chart
-from tests.conftest import DATA
+from kbench.report import chart, timeline_chart
+from tests.conftest import DATA, contract_problems
 
 PNG = b"\x89PNG\r\n\x1a\n"
 MATMUL = DATA / "kbench_h100" / "annotation_matmul_base.ncu-rep"
+NSYS_FORK_JOIN = DATA / "kbench_h100" / "nsys_fork_join.sqlite"
+TORCH_FORK_JOIN = Path(__file__).parents[1] / "docs/examples/nsys-fork_join-base-nsys-failed/pytorch_trace.json"
+TIMELINE = DATA / "timeline_h100"
 
 
 # --- the roofline chart ---------------------------------------------------------------------------------------------
@@ -147,3 +155,87 @@ def test_an_access_picture_of_the_first_programs_only_names_no_later_ones_and_a_
         chart.pyplot().close(fig)
     path = chart.access_png(first16, tmp_path / "access" / "y.png", "w")
     assert path.read_bytes()[:8] == PNG
+
+
+# --- the timeline picture -----------------------------------------------------------------------------------------
+
+
+def _fork_join(capture: Path) -> tuple[Any, ts.TimelineAnalysis]:
+    frame = tl.load(capture)
+    stages = load_version("fork_join").from_values({}).checked_stages()
+    specs = [ts.StageSpec(s.name, s.stream, tuple(s.after)) for s in stages]
+    return frame, ts.analyze(frame, ts.backend_of(capture.suffix), capture.name, specs)
+
+
+def _overlaps(a: timeline_chart.Bar, b: timeline_chart.Bar) -> bool:
+    return min(a.end_us, b.end_us) > max(a.start_us, b.start_us)
+
+
+@pytest.mark.parametrize("capture", [NSYS_FORK_JOIN, TORCH_FORK_JOIN], ids=["nsys", "torch"])
+def test_the_timeline_picture_draws_the_median_iteration_by_stream_and_stage_with_overlap_and_idle(
+    capture: Path,
+) -> None:
+    frame, analysis = _fork_join(capture)
+    d = timeline_chart.drawing(frame, analysis, "t")
+    spans = sorted(analysis.windows, key=lambda w: (w.span_us, w.index))
+    w = spans[(len(spans) - 1) // 2]
+    assert w.span_us == pytest.approx(statistics.median_low(x.span_us for x in analysis.windows))
+    assert d.stretch.what.startswith(f"iteration {w.index} of {len(analysis.windows)}, the one of median plan span")
+    assert d.length_us == pytest.approx(w.window_us)
+    # one lane per stream the stages ran on, the stages' ranges above, overlap below
+    streams = [f"stream {s}" for s in sorted({s for st in analysis.stages for s in st.streams})]
+    assert d.lanes == (timeline_chart.CPU_LANE, *streams, timeline_chart.OVERLAP_LANE)
+    assert d.stages == tuple(st.stage for st in analysis.stages)
+    for st in analysis.stages:
+        mine = [b for b in d.bars if b.stage == st.stage and b.lane != timeline_chart.CPU_LANE]
+        assert mine and {b.lane for b in mine} == {f"stream {s}" for s in st.streams}
+        assert {b.name for b in mine} == set(st.kernels)
+        (rng,) = [b for b in d.bars if b.stage == st.stage and b.lane == timeline_chart.CPU_LANE]
+        assert rng.name == f"kbench.{st.stage}"
+    assert all(0 <= b.start_us <= b.end_us <= d.length_us for b in d.bars)
+    # fork_join's mm and rowsum run at once on two streams: bars at the same x, and the overlap lane says so
+    mm = next(b for b in d.bars if b.stage == "mm" and b.lane != timeline_chart.CPU_LANE)
+    rowsum = next(b for b in d.bars if b.stage == "rowsum" and b.lane != timeline_chart.CPU_LANE)
+    assert mm.lane != rowsum.lane and _overlaps(mm, rowsum)
+    # the picture's overlap and idle time are the analysis's figures for that iteration
+    assert sum(b - a for a, b in d.concurrent) == pytest.approx(w.concurrent_us)
+    assert sum(b - a for a, b in d.idle) == pytest.approx(w.idle_us)
+
+
+def test_nsys_analysis_writes_the_timeline_picture_and_links_it_from_the_report(tmp_path: Path) -> None:
+    result = pipeline.analyze(NSYS_FORK_JOIN, None, tmp_path, load_version("fork_join").from_values({}))
+    run = Path(result.out_dir)
+    assert (run / timeline_chart.FILE).read_bytes()[:8] == PNG
+    assert contract_problems(run / "report.md") == []
+    timeline = result.report_md.split("## Timeline")[1]
+    picture = next(line for line in timeline.splitlines() if line.startswith("Picture:"))
+    assert picture.startswith("Picture: `timeline.png` draws iteration ") and "of 100, the one of median" in picture
+    assert any(path == timeline_chart.FILE for path, _ in result.files)
+
+
+def test_a_capture_without_iteration_ranges_draws_its_busiest_stretch(tmp_path: Path) -> None:
+    frame = tl.load(TIMELINE / "timeline.sqlite")
+    analysis = ts.analyze(frame, ts.backend_of(".sqlite"), "timeline.sqlite")
+    (w,) = analysis.windows
+    d = timeline_chart.drawing(frame, analysis, "t")
+    assert d.stretch.what.startswith("the busiest stretch of GPU work")
+    assert w.start_ns <= d.stretch.start_ns < d.stretch.end_ns <= w.start_ns + round(w.window_us * 1e3)
+    assert d.length_us < w.window_us / 10  # the capture idles for seconds between its phases
+    inner = [(a, b) for a, b in d.idle if a > 0 and b < d.length_us]
+    assert inner and all(b - a <= w.busy_us for a, b in inner)  # no idle stretch longer than all the GPU work
+    assert {"stream 13", "stream 17"} <= set(d.lanes)  # the two-stream phase
+
+
+def test_an_undecided_timeline_gets_its_picture_and_timeline_md_links_it(tmp_path: Path) -> None:
+    with pytest.raises(KbenchError, match=r"timeline\.md"):
+        pipeline.analyze(TIMELINE / "kineto_trace.json", None, tmp_path, None)
+    run = next(tmp_path.rglob("timeline.md")).parent
+    assert (run / timeline_chart.FILE).read_bytes()[:8] == PNG
+    assert "Picture: `timeline.png` draws the whole analysed window" in (run / "timeline.md").read_text()
+
+
+def test_short_names_keep_a_cpp_kernel_s_function_name() -> None:
+    frame = tl.load(TIMELINE / "kineto_trace.json")
+    names = {timeline_chart.short(str(n)) for n in frame[frame["kind"] == "kernel"]["name"]}
+    assert {"add_kernel", "reduce_kernel", "vectorized_elementwise_kernel"} <= names
+    assert "distribution_elementwise_grid_stride_ke…" in names and all(len(n) <= 40 for n in names)
