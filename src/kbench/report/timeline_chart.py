@@ -241,21 +241,22 @@ def draw_timeline(d: TimelineDrawing, path: Path) -> None:
     y = {lane: rows - 1 - i for i, lane in enumerate(d.lanes)}
     for a, b in d.idle:
         ax.axvspan(a, b, facecolor="0.93", edgecolor="0.75", hatch="//", linewidth=0, zorder=0)
+    grouped: dict[tuple[str, str], list[tuple[float, float]]] = {}  # one collection per lane and stage, not per bar
     for bar in d.bars:
         width = max(bar.end_us - bar.start_us, 0.0)
-        c = colours[bar.stage]
-        alpha = 0.45 if bar.lane == CPU_LANE else 1.0
-        ax.broken_barh([(bar.start_us, width)], (y[bar.lane] - 0.35, 0.7), facecolors=c, edgecolors=c, alpha=alpha,
-                       linewidth=0.6, zorder=2)  # fmt: skip
-        if width >= LABEL_SHARE * d.length_us:
+        grouped.setdefault((bar.lane, bar.stage), []).append((bar.start_us, width))
+        if width > 0 and width >= LABEL_SHARE * d.length_us:
             label = bar.name if bar.lane != CPU_LANE else bar.name.removeprefix("kbench.")
             ax.text(bar.start_us + width / 2, y[bar.lane], label, ha="center", va="center", fontsize=7, clip_on=True,
                     zorder=3)  # fmt: skip
-    for a, b in d.concurrent:
-        ax.broken_barh([(a, b - a)], (y[OVERLAP_LANE] - 0.25, 0.5), facecolors="black", zorder=2)
+    for (lane, stage), spans in grouped.items():
+        c, alpha = colours[stage], 0.45 if lane == CPU_LANE else 1.0
+        ax.broken_barh(spans, (y[lane] - 0.35, 0.7), facecolors=c, edgecolors=c, alpha=alpha, linewidth=0.6, zorder=2)
+    overlap = [(a, b - a) for a, b in d.concurrent]
+    ax.broken_barh(overlap, (y[OVERLAP_LANE] - 0.25, 0.5), facecolors="black", zorder=2)
     ax.set_yticks([y[lane] for lane in d.lanes], list(d.lanes), fontsize=8)
     ax.set_ylim(-0.6, rows - 0.4)
-    ax.set_xlim(0, d.length_us * 1.01)
+    ax.set_xlim(0, d.length_us * 1.01 or 1.0)  # a capture of zero-length work still gets an axis
     ax.set_xlabel(f"time (us) from {d.stretch.origin}", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
     ax.grid(True, axis="x", alpha=0.3)
