@@ -7,7 +7,9 @@ report.md in the committed one, the same line for line: all but Environment and 
 circumstances fill: clocks, tools, the files beside it) and the timeline's "Captured by" line. A live report of
 today's code has them all (and its live-only sections: Conformance, Tiling), so a fresh example passes as it is;
 `python -m tests.example_reports --write` rewrites the report.md, report.json and result.json of those that drifted
-(code changed since their live run) with the capture's analysis, and ANALYZED.txt there says so.
+(code changed since their live run) with the capture's analysis, and ANALYZED.txt there says so. It also copies the
+pictures that analysis draws (``PICTURES``) into every capture's folder, drifted or not: a picture is not compared
+pixel for pixel, so without this one drawn by older code would stay.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ EXAMPLES = ROOT / "docs" / "examples"
 SUFFIXES = {".ncu-rep", ".sqlite", ".hatchet"}
 TRACES = {"pytorch_trace.json"}  # kbench's own trace.json (for Perfetto) is refused by analyze, by design
 WRITTEN = ("report.md", "report.json", "result.json")
+PICTURES = ("roofline.png", "timeline.png")  # drawn again from the capture by today's code
 SHIPPED = {"vector_add", "matmul", "fork_join", "mla_decode"}
 VALIDATION = ROOT / "tests" / "data" / "validation"
 
@@ -63,6 +66,11 @@ def analysed(capture: Path, out: Path) -> Path:
     return Path(result.out_dir)
 
 
+def drawn(run: Path) -> list[str]:
+    """The pictures (``PICTURES``) an analysis drew into its run folder."""
+    return [name for name in PICTURES if (run / name).is_file()]
+
+
 APART = ("## Environment", "## Open next")  # filled by the capture's circumstances, live and offline differently
 
 
@@ -92,6 +100,8 @@ def write() -> None:
     for capture in captures():
         with tempfile.TemporaryDirectory() as tmp:
             run = analysed(capture, Path(tmp))
+            for name in drawn(run):
+                shutil.copyfile(run / name, target(capture) / name)
             old = target(capture) / "report.md"
             if old.is_file() and not drift(old.read_text(), (run / "report.md").read_text()):
                 continue  # a live report of today's code: kept

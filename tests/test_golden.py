@@ -72,7 +72,7 @@ WHOLE = {"report.md"}
 REPORTS = {"report.md", "report.json"}
 SOURCE_HASH = re.compile(r"\b(?=[0-9]*[a-f])(?:[0-9a-f]{64}|[0-9a-f]{12})\b")
 # Written with run-specific paths, times or a binary renderer's output: not compared.
-SKIP = {"params.json", "result.json", "roofline.png"}
+SKIP = {"params.json", "result.json", "roofline.png", "timeline.png"}
 
 
 def normalize(text: str, run_dir: Path, root: Path) -> str:

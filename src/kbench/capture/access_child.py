@@ -39,7 +39,7 @@ def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: in
     from kbench.analysis.access import sites, touched
     from kbench.capture import access
     from kbench.capture.prepare import built, guarded
-    from kbench.report.chart import access_png
+    from kbench.report.chart import access_png, traced_at
 
     ws = guarded("setup", lambda: plan.setup("cpu", seed))
     allocations = access.allocations_of(ws)
@@ -72,7 +72,8 @@ def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: in
         for t in sorted(drawn_here, key=lambda t: -t.rows):
             if drawn >= pictures:
                 break
-            path = access_png(t, run_dir / PICTURES / f"{stage.name}-{safe(t.name)}.png")
+            where = traced_at(plan, stage.name, config)
+            path = access_png(t, run_dir / PICTURES / f"{stage.name}-{safe(t.name)}.png", where)
             file = str(path.relative_to(run_dir))
             record["pictures"].append({"tensor": t.name, "shape": list(t.shape), "file": file})
             drawn += 1

@@ -84,10 +84,11 @@ def check_cmd(
         if accesses or pictures is not None:
             typer.echo(access_lines(mine, on_gpu, plan))
         if pictures is not None and mine and mine[0].touched:
-            from kbench.report.chart import access_png
+            from kbench.report.chart import access_png, traced_at
 
+            where = traced_at(plan, mine[0].stage, mine[0].config)
             for t in mine[0].touched:
-                path = access_png(t, pictures / f"{plan.package}-{plan.version}-{safe(t.name)}.png")
+                path = access_png(t, pictures / f"{plan.package}-{plan.version}-{safe(t.name)}.png", where)
                 typer.echo(f"  picture: {path}")
     checked = len(versions) - len(skipped)
     if checked == 0:

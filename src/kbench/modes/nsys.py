@@ -23,7 +23,8 @@ from kbench.capture.nsys_argv import export_argv, profile_argv
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import write_text_atomic
 from kbench.modes.base import Analysis, Capture, Context, Job, PartialCapture, RunOptions
-from kbench.report.mode_sections import ModeSections, Timeline
+from kbench.report import chart, timeline_chart
+from kbench.report.mode_sections import ModeSections, Timeline, TimelinePicture
 from kbench.report.models import ProfileResult
 from kbench.report.trace import chrome_trace
 
@@ -135,6 +136,7 @@ class Nsys:
                 plan, run_dir, job.seed, opts.check, program="timeline", backend=backend, iterations=opts.bench_runs
             )
 
+        chart.import_meanwhile()  # the timeline picture's matplotlib, loaded while the profiler runs
         with job.env.sampled():
             found: Path | None = None
             started = time.monotonic()
@@ -209,7 +211,9 @@ class Nsys:
             plan_timing=analysis.span_us,
             sections=ModeSections(
                 timeline=Timeline(
-                    analysis=analysis, capture=capture.facts.get("described", f"{analysis.backend} (`{path.name}`)")
+                    analysis=analysis,
+                    capture=capture.facts.get("described", f"{analysis.backend} (`{path.name}`)"),
+                    picture=picture(frame, analysis),
                 )
             ),
             notes=notes,
@@ -217,17 +221,24 @@ class Nsys:
         )
 
     def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None:
-        """timeline.csv (the normalized table), one CSV per analysis, trace.json (Chrome trace)."""
+        """timeline.csv (the normalized table), one CSV per analysis, trace.json (Chrome trace), timeline.png."""
         assert isinstance(result.sections, ModeSections) and result.sections.timeline is not None
-        write_timeline(analysis.data, result.sections.timeline.analysis, run_dir)
+        title = f"{result.kernel} {result.version} on {result.device}, {result.sections.timeline.analysis.backend}"
+        write_timeline(analysis.data, result.sections.timeline.analysis, run_dir, title)
 
 
-def write_timeline(frame: Any, analysis: ts.TimelineAnalysis, run_dir: Path) -> None:
-    """timeline.csv (the normalized table), one CSV per analysis, trace.json (Chrome trace)."""
+def picture(frame: Any, analysis: ts.TimelineAnalysis) -> TimelinePicture:
+    """The timeline picture ``write_timeline`` draws, and which stretch of the capture it shows."""
+    return TimelinePicture(file=timeline_chart.FILE, what=timeline_chart.stretch(frame, analysis).what)
+
+
+def write_timeline(frame: Any, analysis: ts.TimelineAnalysis, run_dir: Path, title: str) -> None:
+    """timeline.csv (the normalized table), one CSV per analysis, trace.json (Chrome trace), the picture."""
     frame.to_csv(run_dir / "timeline.csv", index=False)
     for name, table in ts.frames(analysis).items():
         table.to_csv(run_dir / f"{name}.csv", index=False)
     write_text_atomic(run_dir / TRACE, json.dumps(chrome_trace(frame)))
+    timeline_chart.timeline_png(frame, analysis, run_dir / timeline_chart.FILE, title)
 
 
 class UndecidedTimeline(PartialCapture):
@@ -242,8 +253,8 @@ class UndecidedTimeline(PartialCapture):
         """The timeline's files and timeline.md (what was decided and what was not); its text."""
         from kbench.report.render import render_timeline_only
 
-        write_timeline(self.frame, self.analysis, run_dir)
-        text = render_timeline_only(self.analysis, self.capture, str(self))
+        write_timeline(self.frame, self.analysis, run_dir, f"{self.analysis.source}, {self.analysis.backend}")
+        text = render_timeline_only(self.analysis, self.capture, str(self), picture(self.frame, self.analysis))
         write_text_atomic(run_dir / TIMELINE_MD, text)
         return text
 

@@ -180,6 +180,7 @@ GUIDE: tuple[tuple[str, str], ...] = (
     ("report-verbose.md", "every ncu rule message and metric of every kernel: long, search it rather than read it"),
     ("stages.csv", "per-stage timeline figures; windows.csv, gaps.csv and occurrences.csv beside it"),
     ("trace.json", "the timeline for Perfetto (ui.perfetto.dev) or chrome://tracing"),
+    ("timeline.png", "the timeline picture (Timeline says which stretch): a lane per stream, kernels by stage, idle"),
     ("roofline.png", "the roofline chart"),
     ("access.md", "every load and store line of every stage, predicted on CPU (the report shows the first few)"),
     ("access/*.png", "which of the first programs read and wrote each element of a tensor"),

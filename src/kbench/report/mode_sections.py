@@ -14,11 +14,19 @@ from kbench.analysis.timeline_stages import TimelineAnalysis
 from kbench.report.sections import Frozen, Sections
 
 
+class TimelinePicture(Frozen):
+    """The timeline picture in the run folder and the stretch of the capture it draws, in words."""
+
+    file: str
+    what: str
+
+
 class Timeline(Frozen):
     """``## Timeline``: the timeline analyses (nsys mode)."""
 
     analysis: TimelineAnalysis
     capture: str  # which backend captured the timeline, into which files, and why that one
+    picture: TimelinePicture | None = None
 
 
 class IntraStage(Frozen):

@@ -67,10 +67,11 @@ def render_verbose(result: ProfileResult, stages: list[dict[str, object]]) -> st
     return environment().get_template("report-verbose.md.j2").render(r=result, stages=stages)
 
 
-def render_timeline_only(analysis: Any, capture: str, why: str) -> str:
+def render_timeline_only(analysis: Any, capture: str, why: str, picture: Any) -> str:
     """timeline.md: an offline timeline's Timeline section under a head saying what it decided and what not."""
     section = environment().get_template("sections/timeline.md.j2")
-    r = SimpleNamespace(sections=SimpleNamespace(timeline=SimpleNamespace(analysis=analysis, capture=capture)))
+    timeline = SimpleNamespace(analysis=analysis, capture=capture, picture=picture)
+    r = SimpleNamespace(sections=SimpleNamespace(timeline=timeline))
     busy = 100.0 - analysis.idle_pct
     head = "\n".join(
         [
