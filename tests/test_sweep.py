@@ -70,7 +70,7 @@ def test_an_interrupted_sweep_resumes_from_what_it_finished(replay: Path) -> Non
         calls.append((version, params))
         if len(calls) == 4:
             raise KeyboardInterrupt
-        figures = SimpleNamespace(stages=[], total_us=float(params["s"]), bottleneck="Memory")
+        figures = SimpleNamespace(stages=[], total_us=float(params["s"]), bottleneck="Memory", timer="gpu")
         return SimpleNamespace(plan_timing=None, out_dir="run", figures=figures)
 
     with pytest.raises(KeyboardInterrupt):
@@ -152,3 +152,25 @@ def test_a_sweep_with_refused_points_says_how_many_ran_in_its_last_line(cli: Cal
         .splitlines()[-1]
         .endswith("sweep.md; 1 of 2 point(s) ran, 0 failed, 1 refused by their version")
     )
+
+
+def test_an_access_sweep_never_passes_interpreter_time_for_gpu_time(cli: Callable[..., Ran], isolated: Path) -> None:
+    """Access mode on a CPU: its times are Triton's interpreter's, so the table labels them as such (no duration,
+    rate or % of roof), the map names no fastest version by them and the plots say what they plot."""
+    from kbench import sweep_report
+
+    done = cli("sweep", "vector_add", "base", "v2", "--n=1024,4096", "--prof_type=access", "--out", "p",
+               "--sweep-out", "s")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [folder] = list((isolated / "s" / "vector_add").iterdir())
+    rows = list(csv.DictReader((folder / "sweep.csv").read_text().splitlines()))
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    assert all(r["duration_us"] == "" and float(r["interpreter_us"]) > 0 for r in rows)
+    assert all(r["tflops"] == r["gbps"] == r["roof_pct"] == "" for r in rows)
+    text = (folder / "sweep.md").read_text()
+    (head,) = [line for line in text.splitlines() if line.startswith("| version |")]
+    assert "duration (us)" not in head and "interpreter time (us; CPU, not GPU time)" in head
+    assert "- fastest at" not in text and "no fastest version is named" in text
+    label, _ = sweep_report.time_axis(sweep.done_rows(folder))
+    assert label == "interpreter time (us; CPU, not GPU time)"
+    assert sorted(p.name for p in (folder / "plots").iterdir()) == ["n.png"]

@@ -110,7 +110,8 @@ def active_device(table: DeviceTable | None = None, torch: bool = True) -> Activ
 
 def target_device(table: DeviceTable, key: str | None) -> ActiveDevice:
     """The device a run on the CPU predicts for: ``key`` (a conf/devices.json key or NVML name), else the GPU this
-    machine has, else the table's first entry (an H100 SXM)."""
+    machine has, else the table's first entry (an H100 SXM); named as conf/devices.json names it, the one name its
+    report gives (no GPU was there to name it otherwise)."""
     from dataclasses import replace
 
     from kbench.analysis.devices import named_device
@@ -121,4 +122,4 @@ def target_device(table: DeviceTable, key: str | None) -> ActiveDevice:
         device = resolve(table, *found)
     else:
         device = named_device(table, next(iter(table.devices)))
-    return replace(device, name=f"{device.name} (predicted for: this run used no GPU)")
+    return replace(device, name=device.spec.display_name) if device.spec is not None else device
