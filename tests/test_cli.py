@@ -199,3 +199,29 @@ def test_check_without_a_version_checks_every_version_and_skips_those_that_refus
     assert d48.returncode == 0, d48.stderr
     assert "skipping mla_decode v2: mla_decode v2 cannot run these parameters" in d48.stdout
     assert d48.stdout.rstrip().endswith("of 1 version(s) (6 skipped) pass")
+
+
+ACCESS_RUN = Path(__file__).parents[1] / "docs" / "examples" / "access-h100" / "access-transpose-naive"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["matmul", "--prof_type=access", "--baseline", "nope"], "--baseline nope has no readable result.json"),
+        (["matmul", "--prof_type=access", "--baseline", str(ACCESS_RUN)], "a baseline must have the same kernel"),
+        (["mcp", "--kernel-path", "nope"], "kernel path nope is not a folder"),
+        (["runs", "--out", "nope"], "--out nope is not a folder"),
+        (["check", "vector_add", "--access", "--access-pictures", "/proc/nope/x"], "--access-pictures /proc/nope/x"),
+    ],
+)
+def test_a_missing_or_wrong_input_is_bad_input_exit_2(run, tmp_path: Path, args: list[str], fragment: str) -> None:
+    """The README's exit codes: bad input is 2 (never 1, as another kbench error, nor 70, as a bug); nothing made."""
+    module = "kbench.kernel" if args[0] == "matmul" else "kbench"
+    p = run(*args, module=module, cwd=tmp_path)
+    assert (p.returncode, fragment in one_error_line(p)) == (2, True)
+    assert not (tmp_path / "out").exists()
+
+
+def test_kbench_runs_in_a_fresh_folder_says_there_are_none_yet(run, tmp_path: Path) -> None:
+    p = run("runs", module="kbench", cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr.strip() == "no runs under out/profiles"

@@ -46,12 +46,13 @@ def _now() -> str:
 
 
 def named_baseline(path: Path, plan: KernelPlan) -> ProfileResult:
-    """A baseline the user named: a finished run of the same kernel and parameters (checked before running)."""
+    """A baseline the user named: a finished run of the same kernel and parameters (checked before running; any
+    other folder is bad input)."""
     previous = read_result(path)
     if previous is None:
-        raise KbenchError(f"--baseline {path} has no readable {folder.RESULT}; name the folder of a finished run")
+        raise UsageError(f"--baseline {path} has no readable {folder.RESULT}; name the folder of a finished run")
     if previous.kernel != plan.package or previous.params != plan.values():
-        raise KbenchError(
+        raise UsageError(
             f"--baseline {path} profiled {previous.kernel} {previous.params}, not {plan.package} {plan.values()}; "
             "a baseline must have the same kernel and parameters"
         )

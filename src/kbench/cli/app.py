@@ -52,6 +52,11 @@ def check_cmd(
     from kbench.plan.discovery import find_package
 
     args = parse_plan_args(list(ctx.args))
+    if pictures is not None:
+        try:  # the user's own destination, made (or refused) before any check runs
+            pictures.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--access-pictures {pictures}: cannot make that folder ({e.strerror})") from None
     on_gpu = gpu.cuda_available()
     if not on_gpu:
         check.use_interpreter()
@@ -216,7 +221,9 @@ def mcp_cmd(
     File access stays inside the client's MCP roots, or the --root folders for a client without roots (neither:
     anywhere). Register it with an MCP client as the command `kbench mcp`."""
     from kbench.cli.mcp_server import serve
+    from kbench.plan.discovery import kernel_paths
 
+    kernel_paths(kernel_path)  # a --kernel-path that is not a folder: one line (exit 2), not a server that lacks it
     serve(kernel_path, root)
 
 
@@ -295,7 +302,7 @@ def sweep_cmd(
 @app.command("runs")
 def runs_cmd(
     kernel: str | None = typer.Argument(None, help="Only this kernel package's runs."),
-    out: Path = typer.Option(Path("out/profiles"), "--out", help="Root folder of the runs."),
+    out: Path | None = typer.Option(None, "--out", help="Root folder of the runs (default: out/profiles)."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many (the newest)."),
     as_json: bool = typer.Option(False, "--json", help="A JSON list, one object per run, instead of the table."),
 ) -> None:
@@ -309,8 +316,12 @@ def runs_cmd(
     unreadable (not even params.json could be read)."""
     import json
 
+    from kbench.report.folder import DEFAULT_ROOT
     from kbench.report.runs import runs, table
 
+    if out is not None and not out.is_dir():  # a root named that is not there: a typo, not "no runs yet"
+        raise UsageError(f"--out {out} is not a folder; name the root of the runs (default {DEFAULT_ROOT})")
+    out = out or DEFAULT_ROOT
     rows = runs(out, kernel, limit)
     if as_json:
         typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=1))
