@@ -96,8 +96,21 @@ def test_bad_input_is_one_line_and_nonzero(run, args: list[str], code: int, frag
 def test_profiling_without_a_gpu_says_so(run, tmp_path: Path, mode: str | None) -> None:
     p = run("vector_add", *([f"--prof_type={mode}"] if mode else []), cwd=tmp_path)
     assert p.returncode == 3
-    assert f"--prof_type={mode or 'annotation'} needs a CUDA GPU" in one_error_line(p)
+    line = one_error_line(p)
+    assert f"--prof_type={mode or 'annotation'} needs a CUDA GPU" in line
+    assert "`kbench check <kernel>`" in line and "`--prof_type=access`" in line  # what runs on a CPU instead
     assert not (tmp_path / "out").exists()  # nothing half-made
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the fall-back without a GPU")
+def test_predict_without_a_gpu_falls_back_to_the_documented_device_and_says_so(run) -> None:
+    p = run("matmul", "--predict")
+    assert p.returncode == 0, p.stderr
+    first = p.stdout.splitlines()[0]
+    assert "on NVIDIA H100 SXM5 80GB (H100_SXM, datasheet peaks; " in first
+    assert "no GPU here: the default --device" in first
+    helped = " ".join(run("--help").stdout.split())
+    assert "device to predict for, a key of conf/devices.json (default: this machine's GPU, else H100_SXM)" in helped
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="CPU interpreter path")
@@ -130,11 +143,6 @@ def test_predict_on_a_named_device_runs_nothing(run) -> None:
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="no-GPU path")
-def test_predict_without_a_gpu_asks_for_a_device(run) -> None:
-    p = run("matmul", "--predict")
-    assert p.returncode == 3 and "name one with --device" in one_error_line(p)
-
-
 def test_user_kernel_path_from_environment_is_listed(run, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KBENCH_KERNEL_PATH", str(USER))
     p = run("list", module="kbench")

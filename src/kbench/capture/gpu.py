@@ -31,17 +31,18 @@ def device_count() -> int:
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
+# what a machine without a GPU can run instead, said wherever GPU work is refused
+ON_CPU = (
+    "on a CPU-only machine, `kbench check <kernel>` runs the correctness check under Triton's interpreter and "
+    "`--prof_type=access` traces every load and store there"
+)
+
+
 def require_cuda(what: str, torch: bool = True) -> None:
     if torch and not cuda_available():
-        raise NoGpuError(
-            f"{what} needs a CUDA GPU and none is visible (torch.cuda.is_available() is False); "
-            "on a CPU-only machine, `kbench check <kernel>` runs the correctness check under Triton's interpreter"
-        )
+        raise NoGpuError(f"{what} needs a CUDA GPU and none is visible (torch.cuda.is_available() is False); {ON_CPU}")
     if not torch and cuda_driver.first_device() is None:
-        raise NoGpuError(
-            f"{what} needs a CUDA GPU and none is visible (the CUDA driver reports none); on a CPU-only machine, "
-            "`kbench check <kernel>` runs the correctness check under Triton's interpreter"
-        )
+        raise NoGpuError(f"{what} needs a CUDA GPU and none is visible (the CUDA driver reports none); {ON_CPU}")
 
 
 def tool_versions(torch: bool = True) -> dict[str, Any]:

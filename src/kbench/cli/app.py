@@ -163,9 +163,9 @@ def clone_cmd(
     MlaV1, V1_TILES) are renamed with every use (strings such as a stage's kernels=[...] included), so both versions
     register and profile side by side with distinct kernel names. The helper modules holding the Triton kernels it
     imports (_triton.py) are copied for it alone (_triton_<to>.py): edit those to change the new version only. A
-    shipped package is first copied into your kernel path (the first --kernel-path, else KBENCH_KERNEL_PATH's, else
-    ./kernels) as my_<pkg>. Never overwrites; the new version is imported once to check it registers (what was
-    written is removed again if it does not)."""
+    shipped package is first copied into your kernel path (the first --kernel-path, made if missing, else
+    KBENCH_KERNEL_PATH's, else ./kernels) as my_<pkg>. Never overwrites; the new version is imported once to check
+    it registers (what was written is removed again if it does not)."""
     from kbench.plan.clone import clone_version
 
     done = clone_version(package, old, new, kernel_path)

@@ -189,6 +189,24 @@ def copy_shipped(package_dir: Path, package: str, dest: Path) -> Path:
     return target
 
 
+def _make_destination(package: str, kernel_path: list[str]) -> None:
+    """The first --kernel-path is where a shipped package's copy goes: the user's own destination, made when it is
+    not there yet (as ./kernels is); for a user package nothing is made (its kernel path must exist)."""
+    from kbench.plan.discovery import find_package
+
+    if not kernel_path or Path(kernel_path[0]).expanduser().exists():
+        return
+    try:
+        shipped = find_package(package, kernel_path[1:]).folder is None
+    except UsageError:
+        return  # not found without it: the line naming the missing kernel path follows
+    if shipped:
+        try:
+            Path(kernel_path[0]).expanduser().mkdir(parents=True)
+        except OSError as e:
+            raise UsageError(f"cannot make kernel path {kernel_path[0]}: {e.strerror}") from None
+
+
 def clone_version(package: str, old: str, new: str, kernel_path: list[str] | None = None) -> Cloned:
     """Clone a version of a visible kernel package, then import the clone once to check it registers; what a clone
     that does not register wrote is removed again (one line says why). A user package is cloned in place; a shipped
@@ -199,6 +217,7 @@ def clone_version(package: str, old: str, new: str, kernel_path: list[str] | Non
 
     from kbench.plan.discovery import find_package, kernel_paths, load_version
 
+    _make_destination(package, kernel_path or [])
     ref = find_package(package, kernel_path)
     if old not in ref.versions():
         raise UsageError(f"unknown version '{old}' of {package}; versions: {', '.join(ref.versions())}")
