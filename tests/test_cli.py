@@ -97,7 +97,7 @@ def test_profiling_without_a_gpu_says_so(run, tmp_path: Path, mode: str | None) 
     p = run("vector_add", *([f"--prof_type={mode}"] if mode else []), cwd=tmp_path)
     assert p.returncode == 3
     line = one_error_line(p)
-    assert f"--prof_type={mode or 'annotation'} needs a CUDA GPU" in line
+    assert f"--prof_type={mode or 'event'} needs a CUDA GPU" in line
     assert "`kbench check <kernel>`" in line and "`--prof_type=access`" in line  # what runs on a CPU instead
     assert not (tmp_path / "out").exists()  # nothing half-made
 
@@ -233,3 +233,34 @@ def test_a_missing_or_wrong_input_is_bad_input_exit_2(run, tmp_path: Path, args:
 def test_kbench_runs_in_a_fresh_folder_says_there_are_none_yet(run, tmp_path: Path) -> None:
     p = run("runs", module="kbench", cwd=tmp_path)
     assert p.returncode == 0 and p.stderr.strip() == "no runs under out/profiles"
+
+
+def test_the_default_mode_is_event_everywhere(run) -> None:
+    """The CLI's profile, kbench sweep, the API's sweep and the MCP profile tool default to one mode: event, the fast
+    first look SKILL.md's decision tree starts with."""
+    import inspect
+
+    import anyio
+    from mcp import Client
+
+    from kbench import api
+    from kbench.cli import app, kernel
+    from kbench.cli.mcp_server import build
+    from kbench.modes import registry
+
+    schema: dict[str, object] = {}
+
+    async def main() -> None:
+        async with Client(build()) as c:
+            tool = next(t for t in (await c.list_tools()).tools if t.name == "profile")
+            schema.update(tool.input_schema["properties"]["mode"])
+
+    anyio.run(main)
+    defaults = {
+        "profile": inspect.signature(kernel.profile).parameters["prof_type"].default.default,
+        "sweep": inspect.signature(app.sweep_cmd).parameters["prof_type"].default.default,
+        "api.sweep": inspect.signature(api.sweep).parameters["mode"].default,
+        "mcp": schema["default"],
+    }
+    assert set(defaults.values()) == {registry.DEFAULT} == {"event"}, defaults
+    assert "event is the default" in " ".join(run("--help").stdout.split())

@@ -118,7 +118,7 @@ def sweep(
     versions: Sequence[str] = (),
     values: dict[str, Any] | None = None,
     *,
-    mode: str = "event",
+    mode: str = "event",  # kbench.modes.registry.DEFAULT (not imported here: `import kbench` stays light)
     out_dir: Path | str | None = None,
     sweep_out: Path | str | None = None,
     bench_runs: int | None = None,

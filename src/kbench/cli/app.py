@@ -15,6 +15,7 @@ from kbench.cli import analyze, kernel
 from kbench.cli.common import load_plan, out_folder, parse_plan_args, run_command, setup_logging
 from kbench.errors import SweepFailures, UsageError
 from kbench.fsutil import safe
+from kbench.modes import registry
 
 app = typer.Typer(
     add_completion=False,
@@ -230,7 +231,7 @@ def mcp_cmd(
 @app.command("sweep", context_settings=kernel.CONTEXT)
 def sweep_cmd(
     ctx: typer.Context,
-    prof_type: str = typer.Option("event", "--prof_type", "--prof-type", help="The mode of every point."),
+    prof_type: str = typer.Option(registry.DEFAULT, "--prof_type", "--prof-type", help="The mode of every point."),
     out: str = typer.Option("out/profiles", "--out", help="Root folder of the points' profiles."),
     sweep_out: str = typer.Option("out/sweeps", "--sweep-out", help="Root folder of the sweep's table and plots."),
     bench_runs: int | None = typer.Option(None, "--bench-runs", "--bench_runs", min=1, help="Repetitions per stage."),
