@@ -15,7 +15,7 @@ import pytest
 
 from kbench import sweep
 from kbench.modes import registry
-from tests.conftest import Ran
+from tests.conftest import HAS_CUDA, Ran
 from tests.pipeline_fakes import offline_gpu
 from tests.test_pipeline import Replay
 
@@ -100,21 +100,33 @@ def test_bad_sweeps_are_one_line(cli: Callable[..., Ran], isolated: Path, args: 
 
 
 def test_two_workers_split_the_points_and_the_parent_merges_them(cli: Callable[..., Ran], isolated: Path) -> None:
-    """One worker per 'GPU' (two CPU workers here: each point then fails with the one no-GPU line, which is still a
-    row); every point is done once, by the worker its index gives, and the table has them all."""
-    done = cli("sweep", "mla_decode", "base", "v2", "--s=1,2,4", "--gpus", "0,1", "--out", "p", "--sweep-out", "s")
-    assert done.returncode == 3, done.stderr  # no point ran, each for want of a GPU: exit 3 as one profile
-    assert done.stderr.strip().splitlines()[-1].endswith("0 of 6 point(s) ran, 6 failed, 0 refused by their version: "
-                                                         "no point ran (sweep.md says why, per point)")  # fmt: skip
-    [folder] = list((isolated / "s" / "mla_decode").iterdir())
+    """One worker per 'GPU' (two CPU workers here, in access mode, which needs none); every point is done once, by the
+    worker its index gives, and the table has them all."""
+    done = cli("sweep", "vector_add", "base", "v2", "--n=1024,2048,4096", "--gpus", "0,1", "--prof_type=access",
+               "--out", "p", "--sweep-out", "s")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [folder] = list((isolated / "s" / "vector_add").iterdir())
     rows = sweep.done_rows(folder)
-    assert len(rows) == 6 and len({r.key() for r in rows}) == 6
-    order = sweep.grid(["base", "v2"], {"s": ["1", "2", "4"]}, {})
+    assert len(rows) == 6 and len({r.key() for r in rows}) == 6 and all(r.status == "ok" for r in rows)
+    order = sweep.grid(["base", "v2"], {"n": ["1024", "2048", "4096"]}, {})
     for i, (version, params) in enumerate(order):
         row = next(r for r in rows if r.version == version and r.params == params)
-        assert row.gpu == str(i % 2) and row.status.startswith("failed: --prof_type=event needs a CUDA GPU")
+        assert row.gpu == str(i % 2)
     assert sorted(p.name for p in folder.iterdir() if p.name.startswith("worker-")) == ["worker-0.log", "worker-1.log"]
     assert len(list(csv.DictReader((folder / "sweep.csv").read_text().splitlines()))) == 6
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the refusal without a GPU")
+@pytest.mark.parametrize("workers", [[], ["--gpus", "0,1"]])
+def test_a_sweep_that_needs_a_gpu_stops_before_its_first_point_without_one(
+    cli: Callable[..., Ran], isolated: Path, workers: list[str]
+) -> None:
+    done = cli("sweep", "vector_add", "--n=1024,2048", *workers, "--out", "p", "--sweep-out", "s")
+    assert done.returncode == 3
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("kbench: error: kbench sweep --prof_type=event needs a CUDA GPU")
+    assert "--prof_type=access" in line
+    assert not (isolated / "s").exists() and not (isolated / "p").exists()  # no sweep folder, no point ran
 
 
 @pytest.mark.parametrize(("gpus", "fragment"), [("0,0", "distinct GPU indices"), ("x", "distinct GPU indices")])

@@ -275,11 +275,12 @@ def sweep_cmd(
     if resume is not None:
         if ctx.args:
             raise UsageError("--resume takes the sweep as it was asked; give no kernel or parameters with it")
-        spec, sweep_dir = sweep.resumed(resume), resume
+        spec = sweep.resumed(resume)
     else:
         args = parse_sweep_args(list(ctx.args))
         spec = sweep.ask(args.package or "", args.versions, args.values, prof_type, out, bench_runs, kernel_path)
-        sweep_dir = sweep.new_dir(out_folder(sweep_out), spec["kernel"])
+    how.check_here(spec["mode"])  # without the GPU its points need: one line, before a folder or a point
+    sweep_dir = resume if resume is not None else sweep.new_dir(out_folder(sweep_out), spec["kernel"])
     if worker is not None:  # one share of a --gpus sweep, in its own process: the parent merges the rows
         with progress() as status:
             point = sweep.profiler(spec, kernel_path, status)
