@@ -96,8 +96,21 @@ def test_bad_input_is_one_line_and_nonzero(run, args: list[str], code: int, frag
 def test_profiling_without_a_gpu_says_so(run, tmp_path: Path, mode: str | None) -> None:
     p = run("vector_add", *([f"--prof_type={mode}"] if mode else []), cwd=tmp_path)
     assert p.returncode == 3
-    assert f"--prof_type={mode or 'annotation'} needs a CUDA GPU" in one_error_line(p)
+    line = one_error_line(p)
+    assert f"--prof_type={mode or 'event'} needs a CUDA GPU" in line
+    assert "`kbench check <kernel>`" in line and "`--prof_type=access`" in line  # what runs on a CPU instead
     assert not (tmp_path / "out").exists()  # nothing half-made
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the fall-back without a GPU")
+def test_predict_without_a_gpu_falls_back_to_the_documented_device_and_says_so(run) -> None:
+    p = run("matmul", "--predict")
+    assert p.returncode == 0, p.stderr
+    first = p.stdout.splitlines()[0]
+    assert "on NVIDIA H100 SXM5 80GB (H100_SXM, datasheet peaks; " in first
+    assert "no GPU here: the default --device" in first
+    helped = " ".join(run("--help").stdout.split())
+    assert "device to predict for, a key of conf/devices.json (default: this machine's GPU, else H100_SXM)" in helped
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="CPU interpreter path")
@@ -130,11 +143,6 @@ def test_predict_on_a_named_device_runs_nothing(run) -> None:
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="no-GPU path")
-def test_predict_without_a_gpu_asks_for_a_device(run) -> None:
-    p = run("matmul", "--predict")
-    assert p.returncode == 3 and "name one with --device" in one_error_line(p)
-
-
 def test_user_kernel_path_from_environment_is_listed(run, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KBENCH_KERNEL_PATH", str(USER))
     p = run("list", module="kbench")
@@ -199,3 +207,60 @@ def test_check_without_a_version_checks_every_version_and_skips_those_that_refus
     assert d48.returncode == 0, d48.stderr
     assert "skipping mla_decode v2: mla_decode v2 cannot run these parameters" in d48.stdout
     assert d48.stdout.rstrip().endswith("of 1 version(s) (6 skipped) pass")
+
+
+ACCESS_RUN = Path(__file__).parents[1] / "docs" / "examples" / "access-h100" / "access-transpose-naive"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["matmul", "--prof_type=access", "--baseline", "nope"], "--baseline nope has no readable result.json"),
+        (["matmul", "--prof_type=access", "--baseline", str(ACCESS_RUN)], "a baseline must have the same kernel"),
+        (["mcp", "--kernel-path", "nope"], "kernel path nope is not a folder"),
+        (["runs", "--out", "nope"], "--out nope is not a folder"),
+        (["check", "vector_add", "--access", "--access-pictures", "/proc/nope/x"], "--access-pictures /proc/nope/x"),
+    ],
+)
+def test_a_missing_or_wrong_input_is_bad_input_exit_2(run, tmp_path: Path, args: list[str], fragment: str) -> None:
+    """The README's exit codes: bad input is 2 (never 1, as another kbench error, nor 70, as a bug); nothing made."""
+    module = "kbench.kernel" if args[0] == "matmul" else "kbench"
+    p = run(*args, module=module, cwd=tmp_path)
+    assert (p.returncode, fragment in one_error_line(p)) == (2, True)
+    assert not (tmp_path / "out").exists()
+
+
+def test_kbench_runs_in_a_fresh_folder_says_there_are_none_yet(run, tmp_path: Path) -> None:
+    p = run("runs", module="kbench", cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr.strip() == "no runs under out/profiles"
+
+
+def test_the_default_mode_is_event_everywhere(run) -> None:
+    """The CLI's profile, kbench sweep, the API's sweep and the MCP profile tool default to one mode: event, the fast
+    first look SKILL.md's decision tree starts with."""
+    import inspect
+
+    import anyio
+    from mcp import Client
+
+    from kbench import api
+    from kbench.cli import app, kernel
+    from kbench.cli.mcp_server import build
+    from kbench.modes import registry
+
+    schema: dict[str, object] = {}
+
+    async def main() -> None:
+        async with Client(build()) as c:
+            tool = next(t for t in (await c.list_tools()).tools if t.name == "profile")
+            schema.update(tool.input_schema["properties"]["mode"])
+
+    anyio.run(main)
+    defaults = {
+        "profile": inspect.signature(kernel.profile).parameters["prof_type"].default.default,
+        "sweep": inspect.signature(app.sweep_cmd).parameters["prof_type"].default.default,
+        "api.sweep": inspect.signature(api.sweep).parameters["mode"].default,
+        "mcp": schema["default"],
+    }
+    assert set(defaults.values()) == {registry.DEFAULT} == {"event"}, defaults
+    assert "event is the default" in " ".join(run("--help").stdout.split())

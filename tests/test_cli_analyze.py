@@ -213,3 +213,78 @@ def test_output_ends_with_kbenchs_own_lines_under_the_installed_triton(tmp_path:
     assert "nanobind" not in p.stdout + p.stderr and "leaked" not in p.stderr
     last = (p.stderr if argv[0] == "analyze" else p.stdout).strip().splitlines()[-1]
     assert last.startswith("kbench: wrote ") if argv[0] == "analyze" else last.startswith("all "), last
+
+
+RUN = DATA / "validation_h100" / "matmul-v2" / "annotation"  # a kbench run folder: params.json beside the capture
+
+
+def _run_copy(tmp_path: Path, **changed: object) -> Path:
+    """The run folder's capture and tiling/ copied, with its params.json as given (``changed`` replaces fields)."""
+    import shutil
+
+    folder = tmp_path / "run"
+    shutil.copytree(RUN, folder)
+    params = json.loads((RUN / "params.json").read_text())
+    (folder / "params.json").write_text(json.dumps({**params, **changed}))
+    return folder / "profile.ncu-rep"
+
+
+def _body(report: str) -> list[str]:
+    """report.md without the note saying where the plan came from."""
+    return [line for line in report.splitlines() if not line.startswith("- Plan: matmul v2 (")]
+
+
+def test_a_capture_in_a_run_folder_is_analysed_with_the_plan_its_params_json_names(
+    cli: Callable[..., Ran], tmp_path: Path, isolated: Path
+) -> None:
+    capture = _run_copy(tmp_path)
+    done = cli("analyze", str(capture), "--out", "a")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# Profile: matmul v2\n")
+    assert "- Plan: matmul v2 (m=4096, n=4096, k=4096, dtype=bfloat16) taken from params.json beside the capture" in (
+        done.stdout
+    )
+    named = cli("analyze", str(capture), "--out", "b", "--plan", "matmul", "v2", "--m=4096", "--n=4096", "--k=4096")
+    assert named.returncode == 0, named.stderr
+    assert _body(done.stdout) == _body(named.stdout)  # the same report as with --plan, the note aside
+
+
+def test_its_mode_is_the_run_s_where_that_mode_reads_the_capture(
+    cli: Callable[..., Ran], tmp_path: Path, isolated: Path
+) -> None:
+    done = cli("analyze", str(_run_copy(tmp_path, mode="ncu")), "--out", "a")
+    assert done.returncode == 0, done.stderr
+    (run,) = (isolated / "a" / "ncu" / "matmul").glob("*/*")
+    assert (run / "report-verbose.md").is_file()
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"kernel": "--kernel-path=/elsewhere"},  # never an option
+        {"kernel": "../../matmul"},  # never a path
+        {"version": "v2 --m=1"},
+        {"params": {"m": "not a number"}},
+        {"params": "m=1"},
+        {"kernel": ["matmul"]},
+        {"mode": "--mode=ncu"},
+    ],
+)
+def test_a_params_json_is_data_checked_as_typed_input(
+    cli: Callable[..., Ran], tmp_path: Path, isolated: Path, changed: dict[str, object]
+) -> None:
+    """What does not name a plan here exactly as a user could type it is not used: the capture is analysed without a
+    plan (as from elsewhere), and the report says why."""
+    done = cli("analyze", str(_run_copy(tmp_path, **changed)), "--out", "a")
+    assert done.returncode == 0, done.stderr
+    if "mode" in changed:  # the plan still holds; the mode is the default's
+        assert done.stdout.startswith("# Profile: matmul v2\n")
+        assert not list((isolated / "a").glob("ncu/*"))
+        return
+    assert done.stdout.startswith("# Profile: profile offline\n")
+    assert "- params.json beside the capture names no plan kbench can load here (" in done.stdout
+
+
+def test_a_kernel_path_that_is_not_a_folder_is_refused_without_plan(cli: Callable[..., Ran], isolated: Path) -> None:
+    done = cli("analyze", str(CAPTURE), "--kernel-path", "nope", "--out", "a")
+    assert done.returncode == 2 and "kernel path nope is not a folder" in done.stderr

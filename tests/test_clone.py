@@ -134,3 +134,14 @@ def test_a_bad_version_name_is_bad_input_not_a_kbench_bug(cli: Callable[..., Ran
         done = cli("clone", "scale", "v1", name, "--kernel-path", str(kernels))
         assert done.returncode == 2 and ("cannot be a version" in done.stderr or "too long" in done.stderr), done.stderr
     assert sorted(p.name for p in (kernels / "scale").iterdir()) == ["__init__.py", "v1.py"]
+
+
+def test_a_shipped_clone_makes_the_kernel_path_it_writes_into(cli: Callable[..., Ran], isolated: Path) -> None:
+    """SKILL.md step 5 in a fresh folder: `--kernel-path kernels` names the user's own destination, made as the default
+    ./kernels is; a kernel path that is not there for a user package (nothing to copy into it) is still refused."""
+    done = cli("clone", "matmul", "v2", "v3", "--kernel-path", "kernels")
+    assert done.returncode == 0, done.stderr
+    assert (isolated / "kernels" / "my_matmul" / "v3.py").is_file()
+    refused = cli("clone", "my_matmul", "v2", "v4", "--kernel-path", "elsewhere")
+    assert refused.returncode == 2 and "kernel path elsewhere is not a folder" in refused.stderr
+    assert not (isolated / "elsewhere").exists()

@@ -160,3 +160,29 @@ def test_help_mcp_and_api_describe_every_mode_from_one_table() -> None:
         assert f"{name}: {what}" in kernel.EPILOG and f"{name}: {what}" in mcp_server.PROFILE
         assert what in (getattr(kbench.api, f"{name}_profile_plan").__doc__ or "")
     assert "CUPTI" in registry.SUMMARY["event"] and "CUDA events" not in kernel.EPILOG
+
+
+def test_quick_start_shows_the_command_that_runs_without_a_gpu_and_it_runs(tmp_path: Path) -> None:
+    """A newcomer on a CPU: the Quick start names access mode's command, and that command writes a report here."""
+    quick = README.split("## Quick start")[1].split("\n## ")[0]
+    (command,) = [c for c in re.findall(r"`([^`\n]+)`", quick) if "--prof_type=access" in c]
+    assert command.startswith("python -m kbench.kernel ")
+    argv = [sys.executable, "-m", "kbench.kernel", *command.split()[3:]]
+    env = {**os.environ, "KBENCH_RESIDENT": "0", "KBENCH_CACHE_DIR": str(tmp_path / ".cache")}
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr
+    (report,) = (tmp_path / "out" / "profiles" / "access").rglob("report.md")
+    assert contract_problems(report) == []
+
+
+def test_the_cpu_install_step_works_from_the_package_registry_alone() -> None:
+    """A machine that reaches PyPI and nothing else: the README says what works there (the CUDA build from PyPI, or
+    the CPU build's wheel file installed first), not only PyTorch's own index, which such a machine cannot reach."""
+    step = README[README.index("On a machine without a GPU, from the package registry") :].split("\n\n")[0]
+    step = " ".join(step.split())
+    assert "download.pytorch.org" in step  # where it is reachable
+    assert "PyPI has no CPU-only torch for Linux x86_64" in step
+    assert "`pip install ./torch-" in step and "--find-links DIR" in step
+    ci = (ROOT / ".ci" / "run").read_text()
+    pinned = re.search(r"pip install -q torch==(\S+)", ci)
+    assert pinned and f"torch=={pinned.group(1)} --find-links DIR" in step  # the version CI installs that way

@@ -52,6 +52,7 @@ def test_runs_lists_every_folder_newest_first_with_its_status(
     listed = json.loads(as_json.stdout)
     assert {r["kernel"] for r in listed} == {"matmul"} and len(listed) == 2
     assert len(json.loads(cli("runs", "--out", str(root), "--json", "--limit", "1").stdout)) == 1
+    (tmp_path / "nothing").mkdir()  # a root with no run in it (one that is not there is bad input: tests/test_cli.py)
     none = cli("runs", "--out", str(tmp_path / "nothing"))
     assert none.returncode == 0 and "no runs under" in none.stderr
 

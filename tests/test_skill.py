@@ -99,3 +99,70 @@ def test_every_mcp_tool_named_is_served() -> None:
 
     anyio.run(main)
     assert named and named <= served, named - served
+
+
+def loop_commands() -> dict[int, list[str]]:
+    """The commands of SKILL.md's numbered loop, by step, as written."""
+    text = (DOCS / "SKILL.md").read_text()
+    loop = text.split("## The loop", 1)[1].split("\n## ", 1)[0]
+    steps: dict[int, list[str]] = {}
+    for number, body in re.findall(r"^(\d+)\. (.*?)(?=^\d+\. |\Z)", loop, re.S | re.M):
+        spans = re.findall(r"`([^`]+)`", body.replace("\n   ", " "))
+        steps[int(number)] = [s for s in spans if COMMAND.match(s)]
+    return steps
+
+
+def test_the_loop_runs_as_written_in_a_fresh_folder_on_a_cpu(tmp_path: Path) -> None:
+    """Every step a CPU can take, in a new folder with nothing set up, as SKILL.md writes it: list, check, profile
+    (access mode where the step names a GPU mode, at small sizes), clone, compare, devlog, runs."""
+    import json
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from tests.conftest import HAS_CUDA
+
+    env = {k: v for k, v in os.environ.items() if k != "KBENCH_KERNEL_PATH"}
+    env.update(KBENCH_RESIDENT="0", KBENCH_CACHE_DIR=str(tmp_path / ".cache"))
+    small = ["--m=64", "--n=64", "--k=64"]
+
+    def kbench(command: str, *more: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+        argv = shlex.split(command) + list(more)
+        head = [sys.executable, "-m", "kbench.kernel"] if argv[:3] == ["python", "-m", "kbench.kernel"] else None
+        argv = (head + argv[3:]) if head else [sys.executable, "-m", "kbench", *argv[1:]]
+        done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == code, (command, done.stderr)
+        return done
+
+    def sized(command: str, mode: str = "access") -> list[str]:
+        words = [w for w in shlex.split(command) if not w.startswith(("--m=", "--prof_type="))]
+        return [shlex.join(words), *small, f"--prof_type={mode}"]
+
+    steps = loop_commands()
+    assert kbench(steps[1][0]).stdout.startswith("fork_join:")
+    assert kbench(steps[2][0]).stdout.rstrip().endswith("pass")
+    profile, on_cpu = steps[3][0], steps[3][1]
+    assert "--prof_type=event" in profile and "--prof_type=access" in on_cpu
+    if not HAS_CUDA:  # as written, the step needs a GPU: it says so, naming what runs on a CPU
+        said = kbench(profile, code=3).stderr
+        assert "--prof_type=access" in said and "kbench check" in said
+    kbench(*sized(on_cpu))
+    (v2_run,) = (tmp_path / "out" / "profiles" / "access" / "matmul").glob("*/*")
+    clone = kbench(steps[5][0]).stdout.splitlines()[-1]
+    assert clone.startswith("profile it: python -m kbench.kernel my_matmul v3 --kernel-path ")
+    kbench(*sized(clone.removeprefix("profile it: ")))
+    (v3_run,) = (tmp_path / "out" / "profiles" / "access" / "my_matmul").glob("*/*")
+    runs = {"RUN_V2": str(v2_run), "RUN_V3": str(v3_run), "RUN": str(v3_run)}
+
+    def placed(command: str) -> str:
+        return re.sub(r"\bRUN(_V[23])?\b", lambda m: runs[m.group(0)], command)
+
+    compare, as_json = (c for c in steps[6] if "RUN_V2" in c)
+    assert "Interpreter time (us; CPU, not GPU time)" in kbench(placed(compare)).stdout
+    assert json.loads(kbench(placed(as_json)).stdout)["a"] == str(v2_run)
+    (devlog,) = steps[7]
+    kbench(placed(devlog))
+    assert "- why it worked or not" in (tmp_path / "docs" / "kernels" / "my_matmul.md").read_text()
+    (listed,) = steps[8]
+    assert [r["version"] for r in json.loads(kbench(listed).stdout)] == ["v2"]

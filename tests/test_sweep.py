@@ -15,7 +15,7 @@ import pytest
 
 from kbench import sweep
 from kbench.modes import registry
-from tests.conftest import Ran
+from tests.conftest import HAS_CUDA, Ran
 from tests.pipeline_fakes import offline_gpu
 from tests.test_pipeline import Replay
 
@@ -70,7 +70,7 @@ def test_an_interrupted_sweep_resumes_from_what_it_finished(replay: Path) -> Non
         calls.append((version, params))
         if len(calls) == 4:
             raise KeyboardInterrupt
-        figures = SimpleNamespace(stages=[], total_us=float(params["s"]), bottleneck="Memory")
+        figures = SimpleNamespace(stages=[], total_us=float(params["s"]), bottleneck="Memory", timer="gpu")
         return SimpleNamespace(plan_timing=None, out_dir="run", figures=figures)
 
     with pytest.raises(KeyboardInterrupt):
@@ -100,21 +100,33 @@ def test_bad_sweeps_are_one_line(cli: Callable[..., Ran], isolated: Path, args: 
 
 
 def test_two_workers_split_the_points_and_the_parent_merges_them(cli: Callable[..., Ran], isolated: Path) -> None:
-    """One worker per 'GPU' (two CPU workers here: each point then fails with the one no-GPU line, which is still a
-    row); every point is done once, by the worker its index gives, and the table has them all."""
-    done = cli("sweep", "mla_decode", "base", "v2", "--s=1,2,4", "--gpus", "0,1", "--out", "p", "--sweep-out", "s")
-    assert done.returncode == 3, done.stderr  # no point ran, each for want of a GPU: exit 3 as one profile
-    assert done.stderr.strip().splitlines()[-1].endswith("0 of 6 point(s) ran, 6 failed, 0 refused by their version: "
-                                                         "no point ran (sweep.md says why, per point)")  # fmt: skip
-    [folder] = list((isolated / "s" / "mla_decode").iterdir())
+    """One worker per 'GPU' (two CPU workers here, in access mode, which needs none); every point is done once, by the
+    worker its index gives, and the table has them all."""
+    done = cli("sweep", "vector_add", "base", "v2", "--n=1024,2048,4096", "--gpus", "0,1", "--prof_type=access",
+               "--out", "p", "--sweep-out", "s")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [folder] = list((isolated / "s" / "vector_add").iterdir())
     rows = sweep.done_rows(folder)
-    assert len(rows) == 6 and len({r.key() for r in rows}) == 6
-    order = sweep.grid(["base", "v2"], {"s": ["1", "2", "4"]}, {})
+    assert len(rows) == 6 and len({r.key() for r in rows}) == 6 and all(r.status == "ok" for r in rows)
+    order = sweep.grid(["base", "v2"], {"n": ["1024", "2048", "4096"]}, {})
     for i, (version, params) in enumerate(order):
         row = next(r for r in rows if r.version == version and r.params == params)
-        assert row.gpu == str(i % 2) and row.status.startswith("failed: --prof_type=event needs a CUDA GPU")
+        assert row.gpu == str(i % 2)
     assert sorted(p.name for p in folder.iterdir() if p.name.startswith("worker-")) == ["worker-0.log", "worker-1.log"]
     assert len(list(csv.DictReader((folder / "sweep.csv").read_text().splitlines()))) == 6
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the refusal without a GPU")
+@pytest.mark.parametrize("workers", [[], ["--gpus", "0,1"]])
+def test_a_sweep_that_needs_a_gpu_stops_before_its_first_point_without_one(
+    cli: Callable[..., Ran], isolated: Path, workers: list[str]
+) -> None:
+    done = cli("sweep", "vector_add", "--n=1024,2048", *workers, "--out", "p", "--sweep-out", "s")
+    assert done.returncode == 3
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("kbench: error: kbench sweep --prof_type=event needs a CUDA GPU")
+    assert "--prof_type=access" in line
+    assert not (isolated / "s").exists() and not (isolated / "p").exists()  # no sweep folder, no point ran
 
 
 @pytest.mark.parametrize(("gpus", "fragment"), [("0,0", "distinct GPU indices"), ("x", "distinct GPU indices")])
@@ -152,3 +164,25 @@ def test_a_sweep_with_refused_points_says_how_many_ran_in_its_last_line(cli: Cal
         .splitlines()[-1]
         .endswith("sweep.md; 1 of 2 point(s) ran, 0 failed, 1 refused by their version")
     )
+
+
+def test_an_access_sweep_never_passes_interpreter_time_for_gpu_time(cli: Callable[..., Ran], isolated: Path) -> None:
+    """Access mode on a CPU: its times are Triton's interpreter's, so the table labels them as such (no duration,
+    rate or % of roof), the map names no fastest version by them and the plots say what they plot."""
+    from kbench import sweep_report
+
+    done = cli("sweep", "vector_add", "base", "v2", "--n=1024,4096", "--prof_type=access", "--out", "p",
+               "--sweep-out", "s")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [folder] = list((isolated / "s" / "vector_add").iterdir())
+    rows = list(csv.DictReader((folder / "sweep.csv").read_text().splitlines()))
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    assert all(r["duration_us"] == "" and float(r["interpreter_us"]) > 0 for r in rows)
+    assert all(r["tflops"] == r["gbps"] == r["roof_pct"] == "" for r in rows)
+    text = (folder / "sweep.md").read_text()
+    (head,) = [line for line in text.splitlines() if line.startswith("| version |")]
+    assert "duration (us)" not in head and "interpreter time (us; CPU, not GPU time)" in head
+    assert "- fastest at" not in text and "no fastest version is named" in text
+    label, _ = sweep_report.time_axis(sweep.done_rows(folder))
+    assert label == "interpreter time (us; CPU, not GPU time)"
+    assert sorted(p.name for p in (folder / "plots").iterdir()) == ["n.png"]

@@ -112,13 +112,25 @@ class SweepExecutor:
         if self.ray_retries is not None and self.ray_retries < 0:
             raise UsageError(f"--ray-retries {self.ray_retries}: 0 or more")
 
+    def check_here(self, mode: str) -> None:
+        """Points of a GPU mode run on this host need its GPU: without one, a NoGpuError (exit 3, one line) before the
+        sweep's folder or first point, not the same failure at every point. Ray's points run on the cluster's GPUs;
+        a mode that needs none (access) runs anywhere."""
+        from kbench.modes import registry
+
+        backend = registry.get(mode)
+        if self.kind == "local" and registry.gpu_needed(backend):
+            from kbench.capture import gpu
+
+            gpu.require_cuda(f"kbench sweep --prof_type={mode}", torch=backend.in_process and not self.gpus)
+
 
 def sweep(
     kernel: str | None = None,
     versions: Sequence[str] = (),
     values: dict[str, Any] | None = None,
     *,
-    mode: str = "event",
+    mode: str = "event",  # kbench.modes.registry.DEFAULT (not imported here: `import kbench` stays light)
     out_dir: Path | str | None = None,
     sweep_out: Path | str | None = None,
     bench_runs: int | None = None,
@@ -137,8 +149,7 @@ def sweep(
 
     how = executor if isinstance(executor, SweepExecutor) else SweepExecutor(executor)
     if resume is not None:
-        folder = Path(resume)
-        spec = sw.resumed(folder)
+        spec = sw.resumed(Path(resume))
     else:
         if not kernel:
             raise UsageError("name a kernel package to sweep, e.g. sweep('mla_decode', ['v1', 'v2'], {'s': [1, 4]})")
@@ -146,7 +157,9 @@ def sweep(
         listed = {k: ",".join(map(str, v)) if isinstance(v, list | tuple) else str(v) for k, v in given}
         out = str(out_dir) if out_dir is not None else "out/profiles"
         spec = sw.ask(kernel, versions, listed, mode, out, bench_runs, list(kernel_path))
-        folder = sw.new_dir(Path(sweep_out) if sweep_out is not None else Path("out/sweeps"), spec["kernel"])
+    how.check_here(spec["mode"])  # before a folder is made
+    root = Path(sweep_out) if sweep_out is not None else Path("out/sweeps")
+    folder = Path(resume) if resume is not None else sw.new_dir(root, spec["kernel"])
     rows = run_sweep(spec, folder, list(kernel_path), progress or logging.getLogger("kbench.sweep").info, how)
     return sw.Swept(folder, rows, sweep_report.write(rows, spec, folder))
 

@@ -13,7 +13,7 @@ import logging
 import shlex
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,7 @@ from kbench.modes import registry
 from kbench.modes.base import Analysis, Backend, Capture, Context, Job, PartialCapture, RunOptions
 from kbench.plan import sources
 from kbench.plan.base import KernelPlan
-from kbench.plan.discovery import current
+from kbench.plan.discovery import current, load_version
 from kbench.report import folder, report_json
 from kbench.report.comparison import rows_between
 from kbench.report.models import ProfileResult, read_result
@@ -46,12 +46,13 @@ def _now() -> str:
 
 
 def named_baseline(path: Path, plan: KernelPlan) -> ProfileResult:
-    """A baseline the user named: a finished run of the same kernel and parameters (checked before running)."""
+    """A baseline the user named: a finished run of the same kernel and parameters (checked before running; any
+    other folder is bad input)."""
     previous = read_result(path)
     if previous is None:
-        raise KbenchError(f"--baseline {path} has no readable {folder.RESULT}; name the folder of a finished run")
+        raise UsageError(f"--baseline {path} has no readable {folder.RESULT}; name the folder of a finished run")
     if previous.kernel != plan.package or previous.params != plan.values():
-        raise KbenchError(
+        raise UsageError(
             f"--baseline {path} profiled {previous.kernel} {previous.params}, not {plan.package} {plan.values()}; "
             "a baseline must have the same kernel and parameters"
         )
@@ -238,13 +239,54 @@ def profile(mode: str, plan: KernelPlan, opts: RunOptions) -> ProfileResult:
         return _write(backend, analysis, result, run_dir, params)
 
 
-def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | None) -> ProfileResult:
+@dataclass(frozen=True)
+class Beside:
+    """What the params.json beside a capture says of the run that made it: its plan and mode where they hold here,
+    and the report's note on where the plan came from (or why none was taken)."""
+
+    plan: KernelPlan | None = None
+    mode: str | None = None
+    note: str = ""
+
+
+def beside(path: Path, kernel_path: list[str] | None = None) -> Beside:
+    """The plan and mode of the run folder a capture lies in, read from its params.json as data: the kernel, version
+    and parameters pass the checks a typed --plan passes (a kernel package visible here, one of its versions, the
+    plan's parameter checks), never as options or paths; the mode only where it reads this capture."""
+    made = folder.made_with(path)
+    if not made:
+        return Beside()  # a capture from elsewhere
+    mode = made.get("mode")
+    if not (isinstance(mode, str) and mode in registry.names() and path.suffix in registry.reads(mode)[0]):
+        mode = None
+    kernel, version, values = made.get("kernel"), made.get("version"), made.get("params")
+    try:
+        if not (isinstance(kernel, str) and isinstance(version, str) and isinstance(values, dict)):
+            raise UsageError("its kernel, version and params are not two names and a table")
+        plan = load_version(kernel, version, kernel_path).from_values({str(k): str(v) for k, v in values.items()})
+    except UsageError as e:
+        note = f"params.json beside the capture names no plan kbench can load here ({e}): analysed without a plan"
+        return Beside(None, mode, note + "; --plan names one")
+    said = ", ".join(f"{k}={v}" for k, v in plan.values().items())
+    note = f"Plan: {plan.package} {plan.version} ({said}) taken from params.json beside the capture"
+    note += "; --plan overrides it"
+    return Beside(plan, mode, note)
+
+
+def analyze(
+    path: Path, mode: str | None, out_root: Path, plan: KernelPlan | None, kernel_path: list[str] | None = None
+) -> ProfileResult:
     """`kbench analyze`: the reports of an existing capture, in a new run folder (the capture copied in beside
-    them); no GPU or profiler needed."""
+    them); no GPU or profiler needed. Without ``plan``, a capture in a kbench run folder is analysed with the plan
+    and mode its params.json names (``beside``)."""
     if not path.is_file():
         raise UsageError(f"{path}: no such capture file")
+    made = Beside()
     if plan is not None:
         _same_plan(path, plan)
+    else:
+        made = beside(path, kernel_path)
+        plan, mode = made.plan, mode or made.mode
     backend = registry.for_capture(path, mode)
     capture = backend.open(path)
     if plan is not None and (tiling := folder.tiling_beside(path)):
@@ -262,6 +304,8 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
     partial: PartialCapture | None = None
     try:
         analysis = backend.analyse(capture, Context(plan, load_devices()))
+        if made.note:
+            analysis = replace(analysis, notes=[*analysis.notes, made.note])
     except PartialCapture as e:  # files but no report.md: written into the run folder all the same
         partial = e
     run_dir = folder.new_run_dir(out_root, backend.name, identity[0], plan.slug() if plan else safe(path.stem))

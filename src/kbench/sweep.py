@@ -33,7 +33,8 @@ class Row(Model):
     version: str
     params: dict[str, str]  # the swept and the fixed values, as given
     status: str  # ok, or refused / failed with the one line that said why
-    duration_us: float | None = None  # the whole plan (its measured median, else the stages' sum)
+    duration_us: float | None = None  # the whole plan on the GPU (its measured median, else the stages' sum)
+    interpreter_us: float | None = None  # access mode: Triton's CPU interpreter's time instead (never GPU time)
     tflops: float | None = None
     gbps: float | None = None
     roof_pct: float | None = None  # the stages' roofline bounds over the duration
@@ -119,12 +120,14 @@ def row_of(version: str, params: dict[str, str], result: Any) -> Row:
 
     plan = totals(result)
     bounds = [s.bound_us for s in result.figures.stages]
-    total = plan.duration_us
+    on_gpu = result.figures.timer == "gpu"
+    total = plan.duration_us if on_gpu else None  # interpreter time is no duration, rate or share of a roof
     return Row(
         version=version,
         params=params,
         status="ok",
         duration_us=total,
+        interpreter_us=None if on_gpu else plan.duration_us,
         tflops=plan.tflops,
         gbps=plan.gbps,
         roof_pct=100.0 * sum(b for b in bounds if b is not None) / total if total and None not in bounds else None,

@@ -23,11 +23,23 @@ def _sort_key(value: str) -> tuple[int, float | str]:
         return (1, value)
 
 
+INTERPRETED = "interpreter time (us; CPU, not GPU time)"
+
+
+def time_axis(rows: list[Row]) -> tuple[str, Callable[[Row], float | None]]:
+    """What a sweep's points were timed by, and each row's time: the GPU's duration, or, for a sweep that ran no GPU
+    (access mode), Triton's CPU interpreter's time, said to be that."""
+    if any(r.interpreter_us is not None for r in rows) and all(r.duration_us is None for r in rows):
+        return INTERPRETED, lambda r: r.interpreter_us
+    return "duration (us)", lambda r: r.duration_us
+
+
 def table_md(rows: list[Row], swept: Sequence[str]) -> str:
-    head = ["version", *swept, "duration (us)", "TFLOP/s", "GB/s", "% of roof", "roof (model)", "bottleneck", "status"]
+    label, time = time_axis(rows)
+    head = ["version", *swept, label, "TFLOP/s", "GB/s", "% of roof", "roof (model)", "bottleneck", "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r.version, *(r.params[n] for n in swept), num(r.duration_us), num(r.tflops), num(r.gbps, 1),
+        cells = [r.version, *(r.params[n] for n in swept), num(time(r)), num(r.tflops), num(r.gbps, 1),
                  num(r.roof_pct, 1), r.roof or "n/a", r.bottleneck or "n/a", r.status.replace("|", "/")]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -39,10 +51,11 @@ def table_csv(rows: list[Row], path: Path, swept: Sequence[str]) -> None:
 
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["version", *swept, "duration_us", "tflops", "gbps", "roof_pct", "roof", "bottleneck", "status", "run"])
+    w.writerow(["version", *swept, "duration_us", "interpreter_us", "tflops", "gbps", "roof_pct", "roof", "bottleneck",
+                "status", "run"])  # fmt: skip
     for r in rows:
-        w.writerow([r.version, *(r.params[n] for n in swept), r.duration_us, r.tflops, r.gbps, r.roof_pct, r.roof,
-                    r.bottleneck, r.status, r.run])  # fmt: skip
+        w.writerow([r.version, *(r.params[n] for n in swept), r.duration_us, r.interpreter_us, r.tflops, r.gbps,
+                    r.roof_pct, r.roof, r.bottleneck, r.status, r.run])  # fmt: skip
     write_text_atomic(path, buf.getvalue())
 
 
@@ -85,6 +98,8 @@ def flip_map(rows: list[Row], swept: Sequence[str]) -> list[str]:
     for r in rows:
         if r.status == "ok" and r.duration_us:
             by_point.setdefault(json.dumps(sorted((n, r.params[n]) for n in swept)), []).append(r)
+    if not by_point and len({r.version for r in rows if r.interpreter_us is not None}) > 1:
+        out.append("- no fastest version is named: the points' times are Triton's CPU interpreter's, not GPU time")
     for key, contenders in by_point.items():
         if len(contenders) < 2:
             continue
@@ -104,6 +119,7 @@ def plots(rows: list[Row], swept: Sequence[str], plot_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     markers = {"Memory": "o", "Compute": "s", "Latency": "^"}
+    label, time = time_axis(rows)
     written = []
     plot_dir.mkdir(parents=True, exist_ok=True)
     for along in swept:
@@ -114,12 +130,12 @@ def plots(rows: list[Row], swept: Sequence[str], plot_dir: Path) -> list[Path]:
         for (version, others), line in lines.items():
             label = version + ("" if not others else " (" + ", ".join(f"{n}={v}" for n, v in others) + ")")
             xs = [float(r.params[along]) if _sort_key(r.params[along])[0] == 0 else i for i, r in enumerate(line)]
-            for ax, ys in ((left, [r.duration_us for r in line]), (right, [r.roof_pct for r in line])):
+            for ax, ys in ((left, [time(r) for r in line]), (right, [r.roof_pct for r in line])):
                 drawn = ax.plot(xs, [y if y is not None else float("nan") for y in ys], label=label)[0]
                 for x, y, r in zip(xs, ys, line, strict=True):
                     if y is not None:
                         ax.scatter([x], [y], marker=markers.get(r.bottleneck or "", "x"), color=drawn.get_color())
-        for ax, what in ((left, "duration (us)"), (right, "% of roof")):
+        for ax, what in ((left, label), (right, "% of roof")):
             ax.set_xlabel(along)
             ax.set_ylabel(what)
             ax.set_xscale("log", base=2)
@@ -149,6 +165,7 @@ def write(rows: list[Row], spec: dict[str, Any], sweep_dir: Path) -> str:
             "% of roof is the stages' roofline bounds (datasheet peaks) over the measured duration; roof (model) is the"
             " roof that bounds the version's own FLOP/byte model (analytic: its intensity against the ridge point);"
             " bottleneck is the measured class (Latency: far from both roofs, report contract section 4).",
+            *interpreted(rows),
             "",
             table_md(rows, swept),
             "",
@@ -165,6 +182,17 @@ def write(rows: list[Row], spec: dict[str, Any], sweep_dir: Path) -> str:
     )
     write_text_atomic(sweep_dir / "sweep.md", text)
     return text
+
+
+def interpreted(rows: list[Row]) -> list[str]:
+    """sweep.md's word on points that ran no GPU (access mode): what their time and class are, and are not."""
+    if time_axis(rows)[0] != INTERPRETED:
+        return []
+    return [
+        "These points ran no GPU (access mode): their time is Triton's CPU interpreter's, not GPU time, so TFLOP/s, "
+        "GB/s and % of roof are n/a and no version is called fastest; bottleneck is the class predicted for the "
+        "device the runs name."
+    ]
 
 
 def placement(rows: list[Row]) -> list[str]:

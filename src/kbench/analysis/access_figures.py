@@ -66,11 +66,11 @@ def _beyond(outcome: dict[str, Any], name: str, p: Predicted) -> dict[str, Any]:
 
 
 def _stage_figures(
-    name: str, stage: dict[str, Any], model: dict[str, Any], ceilings: dict[str, rl.Ceilings], note: str
+    name: str, stage: dict[str, Any], model: dict[str, Any], roofs: dict[str, rl.Ceilings], note: str
 ) -> StageFigures:
     us = float(stage["seconds"]) * 1e6
     flops, nbytes, precision = model["flops"], model["dram_bytes"], model["precision"]
-    c = ceilings.get(precision)
+    c = roofs.get(precision)
     placed = c is not None and nbytes
     return StageFigures(
         name=name,
@@ -117,15 +117,18 @@ def key_issue(p: Predicted | None) -> str:
 def predicted_figures(
     outcome: dict[str, Any], ceilings: dict[str, rl.Ceilings], practical: dict[str, rl.Ceilings], device: str
 ) -> PlanFigures:
-    """The report's core for an access run (see the module's docstring). Pure."""
+    """The report's core for an access run (see the module's docstring). Pure. Every figure is placed on the
+    device's practical roofs (the datasheet's where none was measured): the roofs its predicted times, its class and
+    Top 3's gains use, so that the report gives one ridge point."""
     predictions = predicted_of(outcome)
+    roofs = {**ceilings, **practical}
     figs = [
-        _stage_figures(name, stage, outcome["model"][name], ceilings, key_issue(predictions.get(name)))
+        _stage_figures(name, stage, outcome["model"][name], roofs, key_issue(predictions.get(name)))
         for name, stage in outcome["stages"].items()
     ]
     timed: list[tuple[StageFigures, float, rl.Ceilings | None]] = []
     for f in figs:
-        pc = practical.get(f.precision) or ceilings.get(f.precision)
+        pc = roofs.get(f.precision)
         if pc is None or f.flops is None or not f.dram_bytes:
             timed.append((f, 0.0, None))
             continue
@@ -156,9 +159,10 @@ def predicted_figures(
     plan_class = "Memory" if limit == "memory" else "Compute"
     root = (
         f"Predicted, no GPU ran: {deciding.name} holds {100 * t / total:.0f}% of the plan's predicted time on {device} "
-        f"at {deciding.intensity or 0:.1f} FLOP/B against a ridge of {pc.ridge:.0f} FLOP/B, so {limit} sets it."
+        f"at {deciding.intensity or 0:.1f} FLOP/B against a ridge of {pc.ridge:.1f} FLOP/B, so {limit} sets it."
     )
     fewer = FEWER.format(n=1, device=device)
+    used = {pc.source for _, _, pc in timed if pc is not None}
     ranked = rank(found, fewer=lambda n: FEWER.format(n=n, device=device), none=(_nothing(figs, predictions), fewer))
     return PlanFigures(
         stages=figs,
@@ -167,8 +171,10 @@ def predicted_figures(
         root_cause=root,
         opportunities=ranked[0],
         opportunities_note=ranked[1],
-        ceilings_source=f"{device} datasheet; predicted times on its practical roofs",
+        ceilings_source=f"{device}'s practical roofs ({'; '.join(sorted(used))}); the predicted times, the class "
+        "and Top 3's gains use them",
         roofline_known=True,
+        timer="interpreter",
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from kbench.analysis import gains
 from kbench.analysis import opportunities as op
@@ -41,6 +41,9 @@ class PlanFigures(Model):
     ceilings_source: str
     roofline_known: bool
     practical_source: str | None = None  # the roofs Top 3 measures gains against, where they differ
+    # what timed the stages: a GPU (its timers, ncu), or Triton's CPU interpreter (access mode), whose wall time is
+    # never GPU time: no rate, speed-up or "fastest" is read from it
+    timer: Literal["gpu", "interpreter"] = "gpu"
 
 
 def _plan(

@@ -31,17 +31,18 @@ def device_count() -> int:
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 
+# what a machine without a GPU can run instead, said wherever GPU work is refused
+ON_CPU = (
+    "on a CPU-only machine, `kbench check <kernel>` runs the correctness check under Triton's interpreter and "
+    "`--prof_type=access` traces every load and store there"
+)
+
+
 def require_cuda(what: str, torch: bool = True) -> None:
     if torch and not cuda_available():
-        raise NoGpuError(
-            f"{what} needs a CUDA GPU and none is visible (torch.cuda.is_available() is False); "
-            "on a CPU-only machine, `kbench check <kernel>` runs the correctness check under Triton's interpreter"
-        )
+        raise NoGpuError(f"{what} needs a CUDA GPU and none is visible (torch.cuda.is_available() is False); {ON_CPU}")
     if not torch and cuda_driver.first_device() is None:
-        raise NoGpuError(
-            f"{what} needs a CUDA GPU and none is visible (the CUDA driver reports none); on a CPU-only machine, "
-            "`kbench check <kernel>` runs the correctness check under Triton's interpreter"
-        )
+        raise NoGpuError(f"{what} needs a CUDA GPU and none is visible (the CUDA driver reports none); {ON_CPU}")
 
 
 def tool_versions(torch: bool = True) -> dict[str, Any]:
@@ -110,7 +111,8 @@ def active_device(table: DeviceTable | None = None, torch: bool = True) -> Activ
 
 def target_device(table: DeviceTable, key: str | None) -> ActiveDevice:
     """The device a run on the CPU predicts for: ``key`` (a conf/devices.json key or NVML name), else the GPU this
-    machine has, else the table's first entry (an H100 SXM)."""
+    machine has, else the table's first entry (an H100 SXM); named as conf/devices.json names it, the one name its
+    report gives (no GPU was there to name it otherwise)."""
     from dataclasses import replace
 
     from kbench.analysis.devices import named_device
@@ -121,4 +123,4 @@ def target_device(table: DeviceTable, key: str | None) -> ActiveDevice:
         device = resolve(table, *found)
     else:
         device = named_device(table, next(iter(table.devices)))
-    return replace(device, name=f"{device.name} (predicted for: this run used no GPU)")
+    return replace(device, name=device.spec.display_name) if device.spec is not None else device

@@ -27,8 +27,10 @@ gives the nsys-mode timeline reports; a Proton .hatchet profile gives the proton
 scopes are the plan's stages). Without --plan each profiled kernel (ncu) or each kbench.<stage>
 NVTX range (timeline; each kernel name when there is none) is a stage and the FLOP/byte model is n/a; with
 `--plan <pkg> [<version>] --<param>=<value> ...` the stages are the plan's, found by their NVTX ranges
-(kbench.<stage>), and compared with its analytic model. A timeline of a busy GPU without --plan cannot be
-classified: its tables, trace.json and timeline.md are written, no report.md, and the exit is 1."""
+(kbench.<stage>), and compared with its analytic model. Without --plan, a capture lying in a kbench run folder is
+analysed with the plan (and mode) its params.json names, where that plan loads here as typed (the report says so).
+A timeline of a busy GPU without a plan cannot be classified: its tables, trace.json and timeline.md are written, no
+report.md, and the exit is 1."""
 CAPTURE = (
     "An Nsight Compute report (.ncu-rep), a timeline: an nsys SQLite export (.sqlite) or a "
     "PyTorch-profiler trace (.json), or a Proton profile (.hatchet)."
@@ -179,8 +181,12 @@ def command(argv: list[str]) -> None:
     registry.for_capture(args.capture, args.mode)  # a capture or --mode it cannot read: refused before the plan
     if args.extra and args.plan is None:
         raise UsageError(f"unexpected argument(s) {' '.join(args.extra)}; plan parameters need --plan <pkg>")
+    if args.kernel_path:
+        from kbench.plan.discovery import kernel_paths
+
+        kernel_paths(args.kernel_path)  # a folder typed that is not one: refused, also where no --plan needs it
     the_plan = load_plan(parse_plan_args([args.plan, *args.extra]), args.kernel_path) if args.plan else None
-    result = pipeline.analyze(args.capture, args.mode, out_folder(args.out), the_plan)
+    result = pipeline.analyze(args.capture, args.mode, out_folder(args.out), the_plan, args.kernel_path)
     print(result.report_md, flush=True)
     print(f"kbench: wrote {Path(result.out_dir) / 'report.md'}", file=sys.stderr, flush=True)
 

@@ -15,6 +15,7 @@ from kbench.cli import analyze, kernel
 from kbench.cli.common import load_plan, out_folder, parse_plan_args, run_command, setup_logging
 from kbench.errors import SweepFailures, UsageError
 from kbench.fsutil import safe
+from kbench.modes import registry
 
 app = typer.Typer(
     add_completion=False,
@@ -52,6 +53,11 @@ def check_cmd(
     from kbench.plan.discovery import find_package
 
     args = parse_plan_args(list(ctx.args))
+    if pictures is not None:
+        try:  # the user's own destination, made (or refused) before any check runs
+            pictures.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--access-pictures {pictures}: cannot make that folder ({e.strerror})") from None
     on_gpu = gpu.cuda_available()
     if not on_gpu:
         check.use_interpreter()
@@ -159,9 +165,9 @@ def clone_cmd(
     MlaV1, V1_TILES) are renamed with every use (strings such as a stage's kernels=[...] included), so both versions
     register and profile side by side with distinct kernel names. The helper modules holding the Triton kernels it
     imports (_triton.py) are copied for it alone (_triton_<to>.py): edit those to change the new version only. A
-    shipped package is first copied into your kernel path (the first --kernel-path, else KBENCH_KERNEL_PATH's, else
-    ./kernels) as my_<pkg>. Never overwrites; the new version is imported once to check it registers (what was
-    written is removed again if it does not)."""
+    shipped package is first copied into your kernel path (the first --kernel-path, made if missing, else
+    KBENCH_KERNEL_PATH's, else ./kernels) as my_<pkg>. Never overwrites; the new version is imported once to check
+    it registers (what was written is removed again if it does not)."""
     from kbench.plan.clone import clone_version
 
     done = clone_version(package, old, new, kernel_path)
@@ -217,14 +223,16 @@ def mcp_cmd(
     File access stays inside the client's MCP roots, or the --root folders for a client without roots (neither:
     anywhere). Register it with an MCP client as the command `kbench mcp`."""
     from kbench.cli.mcp_server import serve
+    from kbench.plan.discovery import kernel_paths
 
+    kernel_paths(kernel_path)  # a --kernel-path that is not a folder: one line (exit 2), not a server that lacks it
     serve(kernel_path, root)
 
 
 @app.command("sweep", context_settings=kernel.CONTEXT)
 def sweep_cmd(
     ctx: typer.Context,
-    prof_type: str = typer.Option("event", "--prof_type", "--prof-type", help="The mode of every point."),
+    prof_type: str = typer.Option(registry.DEFAULT, "--prof_type", "--prof-type", help="The mode of every point."),
     out: str = typer.Option("out/profiles", "--out", help="Root folder of the points' profiles."),
     sweep_out: str = typer.Option("out/sweeps", "--sweep-out", help="Root folder of the sweep's table and plots."),
     bench_runs: int | None = typer.Option(None, "--bench-runs", "--bench_runs", min=1, help="Repetitions per stage."),
@@ -268,11 +276,12 @@ def sweep_cmd(
     if resume is not None:
         if ctx.args:
             raise UsageError("--resume takes the sweep as it was asked; give no kernel or parameters with it")
-        spec, sweep_dir = sweep.resumed(resume), resume
+        spec = sweep.resumed(resume)
     else:
         args = parse_sweep_args(list(ctx.args))
         spec = sweep.ask(args.package or "", args.versions, args.values, prof_type, out, bench_runs, kernel_path)
-        sweep_dir = sweep.new_dir(out_folder(sweep_out), spec["kernel"])
+    how.check_here(spec["mode"])  # without the GPU its points need: one line, before a folder or a point
+    sweep_dir = resume if resume is not None else sweep.new_dir(out_folder(sweep_out), spec["kernel"])
     if worker is not None:  # one share of a --gpus sweep, in its own process: the parent merges the rows
         with progress() as status:
             point = sweep.profiler(spec, kernel_path, status)
@@ -296,7 +305,7 @@ def sweep_cmd(
 @app.command("runs")
 def runs_cmd(
     kernel: str | None = typer.Argument(None, help="Only this kernel package's runs."),
-    out: Path = typer.Option(Path("out/profiles"), "--out", help="Root folder of the runs."),
+    out: Path | None = typer.Option(None, "--out", help="Root folder of the runs (default: out/profiles)."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="At most this many (the newest)."),
     as_json: bool = typer.Option(False, "--json", help="A JSON list, one object per run, instead of the table."),
 ) -> None:
@@ -310,8 +319,12 @@ def runs_cmd(
     unreadable (not even params.json could be read)."""
     import json
 
+    from kbench.report.folder import DEFAULT_ROOT
     from kbench.report.runs import runs, table
 
+    if out is not None and not out.is_dir():  # a root named that is not there: a typo, not "no runs yet"
+        raise UsageError(f"--out {out} is not a folder; name the root of the runs (default {DEFAULT_ROOT})")
+    out = out or DEFAULT_ROOT
     rows = runs(out, kernel, limit)
     if as_json:
         typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=1))

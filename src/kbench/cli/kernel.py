@@ -14,7 +14,9 @@ from kbench.modes import registry
 
 EPILOG = (
     "Plan parameters come from the plan and are written --name=value (e.g. --n=1048576, --b=32 --s=16); "
-    "--list shows every package, version, parameter and default. Modes (--prof_type; annotation is the default): "
+    "--list shows every package, version, parameter and default. Modes (--prof_type; "
+    + registry.DEFAULT
+    + " is the default): "
     + "; ".join(f"{name}: {what}" for name, what in registry.SUMMARY.items())
     + "; disabled: run and check, no profiler. "
     "Output: <out>/<mode>/<kernel>/<params>/<timestamp>/report.md. On a machine with an NVIDIA driver the first "
@@ -29,7 +31,7 @@ CONTEXT = {"allow_extra_args": True, "ignore_unknown_options": True, "help_optio
 def profile(
     ctx: typer.Context,
     prof_type: str = typer.Option(
-        "annotation", "--prof_type", "--prof-type", help=" | ".join([*registry.SUMMARY, "disabled"])
+        registry.DEFAULT, "--prof_type", "--prof-type", help=" | ".join([*registry.SUMMARY, "disabled"])
     ),
     list_plans: bool = typer.Option(False, "--list", help="List kernel packages, versions, parameters and defaults."),
     predict: bool = typer.Option(False, "--predict", help="Print each stage's roofline lower bound; run nothing."),

@@ -6,8 +6,8 @@ import typer
 
 from kbench.analysis import roofline as rl
 from kbench.analysis.devices import load_devices, named_device
-from kbench.capture.gpu import active_device
-from kbench.errors import UsageError
+from kbench.capture.gpu import active_device, target_device
+from kbench.errors import NoGpuError, UsageError
 from kbench.plan.base import KernelPlan
 from kbench.plan.discovery import catalogue, find_package, load_version
 
@@ -48,7 +48,15 @@ def plan_help(package: str, version: str | None, kernel_path: list[str]) -> str:
 def print_prediction(plan: KernelPlan, device_key: str | None) -> None:
     """Roofline-only lower bound per stage from the analytic model; nothing is run."""
     table = load_devices()
-    dev = named_device(table, device_key) if device_key else active_device(table)
+    fallback = ""
+    if device_key:
+        dev = named_device(table, device_key)
+    else:
+        try:
+            dev = active_device(table)
+        except NoGpuError:  # as --device's help says: this machine's GPU, else H100_SXM
+            dev = target_device(table, None)
+            fallback = "; no GPU here: the default --device, name another with --device"
     if dev.spec is None:
         raise UsageError(
             f"{dev.name} is not in conf/devices.json: no roofline to predict from; "
@@ -57,7 +65,7 @@ def print_prediction(plan: KernelPlan, device_key: str | None) -> None:
     ceilings = dev.spec.ceilings()
     typer.echo(
         f"Roofline-only lower bounds for {plan.package} {plan.version} {plan.values()} on "
-        f"{dev.spec.display_name} ({dev.key}, datasheet peaks):"
+        f"{dev.spec.display_name} ({dev.key}, datasheet peaks{fallback}):"
     )
     typer.echo(
         f"{'stage':<16}{'precision':>10}{'GFLOP':>12}{'MB':>12}{'FLOP/B':>10}{'ridge':>8}{'bound (us)':>12}  limit"

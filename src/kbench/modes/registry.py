@@ -43,6 +43,8 @@ SUMMARY = {
     "access": "no GPU: each load/store line traced under Triton's CPU interpreter (bytes, masked lanes, coalescing, "
     "reuse, out-of-bounds), predicted for --device",
 }
+# the mode a profile or sweep runs when none is named: the fast first look (CLI, sweep, API and MCP alike)
+DEFAULT = "event"
 _added: dict[str, Backend] = {}
 
 

@@ -195,6 +195,25 @@ def copy_shipped(package_dir: Path, package: str, dest: Path) -> Path:
     return target
 
 
+def _make_destination(package: str, kernel_path: list[str], allowed: Callable[[Path], object]) -> None:
+    """The first --kernel-path is where a shipped package's copy goes: the user's own destination, made when it is
+    not there yet (as ./kernels is); for a user package nothing is made (its kernel path must exist)."""
+    from kbench.plan.discovery import find_package
+
+    if not kernel_path or Path(kernel_path[0]).expanduser().exists():
+        return
+    try:
+        shipped = find_package(package, kernel_path[1:]).folder is None
+    except UsageError:
+        return  # not found without it: the line naming the missing kernel path follows
+    if shipped:
+        allowed(Path(kernel_path[0]).expanduser())  # before anything is made
+        try:
+            Path(kernel_path[0]).expanduser().mkdir(parents=True)
+        except OSError as e:
+            raise UsageError(f"cannot make kernel path {kernel_path[0]}: {e.strerror}") from None
+
+
 def clone_version(
     package: str, old: str, new: str, kernel_path: list[str] | None = None, allowed: Callable[[Path], object] = Path
 ) -> Cloned:
@@ -208,6 +227,7 @@ def clone_version(
 
     from kbench.plan.discovery import find_package, kernel_paths, load_version
 
+    _make_destination(package, kernel_path or [], allowed)
     ref = find_package(package, kernel_path)
     if old not in ref.versions():
         raise UsageError(f"unknown version '{old}' of {package}; versions: {', '.join(ref.versions())}")

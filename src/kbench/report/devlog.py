@@ -93,6 +93,12 @@ def entry(r: ProfileResult, run_dir: Path, insights: list[str], previous: dict[s
         "figures": f,
     }
     vs = f"vs {previous['version']} (`{previous['run']}`)" if previous else "no earlier entry with these parameters"
+    on = f"{r.device}, {clocks}"
+    duration = f"| Duration | {num(f['duration_us'])} μs | {_faster(p.get('duration_us'), f['duration_us'])} |"
+    if r.figures.timer == "interpreter":  # no GPU ran: its time is the CPU interpreter's, never filed as GPU time
+        on = f"predicted for {r.device}, no GPU used"
+        change = _delta(p.get("duration_us"), f["duration_us"])
+        duration = f"| Interpreter time (CPU, not GPU time) | {num(f['duration_us'])} μs | {change} |"
     lines = [
         "",
         f"### {r.kernel} {r.version} ({r.mode} mode, {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M')} UTC)",
@@ -100,11 +106,11 @@ def entry(r: ProfileResult, run_dir: Path, insights: list[str], previous: dict[s
         "",
         f"Run: `{run_dir}`; vs Previous: {vs}.",
         "",
-        f"**Performance** ({r.device}, {clocks}, {dtype}, {sizes or 'n/a'}):",
+        f"**Performance** ({on}, {dtype}, {sizes or 'n/a'}):",
         "",
         "| Metric | Value | vs Previous |",
         "|---|---|---|",
-        f"| Duration | {num(f['duration_us'])} μs | {_faster(p.get('duration_us'), f['duration_us'])} |",
+        duration,
         f"| Achieved TFLOPs/s | {num(f['tflops'])} | {_delta(p.get('tflops'), f['tflops'])} |",
         f"| Achieved GB/s | {num(f['gbps'])} | {_delta(p.get('gbps'), f['gbps'])} |",
         f"| Occupancy | {_pct(f['occ_pct'])} | {_delta(p.get('occ_pct'), f['occ_pct'], points=True)} |",

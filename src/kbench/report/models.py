@@ -89,7 +89,8 @@ class ProfileResult(Frozen):
 @dataclass(frozen=True)
 class Totals:
     """The whole plan's figures: its duration (the measured whole-plan median where the mode timed it as one, else
-    the stages' sum) and the rates its stages' FLOP/byte models give over it (None where a stage has no model)."""
+    the stages' sum) and the rates its stages' FLOP/byte models give over it (None where a stage has no model, and
+    where the duration is Triton's CPU interpreter's: no GPU ran, so no rate was achieved)."""
 
     duration_us: float
     tflops: float | None
@@ -98,6 +99,8 @@ class Totals:
 
 def totals(r: ProfileResult) -> Totals:
     us = r.plan_timing.median_us if r.plan_timing else r.figures.total_us
+    if r.figures.timer != "gpu":
+        return Totals(duration_us=us, tflops=None, gbps=None)
     flops = [s.flops for s in r.figures.stages]
     nbytes = [s.dram_bytes for s in r.figures.stages]
     return Totals(

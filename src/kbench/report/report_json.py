@@ -1,8 +1,9 @@
 """report.json: report.md's facts for programs, every number tagged with where it came from.
 
-``measured``: read by a tool (``by`` names the tool and the metric or timer); ``analytic``: the plan's FLOP/byte
-model; ``derived``: computed from other values (``by`` is the formula, ``inputs`` its operands); ``n/a``: not measured
-or not modelled in this run (``value`` is null). The schema is versioned (``SCHEMA_VERSION``) and exported to
+``measured``: read by a tool (``by`` names the tool and the metric or timer); ``interpreter``: a duration timed on the
+CPU while Triton's interpreter ran the kernel (access mode: no GPU ran, never GPU time); ``analytic``: the plan's
+FLOP/byte model; ``derived``: computed from other values (``by`` is the formula, ``inputs`` its operands); ``n/a``: not
+measured or not modelled in this run (``value`` is null). The schema is versioned (``SCHEMA_VERSION``) and exported to
 docs/schema/report.schema.json (``python -m kbench.report.report_json > docs/schema/report.schema.json``).
 """
 
@@ -23,7 +24,8 @@ from kbench.report.source import Source as CodeSource
 
 SCHEMA_VERSION: Literal["1"] = "1"
 SCHEMA_ID = f"https://kbench.dev/schema/report-{SCHEMA_VERSION}.json"
-Source = Literal["measured", "analytic", "derived", "n/a"]
+Source = Literal["measured", "interpreter", "analytic", "derived", "n/a"]
+INTERPRETED = "Triton's CPU interpreter: the wall time of {what} (no GPU ran; not GPU time)"
 
 
 class Value(Model):
@@ -125,6 +127,23 @@ def _metric(key: str) -> str:
     return f"ncu: {ALIASES[key][0]}"
 
 
+def _interpreted(value: float, what: str) -> Value:
+    """A time the CPU took while Triton's interpreter ran the kernel (access mode): never tagged as GPU time."""
+    return Value(value=value, unit="us", source="interpreter", by=INTERPRETED.format(what=what))
+
+
+def _duration(r: ProfileResult, s: StageFigures) -> Value:
+    if r.figures.timer == "interpreter":
+        return _interpreted(s.duration_us, "its traced launch")
+    return _measured(s.duration_us, "us", _duration_by(r, s))
+
+
+def _plan_duration(r: ProfileResult, plan_us: float, plan_by: str | None) -> Value:
+    if r.figures.timer == "interpreter":
+        return _interpreted(plan_us, "the stages, summed")
+    return _measured(plan_us, "us", plan_by) if plan_by else _derived(plan_us, "us", "sum of the stages' duration_us")
+
+
 def _duration_by(r: ProfileResult, s: StageFigures) -> str:
     if r.mode in ("annotation", "ncu"):
         return f"{_metric('duration_ns')} (its kernels summed)"
@@ -150,7 +169,7 @@ def stage_report(r: ProfileResult, s: StageFigures) -> StageReport:
     return StageReport(
         name=s.name,
         precision=s.precision,
-        duration_us=_measured(s.duration_us, "us", _duration_by(r, s)),
+        duration_us=_duration(r, s),
         timing=s.timing,
         tc_pct=_measured(s.tc_pct, "%", _metric("tc_pct")),
         dram_pct=_measured(s.dram_pct, "%", _metric("dram_pct")),
@@ -197,9 +216,7 @@ def build(r: ProfileResult) -> ReportJson:
         timing_method=r.timing_method,
         stages=[stage_report(r, s) for s in f.stages],
         plan=PlanReport(
-            duration_us=_measured(plan_us, "us", plan_by)
-            if plan_by
-            else _derived(plan_us, "us", "sum of the stages' duration_us"),
+            duration_us=_plan_duration(r, plan_us, plan_by),
             bottleneck=f.bottleneck,
             root_cause=f.root_cause,
         ),
