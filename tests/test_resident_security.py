@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kbench import fsutil
 from kbench.cli import resident, resident_server
 from tests.test_resident import served, wait_for
 
@@ -118,9 +119,9 @@ def test_a_runtime_folder_of_another_user_is_refused(tmp_path: Path, monkeypatch
     if os.geteuid() == 0:
         os.chown(runtime, 54321, 54321)
     else:
-        monkeypatch.setattr(resident, "_me", lambda: os.getuid() + 54321, raising=False)
+        monkeypatch.setattr(fsutil, "me", lambda: os.getuid() + 54321)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    with pytest.raises(resident.NotPrivate, match="is owned by uid"):
+    with pytest.raises(resident.NotPrivate, match="belongs to uid"):
         resident.folder()
 
 
@@ -159,7 +160,7 @@ def test_a_listener_of_another_user_gets_nothing(
     monkeypatch.setenv("KBENCH_RESIDENT", "1")
     monkeypatch.setenv("KBENCH_SECRET", "root's token")
     monkeypatch.setattr(resident, "folder", lambda: where)
-    monkeypatch.setattr(resident, "_me", lambda: os.getuid() + 54321, raising=False)  # the listener is not "me"
+    monkeypatch.setattr(fsutil, "me", lambda: os.getuid() + 54321)  # the listener is not "me"
     monkeypatch.setattr(resident, "_start", lambda path: None)
     assert resident.forward(["--list"]) is None
     thread.join()

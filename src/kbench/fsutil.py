@@ -79,9 +79,14 @@ def copy_atomic(src: Path, dst: Path) -> None:
         shutil.copystat(src, dst)
 
 
+def me() -> int:
+    """The user this process acts as (the one seam through which tests simulate another user's files)."""
+    return os.geteuid()
+
+
 def trusted_uids() -> frozenset[int]:
     """Whose files and folders shared with other users kbench believes: root's and this user's (tests replace it)."""
-    return frozenset({0, os.geteuid()})
+    return frozenset({0, me()})
 
 
 def doubt(st: os.stat_result, folder: bool = False) -> str | None:

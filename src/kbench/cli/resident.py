@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kbench import fsutil
 from kbench.errors import KernelError
 
 IDLE_S = 900.0
@@ -67,11 +68,6 @@ def wanted() -> bool:
     return setting in ("1", "on", "yes", "true") or Path("/proc/driver/nvidia/version").exists()
 
 
-def _me() -> int:
-    """The user this process is (the one seam through which tests simulate another user's folder)."""
-    return os.getuid()
-
-
 def _location() -> Path:
     """The socket folder by name (messages name it so; it is reached through folder())."""
     base = os.environ.get("XDG_RUNTIME_DIR")
@@ -80,12 +76,9 @@ def _location() -> Path:
 
 def _check_above(fd: int, where: Path) -> None:
     """A folder above the socket's: only root or this user may rename what is in it (else NotPrivate)."""
-    st = os.fstat(fd)
-    mode = stat.S_IMODE(st.st_mode)
-    if st.st_uid not in (0, _me()):
-        raise NotPrivate(f"{where} is owned by uid {st.st_uid}")
-    if mode & 0o022 and not mode & stat.S_ISVTX:
-        raise NotPrivate(f"{where} is writable by others (mode {mode:04o})")
+    why = fsutil.doubt(os.fstat(fd), folder=True)
+    if why is not None:
+        raise NotPrivate(f"{where} {why}")
 
 
 def _open_checked(path: Path) -> int:
@@ -123,7 +116,7 @@ def folder() -> Path:
         raise NotPrivate(f"{where} cannot be used ({e.strerror})") from None
     st = os.fstat(fd)
     mode = stat.S_IMODE(st.st_mode)
-    if st.st_uid != _me() or mode & 0o077:
+    if st.st_uid != fsutil.me() or mode & 0o077:
         os.close(fd)
         raise NotPrivate(f"{where} is not private (owner uid {st.st_uid}, mode {mode:04o})")
     held = Path(f"/proc/self/fd/{fd}")
@@ -245,7 +238,7 @@ def _connect(path: Path) -> socket.socket:
     try:
         conn.settimeout(CONNECT_TIMEOUT_S)
         conn.connect(str(path))
-        if (uid := peer_uid(conn)) != _me():
+        if (uid := peer_uid(conn)) != fsutil.me():
             raise Foreign(f"the resident kbench's socket {_location() / path.name} answers as uid {uid}")
     except OSError:
         conn.close()
