@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kbench import inputs
 from kbench.analysis.access_facts import Predicted
 from kbench.analysis.devices import load_devices
 from kbench.errors import KbenchError, KernelError, UsageError
@@ -243,6 +244,7 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
     them); no GPU or profiler needed."""
     if not path.is_file():
         raise UsageError(f"{path}: no such capture file")
+    inputs.check_size(path)  # no backend is handed a capture over its kind's limit
     if plan is not None:
         _same_plan(path, plan)
     backend = registry.for_capture(path, mode)

@@ -8,13 +8,13 @@ start_ns, end_ns, grid, block, registers, shared_bytes (None where the source do
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kbench import inputs
 from kbench.errors import ConfigError
 
 if TYPE_CHECKING:  # pandas is imported where a frame is built: analysis without a timeline never loads it
@@ -57,6 +57,7 @@ def _frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 
 def from_nsys_sqlite(path: Path) -> pd.DataFrame:
+    inputs.check_size(path)
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as e:
@@ -154,19 +155,23 @@ KINETO_KINDS = {
 }
 
 
+KINETO = "a PyTorch-profiler Chrome trace"
+
+
 def from_kineto_json(path: Path) -> pd.DataFrame:
     try:
-        data = json.loads(path.read_text())
+        data = inputs.read_json(path, KINETO)
         events = data["traceEvents"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"{path} is not a PyTorch-profiler Chrome trace: {e}") from None
-    if data.get("otherData", {}).get("written_by") == "kbench":
+    except (OSError, KeyError, TypeError) as e:
+        raise ConfigError(f"{path} is not {KINETO}: {e}") from None
+    other = data.get("otherData")
+    if isinstance(other, dict) and other.get("written_by") == "kbench":
         raise ConfigError(
             f"{path} is kbench's own trace for viewing; analyse the raw capture beside it (timeline.sqlite or "
             "pytorch_trace.json)"
         )
     if not isinstance(events, list):
-        raise ConfigError(f"{path} is not a PyTorch-profiler Chrome trace: traceEvents is not a list")
+        raise ConfigError(f"{path} is not {KINETO}: traceEvents is not a list")
     rows = []
     for i, ev in enumerate(events):
         try:
@@ -181,11 +186,15 @@ def from_kineto_json(path: Path) -> pd.DataFrame:
     return _frame(rows)
 
 
+NS_MAX = 2**63 - 1  # CUPTI's timestamps are 64-bit nanoseconds
+
+
 def _number(value: Any, what: str) -> float:
+    """A time in microseconds (the trace's unit) that is a 64-bit count of nanoseconds."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise TypeError(f"{what} is {type(value).__name__}, not a number")
     v = float(value)
-    if not math.isfinite(v):
+    if not math.isfinite(v) or abs(v) * 1000 > NS_MAX:
         raise ValueError(f"{what} is {value}")
     return v
 
@@ -219,7 +228,7 @@ def _kineto_row(ev: Any) -> dict[str, Any] | None:
         raise TypeError(f"args is {type(args).__name__}, not an object")
     start = round(_number(ev["ts"], "ts") * 1000)  # microseconds in the trace
     dur = _number(ev.get("dur", 0), "dur")
-    if dur < 0:
+    if dur < 0 or start + dur * 1000 > NS_MAX:
         raise ValueError(f"dur is {dur}")
     name = ev.get("name", "")
     if not isinstance(name, str):
@@ -329,14 +338,17 @@ def device_name(path: Path) -> str | None:
     """The GPU a capture was made on, as the capture names it (None when it does not)."""
     try:
         if path.suffix == ".sqlite":
+            inputs.check_size(path)
             db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
                 row = db.execute("select name from TARGET_INFO_GPU order by id limit 1").fetchone()
             finally:
                 db.close()
             return str(row[0]) if row else None
-        props = json.loads(path.read_text()).get("deviceProperties") or [{}]
-        name = props[0].get("name")
+        data = inputs.read_json(path)
+        props = data.get("deviceProperties") if isinstance(data, dict) else None
+        first = props[0] if isinstance(props, list) and props else None
+        name = first.get("name") if isinstance(first, dict) else None
         return str(name) if name else None
-    except (OSError, ValueError, sqlite3.Error):
+    except (OSError, ConfigError, sqlite3.Error):
         return None
