@@ -3,6 +3,7 @@ it, and a size limit on every kind of capture (KBENCH_MAX_CAPTURE_MB)."""
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from pathlib import Path
 
@@ -160,3 +161,84 @@ def test_the_default_limits_are_far_above_every_real_capture() -> None:
     assert {p.suffix for p in real} == set(inputs.LIMIT_MB)
     for p in real:
         assert p.stat().st_size * 100 < inputs.limit_mb(p.suffix) * inputs.MB, p
+
+
+# --- a killed kbench leaves no profiler behind ---------------------------------------------------------------------
+
+SLEEPER = "import os, sys, time; open(sys.argv[1], 'a').write(f'{os.getpid()}\\n'); time.sleep(300)"
+# a profiler stand-in: its own pid, a child in its process group (the plan's child under ncu), and a process in a
+# session of its own whose command line carries a marker (the profiled program under nsys)
+TOOL = (
+    "import subprocess, sys\n"
+    f"sleeper = {SLEEPER!r}\n"
+    "subprocess.Popen([sys.executable, '-c', sleeper, sys.argv[1]])\n"
+    "subprocess.Popen([sys.executable, '-c', sleeper, sys.argv[1], 'stray-marker'], start_new_session=True)\n"
+    "exec(sleeper)\n"
+)
+KBENCH = (
+    "import sys, threading\n"
+    "from pathlib import Path\n"
+    "from kbench.capture import tools\n"
+    f"tool = {TOOL!r}\n"
+    "def profile():\n"
+    "    tools.run([sys.executable, '-c', tool, sys.argv[1]], timeout_s=600, log_path=Path(sys.argv[1] + '.log'),\n"
+    "              strays=('stray-marker',))\n"
+    "if sys.argv[2] == 'thread':  # as the MCP server profiles: in a worker thread\n"
+    "    worker = threading.Thread(target=profile)\n"
+    "    worker.start()\n"
+    "    worker.join()\n"
+    "else:\n"
+    "    profile()\n"
+)
+
+
+def _alive(pid: int) -> bool:
+    """Running, and not a zombie left for a reaper (a container's init may not reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_a_sigkilled_kbench_leaves_no_profiler_and_no_child_running(where: str, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pids = tmp_path / "pids"
+    kbench_proc = subprocess.Popen([sys.executable, "-c", KBENCH, str(pids), where])
+    started: list[int] = []
+    try:
+        for _ in range(300):
+            started = [int(p) for p in pids.read_text().split()] if pids.exists() else []
+            if len(started) == 3:
+                break
+            time.sleep(0.05)
+        assert len(started) == 3, "the profiler stand-in did not start"
+        kbench_proc.send_signal(signal.SIGKILL)
+        kbench_proc.wait()
+        deadline = time.monotonic() + 5
+        while any(_alive(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in started if _alive(p)], "still running after kbench was killed"
+    finally:
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_finished_tool_leaves_no_reaper_behind(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    from kbench.capture import tools
+
+    done = tools.run([sys.executable, "-c", "print('ok')"], timeout_s=60, log_path=tmp_path / "log")
+    assert done.returncode == 0 and "ok" in done.log
+    reapers = [p for p in tools.matching_processes([str(tools.REAPER)]) if _alive(p)]
+    mine = [p for p in reapers if Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
+    assert mine == []
