@@ -4,6 +4,7 @@ it, and a size limit on every kind of capture (KBENCH_MAX_CAPTURE_MB)."""
 from __future__ import annotations
 
 import contextlib
+import re
 import struct
 from pathlib import Path
 
@@ -242,3 +243,146 @@ def test_a_finished_tool_leaves_no_reaper_behind(tmp_path: Path) -> None:
     reapers = [p for p in tools.matching_processes([str(tools.REAPER)]) if _alive(p)]
     mine = [p for p in reapers if Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
     assert mine == []
+
+
+# --- malformed inputs are exit 2 or 4, never a kbench bug (70) ------------------------------------------------------
+
+KINETO = DATA / "timeline_h100" / "kineto_trace.json"
+NSYS = DATA / "timeline_h100" / "timeline.sqlite"
+V2 = DATA / "validation_h100" / "matmul-v2" / "annotation"  # a kbench run folder: params.json, tiling/ beside
+V2_PLAN = ["--plan", "matmul", "v2", "--m=4096", "--n=4096", "--k=4096", "--dtype=bfloat16"]
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _kernel_event(**fields: object) -> str:
+    """The real trace with its first kernel event's fields replaced."""
+    import json
+
+    data = json.loads(KINETO.read_text())
+    event = next(e for e in data["traceEvents"] if e.get("cat") == "kernel")
+    event.update(fields)
+    return json.dumps(data)
+
+
+def _top(**fields: object) -> str:
+    import json
+
+    return json.dumps({**json.loads(KINETO.read_text()), **fields})
+
+
+def _predicted(stage: object) -> str:
+    import json
+
+    return json.dumps({"from": "elsewhere", "stages": {"mm": stage}})
+
+
+TRACES = {
+    "nested-too-deep": lambda: '{"traceEvents": ' + DEEP + "}",
+    "events-nested-too-deep": lambda: '{"traceEvents": [' + DEEP + "]}",
+    "a-timestamp-past-64-bit-nanoseconds": lambda: _kernel_event(ts=1e300),
+    "a-duration-past-64-bit-nanoseconds": lambda: _kernel_event(dur=1e20),
+    "an-integer-of-5000-digits": lambda: '{"traceEvents": [' + "9" * 5000 + "]}",
+}
+IGNORED = {  # fields kbench reads only where they hold what it expects (the device's name, who wrote the trace)
+    "device-properties-a-number": lambda: _top(deviceProperties=5),
+    "device-properties-of-numbers": lambda: _top(deviceProperties=[5]),
+    "other-data-a-number": lambda: _top(otherData=5),
+}
+SQLITE = {  # an nsys export with a column of the wrong type: sqlite stores what it is given
+    "text-where-a-pid-belongs": "update CUPTI_ACTIVITY_KIND_KERNEL set globalPid = 'x' where rowid = 1",
+    "text-where-a-start-belongs": "update CUPTI_ACTIVITY_KIND_KERNEL set start = 'soon' where rowid = 1",
+    "a-kernel-ending-before-it-starts": "update CUPTI_ACTIVITY_KIND_KERNEL set end = start - 1000 where rowid = 1",
+}
+BESIDE = {  # files a run folder keeps beside its capture, read back with --plan
+    "predicted.json": {
+        "a-stage-that-is-a-number": lambda: _predicted(5),
+        "a-stage-of-other-fields": lambda: _predicted({"lines": "x"}),
+        "a-stage-with-no-fields": lambda: _predicted({}),
+    },
+    "tiling/mm.json": {
+        "a-grid-of-text": lambda: '{"grid": "x", "registers": [1], "num_warps": {}}',
+        "negative-warps": lambda: '{"grid": [1, 1, 1], "num_warps": -1}',
+        "a-data-flow-of-text": lambda: '{"dataflow": {"tensors": "x"}}',
+        "an-instruction-mix-of-text": lambda: '{"instructions": {"tensor_ops": "x"}}',
+    },
+}
+
+
+def _analyze(*argv: str) -> None:
+    from kbench.cli import analyze
+
+    analyze.command(list(argv))
+
+
+@pytest.mark.parametrize("case", list(TRACES))
+def test_a_malformed_trace_is_a_malformed_capture(case: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{case}.json"
+    path.write_text(TRACES[case]())
+    with pytest.raises(ConfigError):
+        _analyze(str(path), "--out", str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("case", list(IGNORED))
+def test_a_trace_field_of_the_wrong_type_is_read_as_absent(case: str, tmp_path: Path) -> None:
+    from kbench.errors import KbenchError
+
+    path = tmp_path / f"{case}.json"
+    path.write_text(IGNORED[case]())
+    with pytest.raises(KbenchError) as real:  # a busy timeline without a plan: its tables, no report (exit 1)
+        _analyze(str(KINETO), "--out", str(tmp_path / "out"))
+    with pytest.raises(KbenchError) as odd:
+        _analyze(str(path), "--out", str(tmp_path / "out"))
+    assert (odd.value.exit_code, str(odd.value).split(":")[0]) == (real.value.exit_code, str(real.value).split(":")[0])
+
+
+@pytest.mark.parametrize("case", list(SQLITE))
+def test_an_nsys_export_of_the_wrong_types_is_a_malformed_capture(case: str, tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    path = tmp_path / f"{case}.sqlite"
+    shutil.copy(NSYS, path)
+    db = sqlite3.connect(path)
+    db.execute(SQLITE[case])
+    db.commit()
+    db.close()
+    with pytest.raises(ConfigError, match="is not a readable nsys SQLite export"):
+        _analyze(str(path), "--out", str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize(("name", "case"), [(n, c) for n, cases in BESIDE.items() for c in cases])
+def test_a_malformed_record_beside_a_capture_is_named_and_exit_4(name: str, case: str, tmp_path: Path) -> None:
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(V2, run)
+    (run / name).parent.mkdir(exist_ok=True)
+    (run / name).write_text(BESIDE[name][case]())
+    with pytest.raises(ConfigError, match=f"{re.escape(str(run / name))} is not an? (launch record|access prediction)"):
+        _analyze(str(run / "profile.ncu-rep"), "--out", str(tmp_path / "out"), *V2_PLAN)
+
+
+def test_the_records_of_real_run_folders_pass_their_checks(tmp_path: Path) -> None:
+    import json
+
+    from kbench.analysis import records
+    from kbench.analysis.access_facts import Predicted, SiteFacts
+
+    folders = {p.parent.parent for p in DATA.rglob("tiling/*.json")}
+    assert folders
+    for folder in folders:
+        found = {p.stem: json.loads(p.read_text()) for p in (folder / "tiling").glob("*.json")}
+        assert records.launches(found, folder) == found
+    site = SiteFacts("load", "k.py:3", "k", 1, 2, 64, 60, 240, 4, 32.0, None, 0, (1, 0, 0), 8, None)
+    made = Predicted("at n=64", 8.0, None, 30.0, None, site, 6.25, 6.25, site, 240, None, {"BLOCK": 64}, 1.0, "")
+    assert records.predictions({"mm": json.loads(json.dumps(made.record()))}, tmp_path) == {"mm": made}
+
+
+@pytest.mark.parametrize("text", [DEEP, '[{"frame": 5, "metrics": [], "children": 7}, {}]'], ids=["deep", "types"])
+def test_a_malformed_proton_profile_is_a_malformed_capture(text: str, tmp_path: Path) -> None:
+    from kbench.analysis import proton
+
+    path = tmp_path / "odd.hatchet"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"odd\.hatchet"):
+        proton.load(path)

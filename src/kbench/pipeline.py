@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbench import inputs
-from kbench.analysis.access_facts import Predicted
 from kbench.analysis.devices import load_devices
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import copy_atomic, safe, write_json_atomic, write_text_atomic
@@ -249,12 +248,14 @@ def analyze(path: Path, mode: str | None, out_root: Path, plan: KernelPlan | Non
         _same_plan(path, plan)
     backend = registry.for_capture(path, mode)
     capture = backend.open(path)
+    from kbench.analysis import records  # checks what a run folder keeps beside its capture
+
     if plan is not None and (tiling := folder.tiling_beside(path)):
         # a capture kbench made, analysed with its plan: the launch records beside it (grid, the compiled kernel's
         # instruction mix) feed the catalogue as they did live
-        capture = replace(capture, tiling=tiling)
+        capture = replace(capture, tiling=records.launches(tiling, path.parent))
     if plan is not None and (predicted := folder.predicted_beside(path)):  # and the access run's predictions it read
-        stages = {name: Predicted.of_record(r) for name, r in predicted["stages"].items()}
+        stages = records.predictions(predicted["stages"], path.parent / folder.PREDICTED)
         capture = replace(capture, predicted=stages)
     if plan is not None:
         identity = (plan.package, plan.version, plan.values())
