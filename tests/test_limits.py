@@ -386,3 +386,16 @@ def test_a_malformed_proton_profile_is_a_malformed_capture(text: str, tmp_path: 
     path.write_text(text)
     with pytest.raises(ConfigError, match=r"odd\.hatchet"):
         proton.load(path)
+
+
+@pytest.mark.parametrize("params", [DEEP, "[1, 2]"], ids=["deep", "a-list"])
+def test_a_gpu_run_skips_an_earlier_access_run_it_cannot_read(params: str, tmp_path: Path) -> None:
+    from kbench.modes.access import FILE, predicted_for
+    from kbench.plan.discovery import load_version
+
+    plan = load_version("vector_add").from_values({})
+    run = tmp_path / "access" / plan.package / plan.slug() / "20260101T000000Z"
+    run.mkdir(parents=True)
+    (run / "params.json").write_text(params)
+    (run / FILE).write_text("{}")
+    assert predicted_for(tmp_path, plan, "any digest") == ({}, None)
