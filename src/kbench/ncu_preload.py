@@ -71,6 +71,7 @@ EXTENSIONS = (
     "binascii",
     "markupsafe._speedups",
     "math",
+    "mmap",
     "pydantic_core._pydantic_core",
     "select",
     "zlib",

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kbench.analysis.access_facts import Predicted
+from kbench import inputs
 from kbench.analysis.devices import load_devices
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import copy_atomic, safe, write_json_atomic, write_text_atomic
@@ -281,6 +281,7 @@ def analyze(
     and mode its params.json names (``beside``)."""
     if not path.is_file():
         raise UsageError(f"{path}: no such capture file")
+    inputs.check_size(path)  # no backend is handed a capture over its kind's limit
     made = Beside()
     if plan is not None:
         _same_plan(path, plan)
@@ -289,12 +290,14 @@ def analyze(
         plan, mode = made.plan, mode or made.mode
     backend = registry.for_capture(path, mode)
     capture = backend.open(path)
+    from kbench.analysis import records  # checks what a run folder keeps beside its capture
+
     if plan is not None and (tiling := folder.tiling_beside(path)):
         # a capture kbench made, analysed with its plan: the launch records beside it (grid, the compiled kernel's
         # instruction mix) feed the catalogue as they did live
-        capture = replace(capture, tiling=tiling)
+        capture = replace(capture, tiling=records.launches(tiling, path.parent))
     if plan is not None and (predicted := folder.predicted_beside(path)):  # and the access run's predictions it read
-        stages = {name: Predicted.of_record(r) for name, r in predicted["stages"].items()}
+        stages = records.predictions(predicted["stages"], path.parent / folder.PREDICTED)
         capture = replace(capture, predicted=stages)
     if plan is not None:
         identity = (plan.package, plan.version, plan.values())

@@ -108,7 +108,7 @@ def _malformed(tmp_path: Path) -> dict[str, Path]:
 
 EXPECTED = {
     "random.ncu-rep": "not a readable Nsight Compute report",
-    "truncated.ncu-rep": "empty or truncated Nsight Compute report",
+    "truncated.ncu-rep": "truncated or corrupt Nsight Compute report",
     "empty.ncu-rep": "not a readable Nsight Compute report",
     "trace-not-json.json": "is not a PyTorch-profiler Chrome trace",
     "trace-no-events.json": "traceEvents is not a list",

@@ -103,12 +103,6 @@ class Predicted:
         return asdict(self)
 
     @classmethod
-    def of_record(cls, record: dict[str, Any]) -> Predicted:
-        """From ``record()``'s JSON (predicted.json)."""
-        sites = {k: SiteFacts.of(record[k]) if record.get(k) else None for k in ("worst", "most_masked")}
-        return cls(**{**record, **sites})
-
-    @classmethod
     def of(cls, facts: Sequence[SiteFacts], where: str, config: dict[str, Any] | None = None) -> Predicted | None:
         """The stage's summary (None: no load or store ran)."""
         if not facts:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from kbench import nvtx
+from kbench.analysis import ncu_layout
 from kbench.analysis.ncu_source import hot_lines
 from kbench.errors import ConfigError, first_line
 from kbench.model import Model
@@ -262,9 +263,6 @@ def _nvtx(action: Any) -> list[str]:
     return [str(r) for d in state.domains() for r in state.domain_by_id(d).push_pop_ranges()]
 
 
-NCU_MAGIC = b"NVR\x00"  # the first bytes of every .ncu-rep
-
-
 class Actions(list[Any]):
     """The profiled actions of a report; holds the report too, since every action points into it."""
 
@@ -290,13 +288,11 @@ def load_actions(path: Path) -> Actions:
 
 
 def _load(path: Path) -> Actions:
-    import ncu_report
-
     if not path.is_file():
         raise ConfigError(f"no such ncu report: {path}")
-    with path.open("rb") as f:
-        if f.read(len(NCU_MAGIC)) != NCU_MAGIC:
-            raise ConfigError(f"{path} is not a readable Nsight Compute report (no NVR header)")
+    ncu_layout.check(path)  # its size and layout, before ncu_report spends memory on what it declares
+    import ncu_report
+
     try:
         report = ncu_report.load_report(str(path))
     except Exception as e:  # the library raises plain exceptions for unreadable files

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kbench.errors import KbenchError
+from kbench import inputs
+from kbench.errors import ConfigError, KbenchError
 
 HATCHET = ".hatchet"
 STALLED = "stalled_"  # Proton's PC-sampling columns: stalled_<reason> samples per source line
@@ -94,13 +95,13 @@ def _viewer() -> Any:
 
 
 def load(path: Path) -> ProtonProfile:
-    """The scopes, device record and call-path tree of a Proton .hatchet file; KbenchError when it is not one."""
+    """The scopes, device record and call-path tree of a Proton .hatchet file; ConfigError when it is not one."""
     try:
-        database = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise KbenchError(f"{path}: not a readable Proton profile ({e})") from None
+        database = inputs.read_json(path, "a readable Proton profile")
+    except OSError as e:
+        raise ConfigError(f"{path}: not a readable Proton profile ({e})") from None
     if not isinstance(database, list) or not database or not isinstance(database[0], dict):
-        raise KbenchError(f"{path}: not a Proton profile (a hatchet JSON list with a ROOT node)")
+        raise ConfigError(f"{path}: not a Proton profile (a hatchet JSON list with a ROOT node)")
     viewer = _viewer()
     try:
         try:
@@ -113,7 +114,7 @@ def load(path: Path) -> ProtonProfile:
             else ""
         )
     except (KeyError, TypeError, ValueError) as e:
-        raise KbenchError(f"{path}: Proton's viewer could not read it ({type(e).__name__}: {e})") from None
+        raise ConfigError(f"{path}: Proton's viewer could not read it ({type(e).__name__}: {e})") from None
     scopes = []
     for node in gf.graph.roots[0].children if gf.graph.roots else []:
         kernels, lines = {}, []

@@ -8,13 +8,15 @@ start_ns, end_ns, grid, block, registers, shared_bytes (None where the source do
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kbench import inputs
+from kbench.analysis.timeline_index import GPU_KINDS as GPU_KINDS  # where report.trace and the tests look for it
+from kbench.analysis.timeline_index import Index, union
 from kbench.errors import ConfigError
 
 if TYPE_CHECKING:  # pandas is imported where a frame is built: analysis without a timeline never loads it
@@ -35,7 +37,6 @@ COLUMNS = [
     "registers",
     "shared_bytes",
 ]
-GPU_KINDS = ("kernel", "memcpy", "memset")
 
 
 def load(path: Path) -> pd.DataFrame:
@@ -53,10 +54,17 @@ def _frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     import pandas as pd
 
     df = pd.DataFrame(list(rows), columns=COLUMNS)
+    if len(df):  # every analysis computes with whole nanoseconds, and an event's end never precedes its start
+        for col in ("start_ns", "end_ns"):
+            if not pd.api.types.is_integer_dtype(df[col]):
+                raise ValueError(f"{col} holds a value that is not a whole number of nanoseconds")
+        if (df["end_ns"] < df["start_ns"]).any():
+            raise ValueError("an event ends before it starts")
     return df.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
 
 
 def from_nsys_sqlite(path: Path) -> pd.DataFrame:
+    inputs.check_size(path)
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as e:
@@ -136,7 +144,7 @@ def from_nsys_sqlite(path: Path) -> pd.DataFrame:
                     }
                 )
         return _frame(rows)
-    except sqlite3.Error as e:
+    except (sqlite3.Error, TypeError, ValueError) as e:  # a missing column, or a NULL or text where numbers belong
         raise ConfigError(f"{path} is not a readable nsys SQLite export: {e}") from None
     finally:
         db.close()
@@ -154,19 +162,23 @@ KINETO_KINDS = {
 }
 
 
+KINETO = "a PyTorch-profiler Chrome trace"
+
+
 def from_kineto_json(path: Path) -> pd.DataFrame:
     try:
-        data = json.loads(path.read_text())
+        data = inputs.read_json(path, KINETO)
         events = data["traceEvents"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"{path} is not a PyTorch-profiler Chrome trace: {e}") from None
-    if data.get("otherData", {}).get("written_by") == "kbench":
+    except (OSError, KeyError, TypeError) as e:
+        raise ConfigError(f"{path} is not {KINETO}: {e}") from None
+    other = data.get("otherData")
+    if isinstance(other, dict) and other.get("written_by") == "kbench":
         raise ConfigError(
             f"{path} is kbench's own trace for viewing; analyse the raw capture beside it (timeline.sqlite or "
             "pytorch_trace.json)"
         )
     if not isinstance(events, list):
-        raise ConfigError(f"{path} is not a PyTorch-profiler Chrome trace: traceEvents is not a list")
+        raise ConfigError(f"{path} is not {KINETO}: traceEvents is not a list")
     rows = []
     for i, ev in enumerate(events):
         try:
@@ -181,11 +193,15 @@ def from_kineto_json(path: Path) -> pd.DataFrame:
     return _frame(rows)
 
 
+NS_MAX = 2**63 - 1  # CUPTI's timestamps are 64-bit nanoseconds
+
+
 def _number(value: Any, what: str) -> float:
+    """A time in microseconds (the trace's unit) that is a 64-bit count of nanoseconds."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise TypeError(f"{what} is {type(value).__name__}, not a number")
     v = float(value)
-    if not math.isfinite(v):
+    if not math.isfinite(v) or abs(v) * 1000 > NS_MAX:
         raise ValueError(f"{what} is {value}")
     return v
 
@@ -219,7 +235,7 @@ def _kineto_row(ev: Any) -> dict[str, Any] | None:
         raise TypeError(f"args is {type(args).__name__}, not an object")
     start = round(_number(ev["ts"], "ts") * 1000)  # microseconds in the trace
     dur = _number(ev.get("dur", 0), "dur")
-    if dur < 0:
+    if dur < 0 or start + dur * 1000 > NS_MAX:
         raise ValueError(f"dur is {dur}")
     name = ev.get("name", "")
     if not isinstance(name, str):
@@ -251,19 +267,7 @@ def ranges(tl: pd.DataFrame, name: str) -> list[tuple[int, int]]:
 
 def launched_in(tl: pd.DataFrame, start: int, end: int) -> pd.DataFrame:
     """GPU work whose launch call (runtime or driver API, matched by correlation id) began inside [start, end]."""
-    api = tl[tl["kind"].isin(["runtime", "driver"]) & (tl["start_ns"] >= start) & (tl["start_ns"] <= end)]
-    gpu = tl[tl["kind"].isin(GPU_KINDS)]
-    return gpu[gpu["correlation"].isin(set(api["correlation"].dropna()))]
-
-
-def union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[list[int]] = []
-    for a, b in sorted(intervals):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    return [(a, b) for a, b in merged]
+    return tl.iloc[Index(tl).launched_in(start, end)]
 
 
 def overlapped_fraction(start: int, end: int, others: Iterable[tuple[int, int]]) -> float:
@@ -274,69 +278,32 @@ def overlapped_fraction(start: int, end: int, others: Iterable[tuple[int, int]])
 
 def busy(tl: pd.DataFrame, start: int, end: int) -> dict[str, float]:
     """Inside [start, end): time with any GPU work, with two or more kernels at once, and idle."""
-    gpu = tl[tl["kind"].isin(GPU_KINDS)]
-    spans = [
-        (max(start, int(a)), min(end, int(b)))
-        for a, b in zip(gpu["start_ns"], gpu["end_ns"], strict=True)
-        if min(end, int(b)) > max(start, int(a))
-    ]
-    busy_ns = sum(b - a for a, b in union(spans))
-    kernel_spans = [
-        (max(start, int(a)), min(end, int(b)))
-        for a, b, kind in zip(gpu["start_ns"], gpu["end_ns"], gpu["kind"], strict=True)
-        if kind == "kernel" and min(end, int(b)) > max(start, int(a))
-    ]
-    events = sorted([(a, 1) for a, _ in kernel_spans] + [(b, -1) for _, b in kernel_spans])
-    running, last, concurrent = 0, start, 0
-    for t, step in events:
-        if running >= 2:
-            concurrent += t - last
-        running += step
-        last = t
-    return {
-        "window_us": (end - start) / 1e3,
-        "busy_us": busy_ns / 1e3,
-        "idle_us": (end - start - busy_ns) / 1e3,
-        "concurrent_us": concurrent / 1e3,
-    }
+    return Index(tl).usage(start, end)
 
 
 def idle_gaps(tl: pd.DataFrame, start: int, end: int, top: int = 5) -> pd.DataFrame:
     """The largest stretches inside [start, end) with no GPU work, and the GPU work that precedes each."""
-    gpu = tl[tl["kind"].isin(GPU_KINDS)].sort_values("end_ns")
-    spans = union((int(a), int(b)) for a, b in zip(gpu["start_ns"], gpu["end_ns"], strict=True))
-    rows = []
-    prev_end = start
-    for a, b in [*spans, (end, end)]:
-        if a > prev_end and prev_end < end:
-            gap_end = min(a, end)
-            before = gpu[(gpu["end_ns"] <= prev_end) & (gpu["end_ns"] > start)]
-            rows.append(
-                {
-                    "start_ns": prev_end,
-                    "gap_us": (gap_end - prev_end) / 1e3,
-                    "after": before.iloc[-1]["name"] if len(before) else "(window start: no GPU work yet)",
-                }
-            )
-        prev_end = max(prev_end, b)
     import pandas as pd
 
-    df = pd.DataFrame(rows, columns=["start_ns", "gap_us", "after"])
-    return df.sort_values("gap_us", ascending=False).head(top).reset_index(drop=True)
+    gaps = Index(tl).gaps(start, end, top)
+    return pd.DataFrame([(g.start_ns, g.gap_us, g.after) for g in gaps], columns=["start_ns", "gap_us", "after"])
 
 
 def device_name(path: Path) -> str | None:
     """The GPU a capture was made on, as the capture names it (None when it does not)."""
     try:
         if path.suffix == ".sqlite":
+            inputs.check_size(path)
             db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
                 row = db.execute("select name from TARGET_INFO_GPU order by id limit 1").fetchone()
             finally:
                 db.close()
             return str(row[0]) if row else None
-        props = json.loads(path.read_text()).get("deviceProperties") or [{}]
-        name = props[0].get("name")
+        data = inputs.read_json(path)
+        props = data.get("deviceProperties") if isinstance(data, dict) else None
+        first = props[0] if isinstance(props, list) and props else None
+        name = first.get("name") if isinstance(first, dict) else None
         return str(name) if name else None
-    except (OSError, ValueError, sqlite3.Error):
+    except (OSError, ConfigError, sqlite3.Error):
         return None

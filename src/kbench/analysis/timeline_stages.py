@@ -11,14 +11,16 @@ stages (each occurrence an iteration), and without any range each kernel name is
 from __future__ import annotations
 
 import statistics
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from kbench.analysis import timeline as tl
+from kbench.analysis.timeline_index import Index, known
 from kbench.analysis.timing_stats import TimingStats
 from kbench.errors import KbenchError
 from kbench.model import Model
@@ -143,110 +145,110 @@ def backend_of(path_suffix: str) -> str:
     return "Nsight Systems" if path_suffix == ".sqlite" else "PyTorch profiler (CUPTI)"
 
 
-def _api_start(table: pd.DataFrame) -> dict[int, int]:
-    api = table[table["kind"].isin(["runtime", "driver"])].dropna(subset=["correlation"])
-    first = api.groupby("correlation")["start_ns"].min()
-    return {int(c): int(s) for c, s in zip(first.index, first, strict=True)}
+@dataclass(frozen=True)
+class _Run:
+    """One run of a stage before its overlap is known: the GPU work (table positions) its range launched."""
+
+    stage: str
+    phase: str
+    iteration: int
+    rng: tuple[int, int] | None
+    work: list[int]
 
 
-def _occurrence(
-    kernels: pd.DataFrame,
-    api_start: dict[int, int],
-    stage: str,
-    phase: str,
-    iteration: int,
-    rng: tuple[int, int] | None,
-    work: pd.DataFrame,
-) -> Occurrence | None:
-    """``rng``: the stage's range (start, end) on the CPU, None where the capture has none."""
-    if work.empty:
-        return None
-    own = work[work["kind"] == "kernel"].sort_values("start_ns")
-    start, end = int(work["start_ns"].min()), int(work["end_ns"].max())
-    spans = [(int(a), int(b)) for a, b in zip(own["start_ns"], own["end_ns"], strict=True)]
-    near = kernels[(kernels["start_ns"] < end) & (kernels["end_ns"] > start) & ~kernels.index.isin(own.index)]
-    others = [(int(a), int(b)) for a, b in zip(near["start_ns"], near["end_ns"], strict=True)]
-    busy = sum(b - a for a, b in tl.union(spans))
-    covered = sum(tl.overlapped_fraction(a, b, others) * (b - a) for a, b in tl.union(spans))
+def _occurrence(idx: Index, run: _Run, spans: list[tuple[int, int, int]]) -> Occurrence:
+    """``spans``: the union of its kernels' spans, each with how long only its own kernels ran (``Index.alone``)."""
+    own = [i for i in run.work if idx.kind[i] == "kernel"]  # in table order: by start, ties as captured
+    start, end = min(idx.start[i] for i in run.work), max(idx.end[i] for i in run.work)
+    busy = sum(b - a for a, b, _ in spans)
+    # summed span by span as a share of each, as the quadratic version did: the same figures to the last bit
+    covered = sum(((b - a - alone) / (b - a) if b > a else 0.0) * (b - a) for a, b, alone in spans)
     latency = None
-    if not own.empty:
-        first = own.iloc[0]
-        known = first["correlation"] == first["correlation"]  # NaN (no correlation id) is not equal to itself
-        call = api_start.get(int(first["correlation"])) if known and first["correlation"] is not None else None
-        latency = (int(first["start_ns"]) - call) / 1e3 if call is not None else None
+    if own and known(c := idx.correlation[own[0]]):
+        call = idx.first_call.get(int(c))
+        latency = (idx.start[own[0]] - call) / 1e3 if call is not None else None
+    rng = run.rng
     return Occurrence(
-        stage=stage,
-        phase=phase,
-        iteration=iteration,
+        stage=run.stage,
+        phase=run.phase,
+        iteration=run.iteration,
         range_start_ns=rng[0] if rng else None,
         range_us=(rng[1] - rng[0]) / 1e3 if rng else None,
         gpu_start_ns=start,
         gpu_end_ns=end,
         gpu_us=(end - start) / 1e3,
-        kernel_us=float((own["end_ns"] - own["start_ns"]).sum()) / 1e3,
-        kernels=[str(n) for n in own["name"]],
-        streams=sorted({int(s) for s in own["stream"].dropna()}),
+        kernel_us=float(sum(idx.end[i] - idx.start[i] for i in own)) / 1e3,
+        kernels=[str(idx.name[i]) for i in own],
+        streams=sorted({int(s) for i in own if known(s := idx.stream[i])}),
         launch_latency_us=latency,
         overlapped_pct=100.0 * covered / busy if busy else 0.0,
     )
 
 
-def _inside(point: int, ranges: Sequence[tuple[int, int]]) -> int | None:
-    return next((i for i, (a, b) in enumerate(ranges) if a <= point <= b), None)
+def _inside(point: int, starts: Sequence[int], reach: Sequence[int]) -> int | None:
+    """The first of some ranges holding ``point``: ``starts`` their starts (sorted), ``reach`` the running maximum of
+    their ends."""
+    first = bisect_left(reach, point)  # the first range ending at or after the point
+    return first if first < bisect_right(starts, point) else None
 
 
-def occurrences(table: pd.DataFrame, stages: Sequence[str] | None = None) -> tuple[list[Occurrence], str]:
+def occurrences(
+    table: pd.DataFrame, stages: Sequence[str] | None = None, idx: Index | None = None
+) -> tuple[list[Occurrence], str]:
     """Every run of every stage, and how the stages were found. ``stages``: the plan's stage names (their
     ranges must be in the capture), or None to take whatever the capture marks."""
-    kernels = table[table["kind"] == "kernel"]
-    api_start = _api_start(table)
-    nvtx = table[table["kind"] == "nvtx"]
-    iterations = tl.ranges(table, ITERATION)
-    marked = [str(n) for n in nvtx["name"].drop_duplicates() if str(n).startswith(STAGE)]
+    idx = idx or Index(table)
+    iterations = idx.ranges(ITERATION)
+    starts, reach = [a for a, _ in iterations], list(accumulate((b for _, b in iterations), max))
+    marked = [str(n) for n in dict.fromkeys(idx.nvtx) if str(n).startswith(STAGE)]
     names = list(stages) if stages is not None else [n[len(STAGE) :] for n in marked]
-    out: list[Occurrence] = []
+    runs: list[_Run] = []
     if names:
         for name in names:
             for phase, ranges in (
-                ("together", tl.ranges(table, stage_range(name))),
-                ("alone", tl.ranges(table, alone_range(name))),
+                ("together", idx.ranges(stage_range(name))),
+                ("alone", idx.ranges(alone_range(name))),
             ):
                 for k, (a, b) in enumerate(ranges):
-                    it = _inside(a, iterations) if phase == "together" and iterations else k
+                    it = _inside(a, starts, reach) if phase == "together" and iterations else k
                     if it is None:
                         continue  # a stage range outside every iteration: not part of a timed run of the plan
-                    work = tl.launched_in(table, a, b)
-                    occ = _occurrence(kernels, api_start, name, phase, it, (a, b), work)
-                    if occ is not None:
-                        out.append(occ)
-        missing = [n for n in names if not any(o.stage == n and o.phase == "together" for o in out)]
+                    if work := idx.launched_in(a, b):
+                        runs.append(_Run(name, phase, it, (a, b), work))
+        found = {r.stage for r in runs if r.phase == "together"}
+        missing = [n for n in names if n not in found]
         if missing:
             raise KbenchError(
                 f"no GPU work was launched inside NVTX range(s) {', '.join(stage_range(n) for n in missing)}: the "
                 "capture is of another program, or its launches were not traced (nsys -t cuda,nvtx)"
             )
         how = "NVTX ranges kbench.<stage>" + (f" inside {ITERATION}" if iterations else "")
-        return out, how
-    # no kbench ranges at all: every kernel name is a stage, every launch of it an iteration
-    seen: Counter[str] = Counter()
-    for idx, name in kernels["name"].items():
-        occ = _occurrence(kernels, api_start, str(name), "together", seen[str(name)], None, kernels.loc[[idx]])
-        seen[str(name)] += 1
-        if occ is not None:
-            out.append(occ)
-    return out, "kernel names (the capture has no kbench.* NVTX ranges)"
+    else:  # no kbench ranges at all: every kernel name is a stage, every launch of it an iteration
+        seen: Counter[str] = Counter()
+        for i in idx.kernels:
+            name = str(idx.name[i])
+            runs.append(_Run(name, "together", seen[name], None, [i]))
+            seen[name] += 1
+        how = "kernel names (the capture has no kbench.* NVTX ranges)"
+    alone = idx.alone([[i for i in r.work if idx.kind[i] == "kernel"] for r in runs])
+    return [_occurrence(idx, r, spans) for r, spans in zip(runs, alone, strict=True)], how
 
 
-def windows(table: pd.DataFrame, occs: Sequence[Occurrence]) -> tuple[list[Window], list[Gap]]:
+def windows(
+    table: pd.DataFrame, occs: Sequence[Occurrence], idx: Index | None = None
+) -> tuple[list[Window], list[Gap]]:
     """The iterations of the plan (or one window over everything the stages launched), with busy, idle and
     concurrent time and the largest idle gaps of all of them."""
+    idx = idx or Index(table)
     together = [o for o in occs if o.phase == "together"]
     spans: list[tuple[int, int, int, int, int]] = []  # index, window start, first GPU start, last GPU end, window end
-    iterations = tl.ranges(table, ITERATION)
+    iterations = idx.ranges(ITERATION)
     if iterations:
+        per: dict[int, list[Occurrence]] = {}
+        for o in together:
+            per.setdefault(o.iteration, []).append(o)
         for i, (a, b) in enumerate(iterations):
-            mine = [o for o in together if o.iteration == i]
-            if mine:
+            if mine := per.get(i):
                 g0, g1 = min(o.gpu_start_ns for o in mine), max(o.gpu_end_ns for o in mine)
                 spans.append((i, a, g0, g1, max(g1, b)))
     else:
@@ -255,7 +257,7 @@ def windows(table: pd.DataFrame, occs: Sequence[Occurrence]) -> tuple[list[Windo
         spans.append((0, min(starts), g0, g1, g1))
     out, gaps = [], []
     for i, w0, g0, g1, w1 in spans:
-        use = tl.busy(table, w0, w1)
+        use = idx.usage(w0, w1)
         out.append(
             Window(
                 index=i,
@@ -267,10 +269,10 @@ def windows(table: pd.DataFrame, occs: Sequence[Occurrence]) -> tuple[list[Windo
                 concurrent_us=use["concurrent_us"],
             )
         )
-        for _, g in tl.idle_gaps(table, w0, w1, top=TOP_GAPS).iterrows():
-            gaps.append(
-                Gap(window=i, at_us=(int(g["start_ns"]) - w0) / 1e3, gap_us=float(g["gap_us"]), after=str(g["after"]))
-            )
+        gaps += [
+            Gap(window=i, at_us=(g.start_ns - w0) / 1e3, gap_us=g.gap_us, after=g.after)
+            for g in idx.gaps(w0, w1, TOP_GAPS)
+        ]
     gaps.sort(key=lambda g: g.gap_us, reverse=True)
     return out, gaps[:TOP_GAPS]
 
@@ -349,14 +351,18 @@ def analyze(
 ) -> TimelineAnalysis:
     """Everything the nsys report shows, from one timeline table. ``specs``: the plan's stages in declared order
     (None: the stages are whatever the capture marks)."""
-    occs, how = occurrences(table, [s.name for s in specs] if specs is not None else None)
+    idx = Index(table)
+    occs, how = occurrences(table, [s.name for s in specs] if specs is not None else None, idx)
     if not occs:
         raise KbenchError(f"{source} holds no GPU work to analyse")
-    names = list(dict.fromkeys(o.stage for o in occs))
+    runs: dict[str, dict[str, list[Occurrence]]] = {}  # stage -> phase -> its runs
+    for o in occs:
+        runs.setdefault(o.stage, {}).setdefault(o.phase, []).append(o)
+    names = list(runs)
     stages = []
     for name in names:
-        mine = [o for o in occs if o.stage == name and o.phase == "together"]
-        alone = [o.gpu_us for o in occs if o.stage == name and o.phase == "alone"]
+        mine = runs[name].get("together", [])
+        alone = [o.gpu_us for o in runs[name].get("alone", [])]
         stages.append(
             StageTimeline(
                 stage=name,
@@ -374,7 +380,7 @@ def analyze(
                 ),
             )
         )
-    wins, gaps = windows(table, occs)
+    wins, gaps = windows(table, occs, idx)
     order_specs = list(specs) if specs is not None else [StageSpec(n) for n in names]
     together_us = statistics.median(w.span_us for w in wins)
     return TimelineAnalysis(
@@ -384,7 +390,7 @@ def analyze(
         stages=stages,
         windows=wins,
         gaps=gaps,
-        order=launch_order(occs, order_specs) if tl.ranges(table, ITERATION) else None,
+        order=launch_order(occs, order_specs) if idx.ranges(ITERATION) else None,
         overlap=overlap_vs_ideal(specs, stages, together_us) if specs is not None else None,
         occurrences=occs,
     )

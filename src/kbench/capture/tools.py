@@ -1,21 +1,24 @@
 """The only place kbench starts subprocesses: argv lists (never a shell), a timeout, and the whole process
-group killed on timeout or Ctrl-C so no profiler or child is left behind."""
+group killed on timeout or Ctrl-C so no profiler or child is left behind, or by a reaper should kbench be killed."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import re
 import select
 import shutil
-import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbench.capture import reaper
 from kbench.errors import KbenchError
 
 
@@ -122,12 +125,13 @@ def run(
     """Run ``argv`` with output to ``log_path``; kill its process group on timeout or interrupt, and with it every
     process whose command line holds one of ``strays`` ("{pid}" stands for the started process's id): the processes
     a tool starts in sessions of their own (Nsight Systems runs the profiled program and its agent so), which
-    outlive their process group's end."""
-    with log_path.open("w") as log:
+    outlive their process group's end. A reaper does the same should this process die first (``reaped``)."""
+    with log_path.open("w") as log, reaped() as watch:
         try:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)  # noqa: S603
         except OSError as e:
             raise ToolMissing(f"cannot start {argv[0]}: {e.strerror}") from None
+        watch(proc.pid, strays)
         try:
             code = wait(proc, timeout_s)
         except subprocess.TimeoutExpired:
@@ -143,21 +147,25 @@ def run(
 
 def run_all(jobs: list[tuple[list[str], dict[str, str], Path]], *, timeout_s: float) -> list[Finished]:
     """Run several commands at once (argv, environment, log file each); wait for all. On timeout or interrupt every
-    process group still running is killed (ToolTimeout names the first log)."""
+    process group still running is killed (ToolTimeout names the first log), as the reaper does should this process
+    die first."""
     procs: list[subprocess.Popen[bytes]] = []
     logs = [path.open("w") for _, _, path in jobs]
     try:
-        for (argv, env, _), log in zip(jobs, logs, strict=True):
-            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True))  # noqa: S603
-        deadline = time.monotonic() + timeout_s
-        codes = []
-        for proc in procs:
-            try:
-                codes.append(wait(proc, max(0.0, deadline - time.monotonic())))
-            except subprocess.TimeoutExpired:
-                raise ToolTimeout(
-                    f"ran past {timeout_s:.0f} s and was killed with its children; see {jobs[0][2]}"
-                ) from None
+        with reaped() as watch:
+            for (argv, env, _), log in zip(jobs, logs, strict=True):
+                started = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)  # noqa: S603
+                procs.append(started)
+                watch(started.pid, ())
+            deadline = time.monotonic() + timeout_s
+            codes = []
+            for proc in procs:
+                try:
+                    codes.append(wait(proc, max(0.0, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    raise ToolTimeout(
+                        f"ran past {timeout_s:.0f} s and was killed with its children; see {jobs[0][2]}"
+                    ) from None
     except OSError as e:
         raise ToolMissing(f"cannot start {jobs[len(procs)][0][0]}: {e.strerror}") from None
     finally:
@@ -167,6 +175,45 @@ def run_all(jobs: list[tuple[list[str], dict[str, str], Path]], *, timeout_s: fl
         for log in logs:
             log.close()
     return [Finished(code, path.read_text(errors="replace")) for code, (_, _, path) in zip(codes, jobs, strict=True)]
+
+
+REAPER = Path(reaper.__file__)
+
+
+@contextmanager
+def reaped() -> Iterator[Callable[[int, tuple[str, ...]], None]]:
+    """Within the block, ``watch(pid, strays)`` hands a started tool to a reaper (capture/reaper.py: a process in a
+    session of its own, reading a pipe from this one) that kills its process group and strays should this process
+    die before the block ends (SIGKILL, the OOM killer: no handler of this process runs then). PR_SET_PDEATHSIG
+    would need preexec_fn, unsafe while threads run (the MCP server profiles in a worker thread), would fire when
+    the thread that started the tool ends rather than the process, and would reach the tool but not the plan's
+    child under it. At the block's end the reaper is killed: the tools are done, or ended here."""
+    try:
+        proc = subprocess.Popen(  # noqa: S603
+            [sys.executable, "-I", "-S", str(REAPER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError:  # no interpreter to start: the tools are ended here when this process can, as before
+        yield lambda pid, strays: None
+        return
+    assert proc.stdin is not None
+    pipe = proc.stdin
+
+    def watch(pid: int, strays: tuple[str, ...]) -> None:
+        with contextlib.suppress(OSError):  # the reaper died: nothing more it can do
+            pipe.write(json.dumps([pid, _markers(pid, strays)]).encode() + b"\n")
+            pipe.flush()
+
+    try:
+        yield watch
+    finally:
+        proc.kill()  # before the pipe closes, which would tell it this process is gone
+        proc.wait()
+        with contextlib.suppress(OSError):
+            pipe.close()
 
 
 def detach(argv: list[str], log_path: Path, *, cwd: Path, env: dict[str, str]) -> bool:
@@ -198,30 +245,19 @@ def nvidia_smi() -> Path | None:
     return Path(found) if found and _executable(Path(found)) else None
 
 
+def _markers(pid: int, strays: tuple[str, ...]) -> list[str]:
+    """The strays' markers of the tool started as ``pid``: "{pid}" stands for it."""
+    return [m.replace("{pid}", str(pid)) for m in strays]
+
+
 def _kill_group(proc: subprocess.Popen[bytes], strays: tuple[str, ...] = ()) -> None:
-    with contextlib.suppress(ProcessLookupError):  # already gone
-        os.killpg(proc.pid, signal.SIGKILL)
-    markers = [m.replace("{pid}", str(proc.pid)) for m in strays]
-    for pid in matching_processes(markers):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    reaper.end(proc.pid, _markers(proc.pid, strays))
     proc.wait()
 
 
 def matching_processes(markers: list[str], proc_root: Path = Path("/proc")) -> list[int]:
-    """The ids of the processes (not this one) whose command line holds one of ``markers``; none where there is no
-    /proc to read."""
-    if not markers:
-        return []
-    found = []
-    for entry in proc_root.glob("[0-9]*"):
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        if int(entry.name) != os.getpid() and any(m in cmdline for m in markers):
-            found.append(int(entry.name))
-    return found
+    """The ids of the processes (not this one) whose command line holds one of ``markers`` (capture.reaper's)."""
+    return reaper.matching_processes(markers, proc_root)
 
 
 def version(tool: Path, timeout_s: float = 60) -> str:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kbench import inputs
 from kbench.analysis.access_facts import Predicted, SiteFacts, table
 from kbench.analysis.access_figures import point_words, predicted_figures, predicted_of, words
 from kbench.analysis.devices import resolve
@@ -49,14 +50,14 @@ def predicted_for(out_root: Path, plan: KernelPlan, digest: str) -> tuple[dict[s
     runs = sorted((p.parent for p in root.glob(f"*/*/{FILE}")), key=lambda d: d.name, reverse=True)
     for run in runs:
         try:
-            params = json.loads((run / folder.PARAMS).read_text())
+            params = inputs.read_json(run / folder.PARAMS)
             source = params.get("source") or {}
             if params.get("status") != "ok" or params.get("version") != plan.version:
                 continue
             if source.get("digest") != digest:
                 continue
-            return predicted_of(json.loads((run / FILE).read_text())), run
-        except (OSError, ValueError, KeyError, TypeError):
+            return predicted_of(inputs.read_json(run / FILE)), run
+        except (OSError, KbenchError, ValueError, KeyError, TypeError, AttributeError):  # not a run to read from
             continue
     return {}, None
 

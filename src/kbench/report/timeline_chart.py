@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kbench.analysis import timeline as tl
+from kbench.analysis.timeline_index import union
 from kbench.nvtx import ITERATION, stage_range
 from kbench.report.chart import pyplot
 
@@ -89,7 +90,7 @@ def stretch(frame: pd.DataFrame, analysis: TimelineAnalysis) -> Stretch:
         return Stretch(start, start + round(w.window_us * 1e3), what, f"the start of iteration {w.index}'s range")
     w = windows[0]
     start, end = w.start_ns, w.start_ns + round(w.window_us * 1e3)
-    runs = _runs(tl.union(_clipped(frame[frame["kind"].isin(tl.GPU_KINDS)], start, end)))
+    runs = _runs(union(_clipped(frame[frame["kind"].isin(tl.GPU_KINDS)], start, end)))
     if len(runs) < 2:
         whole = "the whole analysed window (the capture has no kbench:iteration ranges)"
         return Stretch(start, end, whole, "the first stage's start")
@@ -158,7 +159,7 @@ def _at_least_two(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         elif running >= 2 > running + step and t > since:
             out.append((since, t))
         running += step
-    return tl.union(out)
+    return union(out)
 
 
 def drawing(frame: pd.DataFrame, analysis: TimelineAnalysis, title: str) -> TimelineDrawing:
@@ -197,7 +198,7 @@ def drawing(frame: pd.DataFrame, analysis: TimelineAnalysis, title: str) -> Time
     ]
     streams = sorted({b.lane for b in bars}, key=lambda lane: (len(lane), lane))
     spans = _clipped(gpu, s.start_ns, s.end_ns)
-    busy = tl.union(spans)
+    busy = union(spans)
     gaps = [
         (a, b)
         for a, b in zip([s.start_ns] + [b for _, b in busy], [a for a, _ in busy] + [s.end_ns], strict=True)

@@ -1,0 +1,77 @@
+"""The records a kbench run folder keeps beside its capture, checked as `kbench analyze` reads them back: each
+stage's launch record (tiling/<stage>.json: grid, registers, the compiled kernel's instruction mix, its data flow)
+and the access run's predictions (predicted.json). A field of the wrong type is a malformed input (exit 4) that
+names the file, never a crash deep in the analysis (exit 70). Only the fields the analysis reads are checked."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import ConfigDict, NonNegativeInt, StrictBool, TypeAdapter, ValidationError
+
+from kbench.analysis.access_facts import Predicted
+from kbench.analysis.ptx import InstructionMix
+from kbench.errors import ConfigError
+from kbench.model import Model
+
+
+class _Tensor(Model):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    name: str
+    bytes: float
+    read: StrictBool
+    written: StrictBool
+    output: StrictBool = False
+
+
+class _Dataflow(Model):
+    model_config = ConfigDict(extra="allow")
+    kernels: NonNegativeInt | None = None
+    tensors: list[_Tensor]
+
+
+class _Launch(Model):
+    """What figures.Facts, fusion and the conformance table read of a launch record (others pass unread)."""
+
+    model_config = ConfigDict(extra="allow")
+    grid: list[NonNegativeInt] | None = None
+    registers: NonNegativeInt | None = None
+    num_warps: NonNegativeInt | None = None
+    num_stages: NonNegativeInt | None = None
+    spills: NonNegativeInt | None = None
+    shared_bytes: NonNegativeInt | None = None
+    tensor_cores: StrictBool | None = None
+    instructions: InstructionMix | None = None
+    dataflow: _Dataflow | None = None
+
+
+@cache
+def _predicted() -> TypeAdapter[Predicted]:
+    return TypeAdapter(Predicted)
+
+
+def _why(e: ValidationError) -> str:
+    first = e.errors()[0]
+    return f"{'.'.join(map(str, first['loc'])) or 'the record'}: {first['msg']}"
+
+
+def launches(records: dict[str, Any], folder: Path) -> dict[str, dict[str, Any]]:
+    """The launch records of the run folder ``folder`` by stage, each checked; ConfigError naming the first that
+    is malformed."""
+    for stage, record in records.items():
+        try:
+            _Launch.model_validate(record)
+        except ValidationError as e:
+            path = folder / "tiling" / f"{stage}.json"
+            raise ConfigError(f"{path} is not a launch record kbench wrote ({_why(e)}); remove it or fix it") from None
+    return records
+
+
+def predictions(stages: dict[str, Any], path: Path) -> dict[str, Predicted]:
+    """predicted.json's stages as ``Predicted``; ConfigError naming ``path`` where one is malformed."""
+    try:
+        return {str(stage): _predicted().validate_python(record) for stage, record in stages.items()}
+    except ValidationError as e:
+        raise ConfigError(f"{path} is not an access prediction kbench wrote ({_why(e)}); remove it or fix it") from None
