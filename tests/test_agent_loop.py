@@ -192,3 +192,14 @@ def test_profile_through_mcp_reports_progress(tmp_path: Path, isolated: Path, mo
     assert all(isinstance(m, str) and m for _, _, m in got)
     assert answer["report"]["mode"] == "replay" and answer["report"]["params"]["m"] == 1024
     assert answer["report_md"].startswith("# Profile: matmul base")
+
+
+def test_mcp_analyze_reads_the_plan_beside_a_capture_from_the_servers_kernel_path(tmp_path: Path) -> None:
+    """A capture in a run folder of the user's own package (its params.json names it) is analysed with that plan when
+    the server's --kernel-path holds the package, as `kbench analyze --kernel-path` does."""
+    run = ROOT / "docs" / "examples" / "access-h100" / "annotation-transpose-naive"
+    assert json.loads((run / "params.json").read_text())["kernel"] == "transpose"  # not a shipped package
+    steps = [("analyze", {"capture": str(run / "profile.ncu-rep"), "out": str(tmp_path / "out")})]
+    [(r, answer)] = _call(build([str(DATA / "validation")]), steps)
+    assert not r.is_error and answer is not None
+    assert answer["report_md"].startswith("# Profile: transpose naive"), answer["report_md"][:200]

@@ -183,7 +183,7 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
             root = fence.inside(out, "out")  # the run folder is made inside it (kbench.report.folder.new_run_dir)
             registry.for_capture(path, mode)
             the_plan = _plan(plan, plan_version, params, paths) if plan else None
-            return done(pipeline.analyze(path, mode, root, the_plan))
+            return done(pipeline.analyze(path, mode, root, the_plan, paths))  # params.json's plan: from paths too
 
         return await in_thread(work)
 
