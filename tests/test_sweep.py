@@ -186,3 +186,39 @@ def test_an_access_sweep_never_passes_interpreter_time_for_gpu_time(cli: Callabl
     label, _ = sweep_report.time_axis(sweep.done_rows(folder))
     assert label == "interpreter time (us; CPU, not GPU time)"
     assert sorted(p.name for p in (folder / "plots").iterdir()) == ["n.png"]
+
+
+def _drawn_axes(rows: list[sweep.Row], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """(y label, x label) of every panel sweep_report.plots draws for ``rows`` swept along n, as saved."""
+    from matplotlib.figure import Figure
+
+    from kbench import sweep_report
+
+    seen: list[tuple[str, str]] = []
+    save = Figure.savefig
+
+    def savefig(fig: Figure, *args: object, **kwargs: object) -> None:
+        seen.extend((ax.get_ylabel(), ax.get_xlabel()) for ax in fig.axes)
+        save(fig, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    assert [p.name for p in sweep_report.plots(rows, ["n"], tmp_path)] == ["n.png"]
+    return seen
+
+
+@pytest.mark.parametrize("access", [False, True])
+def test_the_plots_label_their_axes_with_what_they_plot(
+    access: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The time axis says which time it is (GPU duration, or the interpreter's) whatever the lines are called; a
+    sweep that ran no GPU has no % of roof to draw, so it draws no empty panel for it."""
+    rows = [
+        sweep.Row(version=v, params={"n": str(n)}, status="ok", bottleneck="Memory",
+                  **({"interpreter_us": 10.0 * n} if access else {"duration_us": 1.0 * n, "roof_pct": 50.0}))
+        for v in ("base", "v2") for n in (1024, 4096)
+    ]  # fmt: skip
+    seen = _drawn_axes(rows, tmp_path, monkeypatch)
+    if access:
+        assert seen == [("interpreter time (us; CPU, not GPU time)", "n")]
+    else:
+        assert seen == [("duration (us)", "n"), ("% of roof", "n")]

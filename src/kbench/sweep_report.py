@@ -111,37 +111,42 @@ def flip_map(rows: list[Row], swept: Sequence[str]) -> list[str]:
 
 
 def plots(rows: list[Row], swept: Sequence[str], plot_dir: Path) -> list[Path]:
-    """For each swept parameter, duration and % of roof against it: one line per version (and combination of the
-    other swept values), markers by bottleneck class."""
+    """For each swept parameter, duration and % of roof against it (a sweep that ran no GPU: the interpreter's time
+    alone, it has no % of roof): one line per version (and combination of the other swept values), markers by
+    bottleneck class."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     markers = {"Memory": "o", "Compute": "s", "Latency": "^"}
-    label, time = time_axis(rows)
+    axis, time = time_axis(rows)
+    panels: list[tuple[str, Callable[[Row], float | None]]] = [(axis, time)]
+    if axis != INTERPRETED:
+        panels.append(("% of roof", lambda r: r.roof_pct))
     written = []
     plot_dir.mkdir(parents=True, exist_ok=True)
     for along in swept:
         lines = _lines(rows, along, swept)
         if not lines:
             continue
-        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
         for (version, others), line in lines.items():
             label = version + ("" if not others else " (" + ", ".join(f"{n}={v}" for n, v in others) + ")")
             xs = [float(r.params[along]) if _sort_key(r.params[along])[0] == 0 else i for i, r in enumerate(line)]
-            for ax, ys in ((left, [time(r) for r in line]), (right, [r.roof_pct for r in line])):
+            for ax, (_, value) in zip(axes[0], panels, strict=True):
+                ys = [value(r) for r in line]
                 drawn = ax.plot(xs, [y if y is not None else float("nan") for y in ys], label=label)[0]
                 for x, y, r in zip(xs, ys, line, strict=True):
                     if y is not None:
                         ax.scatter([x], [y], marker=markers.get(r.bottleneck or "", "x"), color=drawn.get_color())
-        for ax, what in ((left, label), (right, "% of roof")):
+        for ax, (what, _) in zip(axes[0], panels, strict=True):
             ax.set_xlabel(along)
             ax.set_ylabel(what)
             ax.set_xscale("log", base=2)
             ax.grid(True, alpha=0.3)
-        left.set_yscale("log")
-        right.legend(fontsize=7, title="markers: o Memory, s Compute, ^ Latency", title_fontsize=7)
+        axes[0][0].set_yscale("log")
+        axes[0][-1].legend(fontsize=7, title="markers: o Memory, s Compute, ^ Latency", title_fontsize=7)
         fig.tight_layout()
         path = plot_dir / f"{along}.png"
         fig.savefig(path, dpi=100)
