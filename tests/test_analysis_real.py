@@ -35,7 +35,7 @@ def reanalyse(name: str, ceilings: dict[str, Ceilings] | None = None) -> tuple[P
     timings = {stage: TimingStats.of(s["samples_us"]) for stage, s in samples.items()}
     known = ceilings is None
     if ceilings is None:
-        ceilings = load_devices().devices[params["device"]["key"]].ceilings()
+        ceilings = load_devices().devices[params["device"]["key"]].ceilings(params["device"]["key"])
     figures = from_timings(
         plan.checked_stages(), timings, ceilings, roofline_known=known, device_name=params["device"]["name"]
     )

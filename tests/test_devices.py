@@ -32,7 +32,7 @@ def test_packaged_copy_is_the_repository_copy() -> None:
 
 
 def test_h100_ridge_point_follows_the_contract() -> None:
-    c = load_devices().devices["H100_SXM"].ceilings()["bf16"]
+    c = load_devices().devices["H100_SXM"].ceilings("H100_SXM")["bf16"]
     assert c.ridge == pytest.approx(989.4e12 / 3.35e12, rel=1e-6)
     assert 290 < c.ridge < 300
 
@@ -107,3 +107,19 @@ def test_tensor_feed_numbers_need_a_source(tmp_path: Path, monkeypatch) -> None:
     path.write_text(json.dumps(table))
     with pytest.raises(ConfigError, match="feed_source"):
         load_devices(path)
+
+
+def test_a_gpu_report_names_its_device_one_way(tmp_path: Path) -> None:
+    """The Environment line names the GPU as NVML did and its conf/devices.json key; the Ceilings line names the peaks
+    it used by that same key, never by another name of the part (the table's display name: two names, one GPU)."""
+    from kbench import pipeline
+    from kbench.plan.discovery import load_version
+
+    capture = Path(__file__).parent / "data" / "kbench_h100" / "nsys_fork_join.sqlite"
+    plan = load_version("fork_join", "base").from_values({"m": "4096", "n": "4096", "k": "4096", "w": "65536"})
+    text = pipeline.analyze(capture, None, tmp_path, plan).report_md
+    spec = load_devices().devices["H100_SXM"]
+    (device,) = [line for line in text.splitlines() if line.startswith("- Device: ")]
+    (ceilings,) = [line for line in text.splitlines() if line.startswith("Ceilings: ")]
+    assert device == f"- Device: {spec.nvml_names[0]} (conf/devices.json: H100_SXM)"
+    assert "H100_SXM" in ceilings and spec.display_name not in text

@@ -43,7 +43,7 @@ class Replay:
 
     def capture(self, job: Job) -> Capture:
         assert job.device.spec is not None
-        ceilings = job.device.spec.ceilings()
+        ceilings = job.device.ceilings()
         with job.env.sampled():  # each stage at twice its roofline bound, three times
             samples = {
                 s.name: [2.0 * bound_us(ceilings[s.precision], s.flops, s.dram_bytes)] * 3
@@ -63,7 +63,7 @@ class Replay:
         samples = json.loads(capture.files["samples"].read_text())
         timings = {name: TimingStats.of(us) for name, us in samples.items()}
         figures = from_timings(
-            ctx.plan.checked_stages(), timings, device.spec.ceilings(), roofline_known=True, device_name=device.name
+            ctx.plan.checked_stages(), timings, device.ceilings(), roofline_known=True, device_name=device.name
         )
         return Analysis(device=device, figures=figures, timing_method="replayed samples", sections=Sections())
 

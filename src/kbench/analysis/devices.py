@@ -92,9 +92,10 @@ class DeviceSpec(Model):
     measured: dict[str, Measured] = Field(default_factory=dict)
     limits: SmLimits | None = None
 
-    def ceilings(self) -> dict[str, Ceilings]:
-        """Roofs per precision: each precision's peak with the DRAM bandwidth (datasheet values)."""
-        source = f"datasheet peaks of {self.display_name} from conf/devices.json"
+    def ceilings(self, key: str) -> dict[str, Ceilings]:
+        """Roofs per precision: each precision's peak with the DRAM bandwidth (datasheet values), named by the
+        entry's ``key`` in conf/devices.json, as a report's Device line names it."""
+        source = f"datasheet peaks of {key} from conf/devices.json"
         return {str(p): Ceilings(tflops=v, gbps=self.dram_gbps, source=source) for p, v in self.peak_tflops.items()}
 
     def practical(self) -> dict[str, Ceilings]:
@@ -201,6 +202,10 @@ class ActiveDevice:
     @property
     def known(self) -> bool:
         return self.spec is not None
+
+    def ceilings(self) -> dict[str, Ceilings]:
+        """Its entry's datasheet roofs per precision; none for a device conf/devices.json does not know."""
+        return self.spec.ceilings(self.key) if self.spec is not None and self.key is not None else {}
 
 
 def resolve(table: DeviceTable, name: str, driver: str | None = None, sm_count: int | None = None) -> ActiveDevice:

@@ -62,7 +62,7 @@ def print_prediction(plan: KernelPlan, device_key: str | None) -> None:
             f"{dev.name} is not in conf/devices.json: no roofline to predict from; "
             f"name a known device with --device ({', '.join(table.devices)})"
         )
-    ceilings = dev.spec.ceilings()
+    ceilings = dev.ceilings()
     typer.echo(
         f"Roofline-only lower bounds for {plan.package} {plan.version} {plan.values()} on "
         f"{dev.spec.display_name} ({dev.key}, datasheet peaks{fallback}):"

@@ -134,7 +134,7 @@ class AccessMode:
                 f"--device ({', '.join(ctx.table.devices)})"
             )
         spec = device.spec
-        figures = predicted_figures(outcome, spec.ceilings(), spec.practical(), spec.display_name)
+        figures = predicted_figures(outcome, device.ceilings(), spec.practical(), spec.display_name)
         return Analysis(
             device=device,
             figures=figures,

@@ -178,7 +178,7 @@ class CounterMode:
             if plan
             else {}
         )
-        ceilings = device.spec.ceilings() if device.spec else {}
+        ceilings = device.ceilings()
         figures = from_counters(
             counters,
             models,
@@ -227,11 +227,12 @@ class CounterMode:
         ncu_files.tables(grouped, run_dir)
         if self.deep:
             ncu_files.deep_dive(result, grouped, run_dir)
-        spec = analysis.device.spec
-        if analysis.chart and spec is not None:
-            title = f"{result.kernel} {result.version} on {spec.display_name}"
+        device = analysis.device
+        if analysis.chart and device.spec is not None:
+            title = f"{result.kernel} {result.version} on {device.name}"  # as the report's Device line names it
             # the practical roofs beside the datasheet ones: those Top 3's gains are measured against (Facts.of)
-            chart.roofline_png(result.figures, spec.ceilings(), spec.practical(), run_dir / analysis.chart, title)
+            chart.roofline_png(result.figures, device.ceilings(), device.spec.practical(), run_dir / analysis.chart,
+                               title)  # fmt: skip
 
 
 ANNOTATION = CounterMode("annotation", deep=False)

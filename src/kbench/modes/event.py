@@ -153,7 +153,7 @@ class Event(InProcessMode):
             found = json.loads(capture.files["ceilings"].read_text())
             ceilings = {p: Ceilings(**c) for p, c in found.items()}
         else:
-            ceilings = device.spec.ceilings() if device.spec else {}
+            ceilings = device.ceilings()
         # a stage's duration: its CUPTI samples where they were taken, else its CUDA-event samples
         stats = {name: TimingStats.of(s.get("cupti_us") or s["samples_us"]) for name, s in timings["stages"].items()}
         figures = from_timings(

@@ -75,7 +75,7 @@ class IntraMode(InProcessMode):
         figures = from_timings(
             ctx.plan.checked_stages(),
             {s.name: TimingStats.of(record["stages"][s.name]["plain_us"]) for s in stages},
-            device.spec.ceilings() if device.spec else {},
+            device.ceilings(),
             roofline_known=device.known,
             device_name=device.name,
             facts=facts,

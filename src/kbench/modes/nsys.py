@@ -188,7 +188,7 @@ class Nsys:
             figures = from_timeline(
                 analysis,
                 stages,
-                device.spec.ceilings() if device.spec else {},
+                device.ceilings(),
                 roofline_known=device.known,
                 device_name=device.name,
                 facts=Facts.of(device, capture.tiling, capture.predicted),

@@ -89,7 +89,7 @@ class Proton(InProcessMode):
         figures = from_timings(
             ctx.plan.checked_stages(),
             stats,
-            device.spec.ceilings() if device.spec else {},
+            device.ceilings(),
             roofline_known=device.known,
             device_name=device.name,
             facts=Facts.of(device, capture.tiling, capture.predicted).measured_by(_stall_evidence(profile)),
