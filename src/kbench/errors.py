@@ -1,5 +1,10 @@
 """The one error hierarchy: the CLI prints ``str(error)`` as one line and exits with ``exit_code``."""
 
+import errno
+
+# errors of the machine, not of kbench: the disk is full, a file-size limit, a read-only or forbidden folder
+WRITE_FAILURES = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
 
 def first_line(e: BaseException) -> str:
     """The first line of an exception's message (its type name when it has none)."""
@@ -10,6 +15,18 @@ class KbenchError(Exception):
     """Something the user can act on; the message says what to do."""
 
     exit_code = 1
+
+
+class WriteRefused(KbenchError):
+    """The machine refused a write (exit 1): nothing truncated is left under the file's name."""
+
+
+def refused_write(e: OSError) -> WriteRefused | None:
+    """A write's OSError as the one line the user gets when the machine refused it (``WRITE_FAILURES``); None when
+    it is of another kind."""
+    if e.errno not in WRITE_FAILURES:
+        return None
+    return WriteRefused(f"cannot write{f' {e.filename}' if e.filename else ''}: {e.strerror}")
 
 
 class UsageError(KbenchError):

@@ -53,8 +53,10 @@ def write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
             write(f)
         Path(tmp).chmod(_file_mode())
         Path(tmp).replace(path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = str(path)  # a write to the descriptor names no file: the one the user asked for
         raise
 
 

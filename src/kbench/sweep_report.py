@@ -114,18 +114,15 @@ def plots(rows: list[Row], swept: Sequence[str], plot_dir: Path) -> list[Path]:
     """For each swept parameter, duration and % of roof against it (a sweep that ran no GPU: the interpreter's time
     alone, it has no % of roof): one line per version (and combination of the other swept values), markers by
     bottleneck class."""
-    import matplotlib
+    from kbench.report.chart import pyplot, save_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     markers = {"Memory": "o", "Compute": "s", "Latency": "^"}
     axis, time = time_axis(rows)
     panels: list[tuple[str, Callable[[Row], float | None]]] = [(axis, time)]
     if axis != INTERPRETED:
         panels.append(("% of roof", lambda r: r.roof_pct))
     written = []
-    plot_dir.mkdir(parents=True, exist_ok=True)
     for along in swept:
         lines = _lines(rows, along, swept)
         if not lines:
@@ -148,10 +145,7 @@ def plots(rows: list[Row], swept: Sequence[str], plot_dir: Path) -> list[Path]:
         axes[0][0].set_yscale("log")
         axes[0][-1].legend(fontsize=7, title="markers: o Memory, s Compute, ^ Latency", title_fontsize=7)
         fig.tight_layout()
-        path = plot_dir / f"{along}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+        written.append(save_png(fig, plot_dir / f"{along}.png", dpi=100))
     return written
 
 

@@ -122,6 +122,30 @@ def test_a_full_disk_is_one_line_and_leaves_no_truncated_file(tmp_path: Path) ->
     assert {r["status"] for r in runs} == {"ok", "failed"}
 
 
+def test_a_full_disk_while_access_mode_draws_its_pictures_is_one_line_exit_1(tmp_path: Path) -> None:
+    """Access mode's pictures are drawn in its child process (no GPU): a write the machine refuses there is the same
+    one line and exit 1 as in kbench's own process, never a "kbench bug" (70), and leaves no truncated picture."""
+    out = tmp_path / "profiles"
+    # the pictures (~44 kB each) pass the limit; the run folder's JSON files and logs stay under it
+    done = kbench("profile", "vector_add", "--n=65536", "--prof_type=access", "--out", str(out), timeout=300,
+                  preexec_fn=lambda: _limit(30_000))  # fmt: skip
+    assert done.code == 1, done.stderr
+    one_line(done.stderr, "cannot write")
+    assert "File too large" in done.stderr
+    (run,) = {p.parent for p in out.rglob("params.json")}
+    assert json.loads((run / "params.json").read_text())["status"] == "failed"
+    assert not list(run.rglob("*.png")) and not list(run.rglob("*.tmp"))
+
+
+def test_a_picture_blocked_by_a_folder_is_one_line_exit_1(tmp_path: Path) -> None:
+    """`kbench check --access-pictures DIR` where a folder already holds a picture's name: one line, exit 1."""
+    pictures = tmp_path / "pictures"
+    (pictures / "vector_add-base-a.png").mkdir(parents=True)
+    done = kbench("check", "vector_add", "base", "--access", "--access-pictures", str(pictures), timeout=300)
+    assert done.code == 1, done.stderr
+    one_line(done.stderr, f"cannot write {pictures / 'vector_add-base-a.png'}")
+
+
 def test_a_dead_run_is_not_shown_as_running(tmp_path: Path) -> None:
     out = tmp_path / "profiles"
     run = out / "event" / "matmul" / "m1" / "20260101T000000Z"

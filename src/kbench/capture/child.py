@@ -18,7 +18,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kbench.errors import KbenchError
+from kbench.errors import KbenchError, refused_write
 from kbench.nvtx import ITERATION, alone_range, stage_range
 
 if TYPE_CHECKING:
@@ -180,9 +180,15 @@ def leaves_at_once(spec: dict[str, Any]) -> bool:
 
 
 def said(program: Callable[[str], int], spec_path: str) -> int:
-    """``program``'s exit code; a KbenchError it raises as one line (PREFIX: ``failure`` finds it) and its code."""
+    """``program``'s exit code; a KbenchError it raises, or a write the machine refused (a full disk: as kbench's own
+    process says it), as one line (PREFIX: ``failure`` finds it) and its code."""
     try:
         return program(spec_path)
+    except OSError as e:
+        if (refused := refused_write(e)) is None:
+            raise
+        print(f"{PREFIX}{refused}", file=sys.stderr)
+        return refused.exit_code
     except KbenchError as e:
         print(f"{PREFIX}{e}", file=sys.stderr)
         return e.exit_code

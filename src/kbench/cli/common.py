@@ -5,7 +5,6 @@ Nothing here imports typer or click: `kbench analyze` (kbench.cli.analyze) runs 
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import sys
@@ -15,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kbench.errors import KbenchError, Terminated, UsageError
+from kbench.errors import KbenchError, Terminated, UsageError, refused_write
 
 log = logging.getLogger("kbench")
 
@@ -68,10 +67,6 @@ def setup_logging(verbose: bool) -> None:
     )
 
 
-# errors of the machine, not of kbench: the disk is full, a file-size limit, a read-only or forbidden folder
-WRITE_FAILURES = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
-
-
 def run_command(cmd: Any, argv: list[str] | None, prog: str) -> NoReturn:
     """Run a click command; every error ends as one line on stderr and a non-zero exit code."""
     with errors_exit(prog):
@@ -101,12 +96,9 @@ def errors_exit(prog: str) -> Iterator[None]:
     except KbenchError as e:
         fail(str(e), e.exit_code)
     except OSError as e:
-        if e.errno not in WRITE_FAILURES:
+        if (refused := refused_write(e)) is None:
             internal(e)
-        where = f" {e.filename}" if e.filename else ""
-        fail(
-            f"cannot write{where}: {e.strerror}; earlier profiles are untouched, this run's folder is marked failed", 1
-        )
+        fail(f"{refused}; earlier profiles are untouched, this run's folder is marked failed", refused.exit_code)
     except Exception as e:
         # click's own errors (typer vendors click in recent releases, so they are matched by shape)
         if type(e).__name__ == "NoArgsIsHelpError":  # `kbench` alone: the help, not an error line

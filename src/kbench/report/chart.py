@@ -15,6 +15,8 @@ from kbench.analysis import roofline as rl
 from kbench.analysis.figures import PlanFigures
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.stages import StageFigures
+from kbench.errors import WriteRefused
+from kbench.fsutil import write_atomic
 
 if TYPE_CHECKING:  # numpy: not at import, the analysis of an .ncu-rep imports this module while a library loads
     from kbench.analysis.access import Touched
@@ -39,6 +41,18 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_png(fig: Any, path: Path, dpi: int) -> Path:
+    """``fig`` as a PNG at ``path`` (its folder made), whole or not at all (kbench.fsutil.write_atomic), then closed;
+    a write the machine refuses (a full disk, a read-only folder, a folder in its place) is WriteRefused (exit 1)."""
+    try:
+        write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=dpi))
+    except OSError as e:
+        raise WriteRefused(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        pyplot().close(fig)
+    return path
 
 
 def import_meanwhile() -> threading.Thread:
@@ -181,8 +195,7 @@ def draw_roofline(d: RooflineDrawing, path: Path) -> None:
     ax.set_title(d.title)
     ax.grid(True, which="both", alpha=0.3)
     fig.legend(loc="lower left", bbox_to_anchor=(0.1, 0.01), fontsize=8, frameon=False)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_png(fig, path, dpi=110)
 
 
 def axis_names(shape: tuple[int, ...]) -> tuple[str, str]:
@@ -248,10 +261,5 @@ def access_figure(t: Touched, where: str, programs: int = 16) -> Any:
 
 
 def access_png(t: Touched, path: Path, where: str, programs: int = 16) -> Path:
-    """Write ``access_figure`` to ``path`` (its folder made)."""
-    plt = pyplot()
-    fig = access_figure(t, where, programs)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    """Write ``access_figure`` to ``path`` (``save_png``)."""
+    return save_png(access_figure(t, where, programs), path, dpi=90)
