@@ -4,8 +4,10 @@ it, and a size limit on every kind of capture (KBENCH_MAX_CAPTURE_MB)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import struct
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -156,6 +158,55 @@ def test_analyze_refuses_a_capture_over_its_limit_before_any_backend_opens_it(
     with pytest.raises(inputs.TooLarge):
         pipeline.analyze(capture, None, tmp_path / "out", None)
     assert not (tmp_path / "out").exists()
+
+
+def _padded(path: Path, data: Mapping[str, object], mb: float) -> Path:
+    """``data`` as JSON followed by spaces (still valid JSON) up to ``mb`` MB."""
+    from kbench import inputs
+
+    text = json.dumps(data)
+    path.write_text(text + " " * (int(mb * inputs.MB) - len(text)))
+    return path
+
+
+def test_a_run_folders_json_over_its_limit_is_never_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """params.json, result.json, predicted.json and the tiling records kbench reads back from a run folder are held
+    to the JSON limit too (a 300 MB params.json took 770 MB of memory to read): over it, unread, as an unreadable
+    one."""
+    from kbench import inputs
+    from kbench.fsutil import json_object
+    from kbench.report.models import read_result
+
+    path = _padded(tmp_path / "params.json", {"kernel": "matmul"}, 2)
+    (tmp_path / "result.json").write_bytes(path.read_bytes())
+    monkeypatch.setenv(inputs.LIMIT_ENV, "3")
+    assert json_object(path) == {"kernel": "matmul"}
+    monkeypatch.setenv(inputs.LIMIT_ENV, "1")
+    assert json_object(path) is None and read_result(tmp_path) is None
+
+
+def test_a_params_json_over_its_limit_beside_a_capture_is_not_read(tmp_path: Path) -> None:
+    """`kbench analyze` then analyses the capture without the plan that params.json names, and `kbench runs` lists
+    the folder as unreadable, one row, the others still listed."""
+    import shutil
+
+    from kbench import inputs
+
+    run = tmp_path / "run"
+    run.mkdir()
+    capture = Path(shutil.copy(DATA / "kbench_h100" / "annotation_matmul_base.ncu-rep", run))
+    made = {"kernel": "matmul", "version": "base", "mode": "annotation", "status": "ok",
+            "params": {"m": 4096, "n": 4096, "k": 4096, "dtype": "bfloat16"}}  # fmt: skip
+    _padded(run / "params.json", made, 2)
+    out = tmp_path / "out"
+    done = kbench("analyze", str(capture), "--out", str(out), env={inputs.LIMIT_ENV: "1.5"})
+    assert done.code == 0, done.stderr
+    (report,) = out.rglob("report.md")
+    assert report.read_text().startswith("# Profile: annotation_matmul_base offline")
+    shutil.copytree(run, out / "copied")
+    listed = kbench("runs", "--out", str(out), "--json", env={inputs.LIMIT_ENV: "1.5"})
+    assert listed.code == 0, listed.stderr
+    assert sorted(r["status"] for r in json.loads(listed.stdout)) == ["ok", "unreadable"]
 
 
 def test_the_default_limits_are_far_above_every_real_capture() -> None:

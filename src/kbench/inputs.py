@@ -46,9 +46,10 @@ def limit_mb(suffix: str) -> float:
     return value
 
 
-def check_size(path: Path) -> int:
-    """``path``'s size in bytes; TooLarge when it is over the limit of its kind (OSError when it cannot be read)."""
-    size = path.stat().st_size
+def check_size(path: Path, size: int | None = None) -> int:
+    """``path``'s size in bytes (``size``: as an open descriptor of it says); TooLarge when it is over the limit of
+    its kind (OSError when it cannot be read)."""
+    size = path.stat().st_size if size is None else size
     limit = limit_mb(path.suffix)
     if size > limit * MB:
         kind = KIND.get(path.suffix, KIND[OTHER])
