@@ -139,6 +139,21 @@ def test_the_gpu_modes_read_the_newest_access_run_of_the_same_source(tmp_path: P
     assert predicted_for(tmp_path, plan, "none") == ({}, None)
 
 
+@pytest.mark.parametrize("name", ["params.json", "access.json"])
+def test_the_gpu_modes_never_read_an_access_run_through_a_symbolic_link(name: str, tmp_path: Path) -> None:
+    """A run's params.json and access.json are read as kbench wrote them (README: never from a symbolic link): a
+    link planted in their place, even to a well-formed copy, makes the run one not to read."""
+    from kbench.modes.access import predicted_for
+    from kbench.plan.discovery import load_version
+
+    plan = load_version("transpose", "naive", [VAL]).from_values({})
+    run = write_access_run(tmp_path / "out", "mine")
+    elsewhere = tmp_path / name
+    (run / name).rename(elsewhere)
+    (run / name).symlink_to(elsewhere)
+    assert predicted_for(tmp_path / "out", plan, "mine") == ({}, None)
+
+
 def test_event_mode_names_the_predicted_uncoalesced_line_that_it_cannot_measure() -> None:
     """The H200 event capture of the naive transpose: without counters event mode found no mechanism
     (tests/test_diagnosis.py); with an access run's prediction it names the line and the mechanism, its gain against

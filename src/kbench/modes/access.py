@@ -21,12 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbench import inputs
 from kbench.analysis.access_facts import Predicted, SiteFacts, table
 from kbench.analysis.access_figures import point_words, predicted_figures, predicted_of, words
 from kbench.analysis.devices import resolve
 from kbench.errors import KbenchError, KernelError
-from kbench.fsutil import write_text_atomic
+from kbench.fsutil import json_object, write_text_atomic
 from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
 from kbench.plan.base import KernelPlan
 from kbench.report import folder
@@ -49,15 +48,15 @@ def predicted_for(out_root: Path, plan: KernelPlan, digest: str) -> tuple[dict[s
         return {}, None
     runs = sorted((p.parent for p in root.glob(f"*/*/{FILE}")), key=lambda d: d.name, reverse=True)
     for run in runs:
+        params = json_object(run / folder.PARAMS) or {}  # as kbench wrote it: never through a link, never too large
+        source = params.get("source")
+        if params.get("status") != "ok" or params.get("version") != plan.version:
+            continue
+        if not isinstance(source, dict) or source.get("digest") != digest:
+            continue
         try:
-            params = inputs.read_json(run / folder.PARAMS)
-            source = params.get("source") or {}
-            if params.get("status") != "ok" or params.get("version") != plan.version:
-                continue
-            if source.get("digest") != digest:
-                continue
-            return predicted_of(inputs.read_json(run / FILE)), run
-        except (OSError, KbenchError, ValueError, KeyError, TypeError, AttributeError):  # not a run to read from
+            return predicted_of(json_object(run / FILE) or {}), run
+        except (KbenchError, ValueError, KeyError, TypeError, AttributeError):  # not a run to read from
             continue
     return {}, None
 
