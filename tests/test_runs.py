@@ -180,3 +180,24 @@ def test_compare_previous_takes_the_same_parameters(cli) -> None:
     cmp = json.loads(done.stdout)
     a, b = (json.loads((mla / Path(x).name / "params.json").read_text()) for x in (cmp["a"], cmp["b"]))
     assert a["params"] == b["params"] and a["mode"] == b["mode"] and a["started_at"] < b["started_at"]
+
+
+def test_a_result_json_naming_a_kernel_kbench_would_not_is_one_row_not_the_end_of_the_listing(
+    cli: Callable[..., Ran], tmp_path: Path
+) -> None:
+    """An altered result.json (a path for a kernel name) is refused wherever it is read as a run's result (compare,
+    devlog: exit 2), but `kbench runs` lists its folder as a row without it, the other runs still listed."""
+    src = DATA / "examples_h100_1122" / "event-vector_add-v2"
+    good, bad = tmp_path / "out" / "good", tmp_path / "out" / "bad"
+    for run in (good, bad):
+        run.mkdir(parents=True)
+        for name in ("params.json", "result.json"):
+            (run / name).write_text((src / name).read_text())
+    altered = json.loads((bad / "result.json").read_text())
+    (bad / "result.json").write_text(json.dumps({**altered, "kernel": "../elsewhere"}))
+    listed = cli("runs", "--out", str(tmp_path / "out"), "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {Path(r["path"]).name: r for r in json.loads(listed.stdout)}
+    assert set(rows) == {"good", "bad"}
+    assert rows["good"]["duration_us"] is not None and rows["bad"]["duration_us"] is None
+    assert cli("compare", str(good), str(bad)).returncode == 2

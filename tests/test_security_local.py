@@ -287,7 +287,7 @@ def test_a_name_in_result_json_is_checked_like_a_typed_one(
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "result.json names" in done.stderr
     assert outside.read_text() == "mine\n" and not docs.exists()
-    from kbench.report.comparison import load_result  # what the MCP tools read result.json through
+    from kbench.report.models import load_result  # what the MCP tools read result.json through
 
     with pytest.raises(UsageError, match=r"result\.json names"):
         load_result(run)
@@ -313,6 +313,20 @@ def test_the_devlog_still_appends_to_its_own_file(cli: Callable[..., Ran], tmp_p
     grown = (docs / "vector_add.md").read_text()
     assert grown.startswith(first) and grown.count("### vector_add v2") == 2 and "- again" in grown
     assert "vs Previous: vs v2" in grown[len(first) :]
+
+
+@pytest.mark.parametrize("command", ["compare", "devlog"])
+def test_a_symlinked_result_json_is_never_read(cli: Callable[..., Ran], tmp_path: Path, command: str) -> None:
+    """README: a run's result.json is never read from a symbolic link (a planted one may lead to any file the user
+    can read); compare and devlog refuse it in one line as a run folder kbench did not write."""
+    run = _run_folder(tmp_path)
+    outside = tmp_path / "elsewhere.json"
+    (run / "result.json").rename(outside)
+    (run / "result.json").symlink_to(outside)
+    args = [str(run), str(_run_folder(tmp_path / "b"))] if command == "compare" else [str(run), "--docs", "d"]
+    done = cli(command, *args)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "result.json" in done.stderr
 
 
 # -- the autotune cache (JSON: it can only choose among the plan's configs) --------------------------------------------

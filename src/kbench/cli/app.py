@@ -203,7 +203,7 @@ def devlog_cmd(
     TC utilisation, each vs the previous entry of the same mode and parameters; bottleneck; issues; insights) to
     <docs>/<kernel>.md. Earlier entries are never rewritten."""
     from kbench.report import devlog
-    from kbench.report.comparison import load_result
+    from kbench.report.models import load_result
 
     path, text = devlog.append(load_result(run), run, docs, insight)
     typer.echo(text)

@@ -259,8 +259,8 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
 
         def work() -> Logged:
             from kbench.report import devlog as log
-            from kbench.report.comparison import load_result
             from kbench.report.folder import RESULT
+            from kbench.report.models import load_result
 
             folder = fence.inside(run, "run")
             fence.inside(folder / RESULT, "run")

@@ -12,7 +12,7 @@ from kbench.analysis.timing_stats import TimingStats
 from kbench.errors import UsageError
 from kbench.model import Model
 from kbench.report import folder
-from kbench.report.models import ProfileResult
+from kbench.report.models import load_result
 from kbench.report.sections import Sections
 from kbench.report.source import change
 
@@ -25,17 +25,6 @@ class Comparison(Model):
     rows: list[BaselineRow]  # plan duration, then per stage both have: duration, roofline efficiency
     source_changed: bool | None  # whether the source that ran differs (None: one of the runs recorded none)
     notes: list[str]  # what differs between the runs and what could not be compared; the first, their source
-
-
-def load_result(run_dir: Path) -> ProfileResult:
-    """A finished run's result.json; a usage error naming the folder otherwise."""
-    path = run_dir / folder.RESULT
-    if not path.is_file():
-        raise UsageError(f"{run_dir} has no {folder.RESULT}: name the folder of a finished run (see kbench runs)")
-    try:
-        return ProfileResult.model_validate_json(path.read_text())
-    except ValueError as e:
-        raise UsageError(f"{path} is not a kbench result ({str(e).splitlines()[0]})") from None
 
 
 def previous_of(run_dir: Path, allowed: Callable[[Path], object] = Path) -> Path:

@@ -20,7 +20,8 @@ from kbench.analysis.figures import PlanFigures
 from kbench.analysis.roofline import achieved_gbps, achieved_tflops
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
-from kbench.fsutil import checked_name
+from kbench.errors import UsageError
+from kbench.fsutil import checked_name, read_nofollow
 from kbench.report.folder import RESULT
 from kbench.report.sections import MODE_SECTIONS, Frozen, Sections
 from kbench.report.source import Source
@@ -110,13 +111,26 @@ def totals(r: ProfileResult) -> Totals:
     )
 
 
-def read_result(run_dir: Path) -> ProfileResult | None:
-    """The result.json of a finished run, or None when it is missing, unreadable, over its size limit or a link
-    (never followed)."""
-    from kbench.fsutil import read_nofollow
-    from kbench.inputs import TooLarge
-
+def load_result(run_dir: Path) -> ProfileResult:
+    """A finished run's result.json, read as kbench wrote it (never through a symbolic link, never over its size
+    limit: kbench.fsutil.read_nofollow); a usage error naming the folder otherwise."""
+    path = run_dir / RESULT
+    if not path.is_file():
+        raise UsageError(f"{run_dir} has no {RESULT}: name the folder of a finished run (see kbench runs)")
     try:
-        return ProfileResult.model_validate_json(read_nofollow(run_dir / RESULT))
-    except (OSError, ValueError, TooLarge):
+        return ProfileResult.model_validate_json(read_nofollow(path))
+    except OSError as e:
+        raise UsageError(
+            f"{path} is not a file kbench wrote ({e.strerror or e}): name a finished run's folder"
+        ) from None
+    except ValueError as e:
+        raise UsageError(f"{path} is not a kbench result ({str(e).splitlines()[0]})") from None
+
+
+def read_result(run_dir: Path) -> ProfileResult | None:
+    """``load_result``, or None where it refuses the folder's result.json (missing, unreadable, over its size limit,
+    a link, altered)."""
+    try:
+        return load_result(run_dir)
+    except UsageError:
         return None
