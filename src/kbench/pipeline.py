@@ -249,11 +249,10 @@ class Beside:
     note: str = ""
 
 
-def beside(path: Path, kernel_path: list[str] | None = None) -> Beside:
-    """The plan and mode of the run folder a capture lies in, read from its params.json as data: the kernel, version
-    and parameters pass the checks a typed --plan passes (a kernel package visible here, one of its versions, the
-    plan's parameter checks), never as options or paths; the mode only where it reads this capture."""
-    made = folder.made_with(path)
+def beside(path: Path, made: dict[str, Any], kernel_path: list[str] | None = None) -> Beside:
+    """The plan and mode of the run folder a capture lies in, read from its params.json (``made``) as data: the
+    kernel, version and parameters pass the checks a typed --plan passes (a kernel package visible here, one of its
+    versions, the plan's parameter checks), never as options or paths; the mode only where it reads this capture."""
     if not made:
         return Beside()  # a capture from elsewhere
     mode = made.get("mode")
@@ -282,12 +281,13 @@ def analyze(
     if not path.is_file():
         raise UsageError(f"{path}: no such capture file")
     inputs.check_size(path)  # no backend is handed a capture over its kind's limit
-    made = Beside()
+    made = folder.made_with(path)  # the params.json of the run folder it lies in ({}: a capture from elsewhere)
+    taken = Beside()
     if plan is not None:
-        _same_plan(path, plan)
+        _same_plan(path, made, plan)
     else:
-        made = beside(path, kernel_path)
-        plan, mode = made.plan, mode or made.mode
+        taken = beside(path, made, kernel_path)
+        plan, mode = taken.plan, mode or taken.mode
     backend = registry.for_capture(path, mode)
     capture = backend.open(path)
     from kbench.analysis import records  # checks what a run folder keeps beside its capture
@@ -307,8 +307,8 @@ def analyze(
     partial: PartialCapture | None = None
     try:
         analysis = backend.analyse(capture, Context(plan, load_devices()))
-        if made.note:
-            analysis = replace(analysis, notes=[*analysis.notes, made.note])
+        if taken.note:
+            analysis = replace(analysis, notes=[*analysis.notes, taken.note])
     except PartialCapture as e:  # files but no report.md: written into the run folder all the same
         partial = e
     run_dir = folder.new_run_dir(out_root, backend.name, identity[0], plan.slug() if plan else safe(path.stem))
@@ -336,7 +336,7 @@ def analyze(
                 run_dir,
                 offline=True,
                 clocks=analysis.clock_note or "",
-                source=Source.of(folder.made_with(path).get("source")),  # what ran when kbench made the capture
+                source=Source.of(made.get("source")),  # what ran when kbench made the capture
             )
             return _write(backend, analysis, result, run_dir, params)
         assert partial is not None
@@ -350,10 +350,9 @@ def analyze(
     )
 
 
-def _same_plan(path: Path, plan: KernelPlan) -> None:
-    """A capture kbench made names its kernel and parameters in params.json beside it: --plan must agree, or the
-    FLOP/byte model and the stages would be another kernel's."""
-    made = folder.made_with(path)
+def _same_plan(path: Path, made: dict[str, Any], plan: KernelPlan) -> None:
+    """A capture kbench made names its kernel and parameters in params.json beside it (``made``): --plan must agree,
+    or the FLOP/byte model and the stages would be another kernel's."""
     kernel, values = made.get("kernel"), made.get("params")
     if not isinstance(values, dict) or kernel is None:
         return  # a capture from elsewhere: nothing to compare with
