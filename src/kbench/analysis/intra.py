@@ -20,6 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kbench.analysis.timeline_index import covered
 from kbench.errors import KbenchError
 from kbench.intra_layout import HEADER, MAGIC, TASK_BITS, TIME_BITS, WRITTEN
 
@@ -205,16 +206,6 @@ class IntraAnalysis:
     cta_alone: Spread | None = None  # CTA time of CTAs that had their SM to themselves (90% of their span or more)
 
 
-def _union(intervals: list[tuple[float, float]]) -> float:
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if b <= end:
-            continue
-        total += b - max(a, end)
-        end = b
-    return total
-
-
 def analyse(records: list[Record], device_sms: int | None = None) -> IntraAnalysis:
     """The figures of one kernel's records; ``device_sms`` (the GPU's SM count) adds the SMs that ran nothing."""
     start = min(r.start_us for r in records)
@@ -256,7 +247,7 @@ def analyse(records: list[Record], device_sms: int | None = None) -> IntraAnalys
         task_events={t: events[t] for t in per_task},
         cta_time=Spread.of(list(cta_span.values())),
         imbalance=max(cta_span.values()) / mean_cta if mean_cta > 0 else 1.0,
-        sm_busy_pct=Spread.of([100.0 * _union(iv) / span if span > 0 else 0.0 for iv in sm_intervals.values()]),
+        sm_busy_pct=Spread.of([100.0 * covered(iv) / span if span > 0 else 0.0 for iv in sm_intervals.values()]),
         gap_share_pct=100.0 * sum(gaps) / spans if spans > 0 else 0.0,
         gap_us=Spread.of(gaps) if gaps else None,
         ctas_per_sm=Spread.of([float(len(iv)) for iv in sm_intervals.values()]),

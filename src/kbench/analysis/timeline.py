@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kbench import inputs
 from kbench.analysis.timeline_index import GPU_KINDS as GPU_KINDS  # where report.trace and the tests look for it
-from kbench.analysis.timeline_index import Index, union
+from kbench.analysis.timeline_index import Index, covered
 from kbench.errors import ConfigError
 
 if TYPE_CHECKING:  # pandas is imported where a frame is built: analysis without a timeline never loads it
@@ -273,7 +273,7 @@ def launched_in(tl: pd.DataFrame, start: int, end: int) -> pd.DataFrame:
 def overlapped_fraction(start: int, end: int, others: Iterable[tuple[int, int]]) -> float:
     """The share of [start, end) during which at least one of ``others`` was also running."""
     clipped = [(max(start, a), min(end, b)) for a, b in others if min(end, b) > max(start, a)]
-    return sum(b - a for a, b in union(clipped)) / (end - start) if end > start else 0.0
+    return covered(clipped) / (end - start) if end > start else 0.0
 
 
 def busy(tl: pd.DataFrame, start: int, end: int) -> dict[str, float]:

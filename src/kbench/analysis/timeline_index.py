@@ -11,7 +11,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -19,17 +19,23 @@ if TYPE_CHECKING:
 GPU_KINDS = ("kernel", "memcpy", "memset")
 API_KINDS = ("runtime", "driver")
 NO_WORK_YET = "(window start: no GPU work yet)"
+N = TypeVar("N", int, float)  # nanoseconds in a timeline, microseconds in a kernel's task records
 
 
-def union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+def union(intervals: Iterable[tuple[N, N]]) -> list[tuple[N, N]]:
     """The intervals merged where they overlap or touch, in order."""
-    merged: list[list[int]] = []
+    merged: list[list[N]] = []
     for a, b in sorted(intervals):
         if merged and a <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], b)
         else:
             merged.append([a, b])
     return [(a, b) for a, b in merged]
+
+
+def covered(intervals: Iterable[tuple[N, N]]) -> float:
+    """How long the intervals cover together (their union's length)."""
+    return sum(b - a for a, b in union(intervals))
 
 
 def known(value: Any) -> bool:

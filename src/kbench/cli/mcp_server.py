@@ -106,7 +106,7 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
         kernel: str,
         version: str | None = None,
         params: Params = None,
-        mode: Mode = "event",
+        mode: Mode = registry.DEFAULT,
         out: str = OUT,
         bench_runs: int | None = None,
         device: str | None = None,
