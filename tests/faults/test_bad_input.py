@@ -52,6 +52,7 @@ CASES = [
     ("kbench", ["analyze", str(V2), "--plan", "matmul", "v2", "--m=1024"], {}, 2, "but --plan gives matmul v2"),
     ("kbench", ["analyze", str(V2), "--plan", "vector_add"], {}, 2, "was captured for matmul v2"),
     ("kbench", ["runs", "--limit", "0"], {}, 2, "--limit"),
+    ("kbench", ["analyze", str(DATA / "proton_h100" / "mla_v3.hatchet")], {}, 2, "pass --plan"),  # a needed --plan
     ("kbench", ["nosuchcommand"], {}, 2, "No such command"),
 ]
 

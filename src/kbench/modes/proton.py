@@ -15,7 +15,7 @@ from kbench.analysis.figures import Facts, from_timings
 from kbench.analysis.timing_stats import TimingStats
 from kbench.capture.phases import Stopwatch
 from kbench.capture.prepare import guarded
-from kbench.errors import KbenchError
+from kbench.errors import KbenchError, UsageError
 from kbench.fsutil import write_json_atomic, write_text_atomic
 from kbench.modes.base import Analysis, Capture, Context, InProcessMode, Job, prepare_in_process
 from kbench.report import folder
@@ -69,8 +69,8 @@ class Proton(InProcessMode):
         return Capture(files=files, live=False)
 
     def analyse(self, capture: Capture, ctx: Context) -> Analysis:
-        if ctx.plan is None:
-            raise KbenchError(
+        if ctx.plan is None:  # a needed input missing: bad input, as a missing argument is
+            raise UsageError(
                 "a Proton profile is read against its plan (the scopes are the plan's stages): pass --plan "
                 "<kernel_package> [<version>] --<param>=<value>"
             )
