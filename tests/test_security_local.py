@@ -323,10 +323,12 @@ def test_a_symlinked_result_json_is_never_read(cli: Callable[..., Ran], tmp_path
     outside = tmp_path / "elsewhere.json"
     (run / "result.json").rename(outside)
     (run / "result.json").symlink_to(outside)
-    args = [str(run), str(_run_folder(tmp_path / "b"))] if command == "compare" else [str(run), "--docs", "d"]
+    docs = tmp_path / "docs"
+    args = [str(run), str(_run_folder(tmp_path / "b"))] if command == "compare" else [str(run), "--docs", str(docs)]
     done = cli(command, *args)
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "result.json" in done.stderr
+    assert not docs.exists()
 
 
 # -- the autotune cache (JSON: it can only choose among the plan's configs) --------------------------------------------
