@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,6 +144,63 @@ def test_a_missing_state_folder_is_made_to_be_shared(tmp_path: Path, monkeypatch
     monkeypatch.setenv("KBENCH_STATE_DIR", str(tmp_path / "new" / "state"))
     assert fsutil.state_dir() == tmp_path / "new" / "state"
     assert (tmp_path / "new" / "state").stat().st_mode & 0o7777 == 0o1777
+
+
+@pytest.fixture
+def raced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A state folder name that is free when kbench looks, and a link to a victim folder (/etc in the attack) that
+    another user plants there just after the look, before kbench makes the folder."""
+    victim, state = tmp_path / "victim", tmp_path / "state"
+    victim.mkdir()
+    victim.chmod(0o755)
+    monkeypatch.setenv("KBENCH_STATE_DIR", str(state))
+    return victim, state
+
+
+def test_a_link_planted_while_the_state_folder_is_made_is_never_chmodded(
+    raced: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    victim, state = raced
+    real_exists, real_is_symlink = Path.exists, Path.is_symlink
+
+    def looked_before_the_link(name: str) -> Callable[[Path], bool]:
+        real = real_exists if name == "exists" else real_is_symlink
+
+        def seen(self: Path, *args: Any, **kwargs: Any) -> bool:
+            if self == state:  # kbench's look at the name came before the attacker's link
+                return False
+            return real(self, *args, **kwargs)
+
+        return seen
+
+    state.symlink_to(victim, target_is_directory=True)
+    monkeypatch.setattr(Path, "exists", looked_before_the_link("exists"))
+    monkeypatch.setattr(Path, "is_symlink", looked_before_the_link("is_symlink"))
+    with _refused(f"the state folder {state} is a symbolic link"):
+        fsutil.state_dir()
+    assert victim.stat().st_mode & 0o7777 == 0o755
+
+
+@as_root
+def test_the_lock_script_never_chmods_a_link_planted_while_it_makes_the_state_folder(
+    raced: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.clock_fakes import install_fake_smi
+
+    victim, state = raced
+    smi, log = install_fake_smi(tmp_path)
+    monkeypatch.setenv("NVIDIA_SMI", str(smi))
+    monkeypatch.setenv("FAKE_SMI_LOG", str(log))
+    # a mkdir that lets the attacker's link in first: the script's look at the name came before it
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "mkdir").write_text(f'#!/bin/sh\n[ -L "{state}" ] || ln -s "{victim}" "{state}"\nexec /bin/mkdir "$@"\n')
+    (shim / "mkdir").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    script = Path(__file__).parents[1] / "scripts" / "lock-gpu-clock.sh"
+    done = subprocess.run(["bash", str(script), "--gpu", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "is a symbolic link" in done.stderr, done.stderr
+    assert victim.stat().st_mode & 0o7777 == 0o755
 
 
 # -- the GPU lock files ------------------------------------------------------------------------------------------------

@@ -180,11 +180,14 @@ def state_dir() -> Path:
     path = Path(os.environ.get("KBENCH_STATE_DIR", "/tmp/kbench-state"))
     if not path.exists() and not path.is_symlink():
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.mkdir(0o700)  # never exist_ok: a link planted after the look fails it, and is never chmodded
+        except FileExistsError:
+            pass  # made (or planted) meanwhile: checked below like any folder found there
         except OSError as e:
             raise ConfigError(f"cannot create the state folder {path} (KBENCH_STATE_DIR): {e.strerror}") from None
-        with contextlib.suppress(OSError):
-            path.chmod(0o1777)
+        else:
+            _share(path)
     try:
         why = doubt(path.lstat(), folder=True)
     except OSError as e:
@@ -195,6 +198,18 @@ def state_dir() -> Path:
             "(sudo install -d -m 1777 makes one to share) or set KBENCH_STATE_DIR to a folder of your own"
         )
     return path
+
+
+def _share(path: Path) -> None:
+    """Make the folder this process just created world-writable with the sticky bit, through a descriptor that
+    reached no link (a folder renamed away and a link put in its place is left as it is)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            if os.fstat(fd).st_uid == me():
+                os.fchmod(fd, 0o1777)
+        finally:
+            os.close(fd)
 
 
 def pid_alive(pid: int) -> bool:
