@@ -62,7 +62,8 @@ def test_two_versions_that_run_get_a_winner_per_point(cli: Callable[..., Ran], r
 
 
 def test_an_interrupted_sweep_resumes_from_what_it_finished(replay: Path) -> None:
-    spec = {"kernel": "k", "versions": ["a", "b"], "swept": {"s": ["1", "2", "4"]}, "fixed": {}, "mode": "replay"}
+    spec = {"kernel": "k", "versions": ["a", "b"], "swept": {"s": ["1", "2", "4"]}, "fixed": {}, "mode": "replay",
+            "out": "profiles", "bench_runs": 1}  # fmt: skip
     folder = sweep.new_dir(replay / "sweeps", "k")
     calls: list[tuple[str, dict[str, str]]] = []
 
@@ -81,6 +82,50 @@ def test_an_interrupted_sweep_resumes_from_what_it_finished(replay: Path) -> Non
     rows = sweep.run(sweep.resumed(folder), folder, point, notes.append)
     assert len(calls) == 3 and len(rows) == 6 and notes[0] == "resuming: 3 of 6 point(s) already done"
     assert [r.duration_us for r in rows] == [1.0, 1.0, 2.0, 2.0, 4.0, 4.0]
+
+
+def _planted_sweep(folder: Path, **spec: object) -> Path:
+    """A sweep folder as another user or a repo could leave it: its sweep.json (kbench's keys, any values) and a
+    points.jsonl that says every point is done, so that a resume goes straight to the table and the plots."""
+    asked = {"kernel": "vector_add", "versions": ["base"], "swept": {"n": ["64", "128"]}, "fixed": {},
+             "mode": "access", "out": str(folder.parent / "profiles"), "bench_runs": 1, **spec}  # fmt: skip
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text(json.dumps(asked))
+    swept = asked["swept"] if isinstance(asked["swept"], dict) else {}
+    lines = [
+        json.dumps({"version": "base", "params": {k: v}, "status": "ok", "duration_us": 1.0, "roof_pct": 1.0})
+        for k, values in swept.items()
+        for v in values
+    ]
+    (folder / "points.jsonl").write_text("".join(f"{line}\n" for line in lines))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ({"swept": {"../../../../escaped": ["64", "128"]}}, "'../../../../escaped'"),  # a plot named by it
+        ({"swept": {"/abs/escaped": ["64", "128"]}}, "'/abs/escaped'"),
+        ({"kernel": "../vector_add"}, "'../vector_add'"),
+        ({"versions": ["base\n"]}, "'base\\n'"),
+        ({"mode": "nosuch"}, "nosuch"),
+        ({"bench_runs": "many"}, "bench_runs"),
+        ({"swept": ["n"]}, "swept"),
+        ({"mode": None}, "mode"),
+    ],
+)
+def test_a_planted_sweep_folder_is_read_as_data(
+    cli: Callable[..., Ran], isolated: Path, spec: dict[str, object], fragment: str
+) -> None:
+    """--resume reads what the folder's sweep.json asks, names and all, as a typed sweep would be checked: nothing
+    in it becomes a file name or path outside the sweep folder, and a malformed one is one line (exit 2), not 70."""
+    (isolated / "abs").mkdir()
+    planted = _planted_sweep(isolated / "a" / "b" / "c" / "planted", **spec)
+    before = sorted(p for p in isolated.rglob("*"))
+    done = cli("sweep", "--resume", str(planted))
+    assert done.returncode == 2 and fragment in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert sorted(p for p in isolated.rglob("*")) == before
 
 
 @pytest.mark.parametrize(

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbench.errors import KbenchError, UsageError
-from kbench.fsutil import safe, write_json_atomic
-from kbench.model import Model
+from pydantic import Field, ValidationError, field_validator
+
+from kbench import inputs
+from kbench.errors import ConfigError, KbenchError, UsageError
+from kbench.fsutil import checked_name, safe, write_json_atomic
+from kbench.model import Model, first_error
 from kbench.report import folder
 
 SPEC = "sweep.json"
@@ -247,13 +251,60 @@ def new_dir(sweep_root: Path, kernel: str) -> Path:
     return folder.fresh_dir(sweep_root / safe(kernel))
 
 
+PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a plan parameter's name (an identifier), matched whole
+
+
+class Asked(Model):
+    """sweep.json as ``ask`` writes it, checked when --resume reads it back (a folder another user or a repo may have
+    left): its names pass the checks typed ones do, so that none names a file or folder elsewhere (a swept name names
+    a plot), and its mode is one kbench has."""
+
+    kernel: str
+    versions: list[str] = Field(min_length=1)
+    swept: dict[str, list[str]]
+    fixed: dict[str, str]
+    mode: str
+    out: str
+    bench_runs: int = Field(ge=1)
+
+    @field_validator("kernel")
+    @classmethod
+    def _kernel(cls, value: str) -> str:
+        return checked_name(value, "sweep.json names the kernel")
+
+    @field_validator("versions")
+    @classmethod
+    def _versions(cls, value: list[str]) -> list[str]:
+        return [checked_name(v, "sweep.json names the version") for v in value]
+
+    @field_validator("swept", "fixed")
+    @classmethod
+    def _parameters(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if bad := [name for name in value if not PARAMETER.fullmatch(name)]:
+            raise UsageError(
+                f"sweep.json names the parameter {bad[0]!r}, which is no parameter name: the file was altered"
+            )
+        return value
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, value: str) -> str:
+        from kbench.modes import registry
+
+        registry.get(value)  # an unknown mode: its one line naming the known ones
+        return value
+
+
 def resumed(sweep_dir: Path) -> dict[str, Any]:
-    """The spec of an earlier sweep folder, to finish it."""
+    """The spec of an earlier sweep folder, to finish it (UsageError where it is not one kbench wrote)."""
     try:
-        spec: dict[str, Any] = json.loads((sweep_dir / SPEC).read_text())
-    except (OSError, ValueError):
+        raw = inputs.read_json(sweep_dir / SPEC)
+    except (OSError, ConfigError):
         raise UsageError(f"--resume {sweep_dir}: no readable {SPEC}; name a sweep folder kbench made") from None
-    return spec
+    try:
+        return Asked.model_validate(raw).model_dump()
+    except ValidationError as e:
+        raise UsageError(f"--resume {sweep_dir}: {SPEC} is not a sweep kbench wrote ({first_error(e)})") from None
 
 
 def profiler(spec: dict[str, Any], kernel_path: list[str], progress: Callable[[str], None]) -> PointFn:
