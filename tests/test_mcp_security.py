@@ -76,8 +76,9 @@ def test_check_puts_every_tool_argument_after_the_end_of_options(tmp_path: Path)
     from kbench.cli.mcp_fence import check_argv
 
     argv = check_argv("vector_add", "base", {"n": 4096, "dtype": "float16", "flag": True}, ["/k"], access=True)
-    assert argv == [sys.executable, "-m", "kbench", "check", "--kernel-path=/k", "--access", "--",
+    assert argv[argv.index("kbench") + 1 :] == ["check", "--kernel-path=/k", "--access", "--",
                     "vector_add", "base", "--n=4096", "--dtype=float16", "--flag=true"]  # fmt: skip
+    assert argv[0] == sys.executable and "-P" in argv  # nothing imported from the server's working folder
     # a value holding a second option stays one token, the value of its own parameter
     assert check_argv("vector_add", None, {"n": "1 --kernel-path=/x"}, [], access=False)[-1] == "--n=1 --kernel-path=/x"
 

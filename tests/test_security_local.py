@@ -386,3 +386,45 @@ def test_a_cached_config_is_the_plans_own_never_the_files(tmp_path: Path) -> Non
     path.write_text(json.dumps(data))
     r = autotune.tune(space, lambda c: pytest.fail("re-tuned"), path, "t")
     assert r.source == "cache" and r.best == {"BLOCK": 128} and type(r.best["BLOCK"]) is int
+
+
+# -- the working folder of the processes kbench starts -----------------------------------------------------------------
+@pytest.fixture
+def planted_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working folder (a checked-out repo) holding a `kbench` package of its own, which leaves a marker when
+    imported: a `python -m ...` started there would import it before kbench's own. The marker's path."""
+    folder, marker = tmp_path / "repo", tmp_path / "ran-planted-code"
+    (folder / "kbench").mkdir(parents=True)
+    (folder / "kbench" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('x')\nraise SystemExit(1)\n")
+    monkeypatch.chdir(folder)
+    return marker
+
+
+def test_the_mcp_check_tool_imports_nothing_from_the_servers_working_folder(planted_cwd: Path) -> None:
+    from kbench.cli.mcp_server import build
+    from tests.test_mcp_bounds import calls
+
+    (answer,) = calls(build(), [("check", {"kernel": "vector_add", "version": "base", "params": {"n": 64}})])
+    assert not answer.is_error and (answer.structured_content or {})["passed"], answer.content
+    assert not planted_cwd.exists()
+
+
+def test_a_profile_child_imports_nothing_from_the_working_folder(planted_cwd: Path) -> None:
+    from kbench import api
+    from kbench.plan.discovery import load_version
+
+    plan = load_version("vector_add", "base").from_values({"n": "64"})
+    result = api.profile_plan("access", plan, out_dir="out")  # the access child: python -m kbench.capture...
+    assert result.out_dir and not planted_cwd.exists()
+
+
+@pytest.mark.parametrize("safe_flag", [True, False])
+def test_both_ways_of_starting_python_keep_the_working_folder_off_its_path(planted_cwd: Path, safe_flag: bool) -> None:
+    """-P on Python 3.11 and later; before that the folder is dropped from sys.path before the module is found."""
+    from kbench.capture.tools import python_module
+
+    done = subprocess.run(
+        python_module("kbench", "--help", safe_flag=safe_flag), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "kbench" in done.stdout, done.stderr
+    assert not planted_cwd.exists()

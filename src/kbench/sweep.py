@@ -326,7 +326,6 @@ def run_workers(spec: dict[str, Any], sweep_dir: Path, devices: list[str], kerne
     """One `kbench sweep --resume <dir> --worker i/n` process per GPU (CUDA_VISIBLE_DEVICES), all at once; their rows
     merged in grid order (a point no worker finished says so)."""
     import os
-    import sys
 
     from kbench.capture import tools
 
@@ -334,17 +333,7 @@ def run_workers(spec: dict[str, Any], sweep_dir: Path, devices: list[str], kerne
     paths = [f"--kernel-path={k}" for k in kernel_path]
     jobs = [
         (
-            [
-                sys.executable,
-                "-m",
-                "kbench",
-                "sweep",
-                "--resume",
-                str(sweep_dir),
-                "--worker",
-                f"{i}/{len(devices)}",
-                *paths,
-            ],
+            tools.python_module("kbench", "sweep", "--resume", str(sweep_dir), f"--worker={i}/{len(devices)}", *paths),
             {**os.environ, "CUDA_VISIBLE_DEVICES": gpu},
             sweep_dir / f"worker-{i}.log",
         )

@@ -230,6 +230,16 @@ def detach(argv: list[str], log_path: Path, *, cwd: Path, env: dict[str, str]) -
     return True
 
 
+def python_module(module: str, *args: str, safe_flag: bool = sys.version_info >= (3, 11)) -> list[str]:
+    """The argv of `python -m module args` importing nothing from the working folder (a checked-out repo's
+    typer.py or kbench/ would run first otherwise): -P on Python 3.11 and later, else the folder dropped from sys.path
+    before the module is looked up."""
+    if safe_flag:
+        return [sys.executable, "-P", "-m", module, *args]
+    start = f"import runpy, sys; del sys.path[0]; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    return [sys.executable, "-c", start, *args]
+
+
 def output(argv: list[str], *, timeout_s: float = 30.0) -> Finished:
     """Run a short command (a query) and capture its output; ToolMissing when it cannot start or hangs."""
     try:

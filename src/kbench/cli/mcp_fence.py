@@ -5,7 +5,6 @@ arguments put on `kbench check`'s command line as data, never as its options."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -115,6 +114,8 @@ def check_argv(
 ) -> list[str]:
     """`kbench check`'s command line: the server's own options, then ``--`` (the end of options), then the kernel,
     its version and its parameters, so that nothing a client sends is read as an option (--kernel-path, ...)."""
-    argv = [sys.executable, "-m", "kbench", "check", *(f"--kernel-path={k}" for k in kernel_path)]
-    argv += [*(["--access"] if access else []), "--", kernel, *([version] if version else [])]
-    return argv + [f"--{k}={v}" for k, v in plan_values(params).items()]
+    from kbench.capture.tools import python_module
+
+    argv = ["check", *(f"--kernel-path={k}" for k in kernel_path), *(["--access"] if access else [])]
+    argv += ["--", kernel, *([version] if version else []), *(f"--{k}={v}" for k, v in plan_values(params).items())]
+    return python_module("kbench", *argv)
