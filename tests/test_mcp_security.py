@@ -7,6 +7,7 @@ bounded, a malformed run folder is a row of its own, and tool arguments take num
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -313,3 +314,43 @@ def test_the_tools_describe_what_a_newcomer_needs() -> None:
     (n,) = (p for p in vector_add["params"] if p["name"] == "n")
     assert n["ge"] == 1 and n["le"] == 2**31
     assert "access" in INSTRUCTIONS and "check" in INSTRUCTIONS and "without a GPU" in INSTRUCTIONS
+
+
+def _over_stdio(cwd: Path, steps: list[tuple[str, dict[str, Any]]], *options: str) -> list[Any]:
+    """`python -m kbench mcp [options]` started in ``cwd`` as a client without MCP roots starts it (Claude Code
+    declares none), each step's answer."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    answers: list[Any] = []
+
+    async def main() -> None:
+        argv = ["-m", "kbench", "mcp", *options]
+        params = StdioServerParameters(command=sys.executable, args=argv, cwd=str(cwd), env=dict(os.environ))
+        with (cwd.parent / "server.log").open("a") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                for name, args in steps:
+                    answers.append(await session.call_tool(name, args))
+
+    anyio.run(main)
+    return answers
+
+
+def test_kbench_mcp_without_roots_reaches_only_the_folder_it_was_started_in(fenced: tuple[Path, Path]) -> None:
+    root, outside = fenced
+    shutil.copytree(RUN, root / "run")
+    shutil.copytree(RUN, outside / "run")
+    (outside / "run" / "report.md").write_text(f"{SECRET}\n")
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("read_report", {"run": str(root / "run")}),
+        ("read_report", {"run": str(outside / "run")}),
+        ("devlog", {"run": str(root / "run"), "docs": str(outside / "docs")}),
+        ("runs", {"out": str(outside)}),
+    ]
+    inside, read, logged, listed = _over_stdio(root, steps)
+    assert not inside.is_error and "# Profile" in inside.structured_content["text"]
+    for answer in (read, logged, listed):
+        refused(answer, "outside the roots")
+    assert not (outside / "docs").exists()
+    _, read, _, _ = _over_stdio(root, steps, "--root", str(outside.parent))  # --root widens it
+    assert not read.is_error and SECRET in read.structured_content["text"]

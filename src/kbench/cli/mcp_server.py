@@ -83,11 +83,13 @@ def _plan(kernel: str, version: str | None, params: Params, kernel_path: list[st
     return load_plan(PlanArgs(kernel, version, plan_values(params)), kernel_path)
 
 
-def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) -> MCPServer:
+def build(
+    kernel_path: list[str] | None = None, roots: list[str] | None = None, fallback: list[str] | None = None
+) -> MCPServer:
     """The server, its tools bound to ``kernel_path`` (user kernel folders, besides KBENCH_KERNEL_PATH); file access
-    bounded by ``roots`` (``--root``), else by the client's MCP roots (see ``Roots``)."""
+    bounded by ``roots`` (``--root``), else by the client's MCP roots, else by ``fallback`` (see ``Roots``)."""
     paths = list(kernel_path or [])
-    bound = Roots(list(roots or []))
+    bound = Roots(list(roots or []), fallback)
     server = Server("kbench", version=__version__, instructions=INSTRUCTIONS)
 
     async def in_thread(work: Callable[[], R]) -> R:
@@ -300,4 +302,5 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
 
 
 def serve(kernel_path: list[str], roots: list[str] | None = None) -> None:
-    build(kernel_path, roots).run("stdio")
+    """`kbench mcp`: without --root and client roots, the tools reach the folder it was started in and below."""
+    build(kernel_path, roots, fallback=[str(Path.cwd())]).run("stdio")
