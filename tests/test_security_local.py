@@ -388,6 +388,55 @@ def test_a_cached_config_is_the_plans_own_never_the_files(tmp_path: Path) -> Non
     assert r.source == "cache" and r.best == {"BLOCK": 128} and type(r.best["BLOCK"]) is int
 
 
+@pytest.fixture
+def linked_cache(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A cache root whose package folder is a link planted to a folder elsewhere, which holds an entry of the same
+    name (what a re-tune would overwrite and a failed check delete); the root, the entry by its cache name, and the
+    entry elsewhere."""
+    from kbench.plan import autotune
+
+    root, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
+    (elsewhere / "v2" / "stage").mkdir(parents=True)
+    (root / "H100_SXM").mkdir(parents=True)
+    (root / "H100_SXM" / "pkg").symlink_to(elsewhere, target_is_directory=True)
+    path = autotune.entry_path(root, "H100_SXM", "pkg", "v2", "stage", "n1")
+    victim = elsewhere / "v2" / "stage" / "n1.json"
+    victim.write_text("precious\n")
+    return root, path, victim
+
+
+def test_a_retune_never_writes_through_a_link_below_the_cache_root(
+    linked_cache: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    from kbench.plan import autotune
+
+    _, path, victim = linked_cache
+    with caplog.at_level(logging.WARNING):
+        r = autotune.tune([{"BLOCK": 64}, {"BLOCK": 128}], lambda c: float(c["BLOCK"]), path, "t")
+    assert r.source == "tuned" and r.best == {"BLOCK": 64} and r.path is None
+    assert victim.read_text() == "precious\n" and sorted(victim.parent.iterdir()) == [victim]
+    assert any("symbolic link" in m for m in caplog.messages), caplog.messages
+
+
+def test_a_cache_root_that_is_itself_a_link_is_still_used(tmp_path: Path) -> None:
+    """KBENCH_CACHE_DIR (or .cache) pointed at a scratch disk by its user: the root, not a folder kbench made."""
+    from kbench.plan import autotune
+
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "cache").symlink_to(tmp_path / "scratch", target_is_directory=True)
+    path = autotune.entry_path(tmp_path / "cache" / "kernel-autotune", "H100_SXM", "pkg", "v2", "stage", "n1")
+    autotune.tune([{"BLOCK": 64}, {"BLOCK": 128}], lambda c: float(c["BLOCK"]), path, "t")
+    assert (tmp_path / "scratch" / path.relative_to(tmp_path / "cache")).is_file() and autotune.forget(path)
+
+
+def test_forget_never_deletes_through_a_link_below_the_cache_root(linked_cache: tuple[Path, Path, Path]) -> None:
+    """The link planted after the entry was tuned (a tune takes minutes): the failed check's forget leaves it."""
+    from kbench.plan import autotune
+
+    _, path, victim = linked_cache
+    assert not autotune.forget(path) and victim.read_text() == "precious\n"
+
+
 # -- the working folder of the processes kbench starts -----------------------------------------------------------------
 @pytest.fixture
 def planted_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
