@@ -138,11 +138,13 @@ def open_plain(path: Path, flags: int, mode: int = 0o666) -> int:
 def read_nofollow(path: Path, dir_fd: int | None = None) -> bytes:
     """A regular file's bytes, never through a symbolic link in its last component (kbench writes its files by
     rename, never as links: a link there was planted) and never a FIFO or device (it would block or never end)."""
+    from kbench.inputs import read_limited
+
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path} is not a regular file")
-        return f.read()
+        return read_limited(f, path)  # inputs.TooLarge over the limit of its kind
 
 
 def read_beneath(root: Path, path: Path) -> bytes:
@@ -164,10 +166,13 @@ def read_beneath(root: Path, path: Path) -> bytes:
 
 def json_object(path: Path) -> dict[str, Any] | None:
     """A JSON object kbench wrote (params.json, predicted.json, a tiling record), read as ``read_nofollow`` does;
-    None when it is missing, a link, unreadable, malformed, nested deeper than the parser goes, or not an object."""
+    None when it is missing, a link, unreadable, over its size limit, malformed, nested deeper than the parser goes,
+    or not an object."""
+    from kbench.inputs import TooLarge
+
     try:
         data = json.loads(read_nofollow(path))
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError, TooLarge):
         return None
     return data if isinstance(data, dict) else None
 

@@ -154,6 +154,7 @@ def done_rows(sweep_dir: Path) -> list[Row]:
     path = sweep_dir / POINTS
     if not path.is_file():
         return []
+    inputs.check_size(path)  # a file another run or user left: its size checked before it is read
     rows = []
     for line in path.read_text().splitlines():
         try:

@@ -11,7 +11,7 @@ from pathlib import Path
 from mcp.server.mcpserver import Context
 
 from kbench.errors import UsageError
-from kbench.fsutil import read_beneath
+from kbench.fsutil import read_beneath, read_nofollow
 
 Value = str | int | float | bool  # a plan parameter's value as a tool argument
 
@@ -45,10 +45,9 @@ class Fence:
         """The file ``path`` once ``inside`` allows it; inside roots read down from its root without following any
         link (one swapped in after the check is refused, not followed)."""
         found = self._root(path, what)
-        if found is None:
-            return path.read_text()
         try:
-            return read_beneath(found[1], found[0]).decode(errors="replace")
+            data = read_nofollow(path) if found is None else read_beneath(found[1], found[0])
+            return data.decode(errors="replace")
         except OSError as e:
             raise UsageError(f"cannot read {what} {path}: {e.strerror or e}") from None
 

@@ -28,12 +28,17 @@ class Comparison(Model):
 
 
 def load_result(run_dir: Path) -> ProfileResult:
-    """A finished run's result.json; a usage error naming the folder otherwise."""
+    """A finished run's result.json (never read through a link, nor over its size limit); a usage error naming the
+    folder otherwise."""
+    from kbench.fsutil import read_nofollow
+
     path = run_dir / folder.RESULT
-    if not path.is_file():
+    if not path.is_file() or path.is_symlink():
         raise UsageError(f"{run_dir} has no {folder.RESULT}: name the folder of a finished run (see kbench runs)")
     try:
-        return ProfileResult.model_validate_json(path.read_text())
+        return ProfileResult.model_validate_json(read_nofollow(path))
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
     except ValueError as e:
         raise UsageError(f"{path} is not a kbench result ({str(e).splitlines()[0]})") from None
 

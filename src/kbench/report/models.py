@@ -111,10 +111,12 @@ def totals(r: ProfileResult) -> Totals:
 
 
 def read_result(run_dir: Path) -> ProfileResult | None:
-    """The result.json of a finished run, or None when it is missing, unreadable or a link (never followed)."""
+    """The result.json of a finished run, or None when it is missing, unreadable, over its size limit or a link
+    (never followed)."""
     from kbench.fsutil import read_nofollow
+    from kbench.inputs import TooLarge
 
     try:
         return ProfileResult.model_validate_json(read_nofollow(run_dir / RESULT))
-    except (OSError, ValueError):
+    except (OSError, ValueError, TooLarge):
         return None
