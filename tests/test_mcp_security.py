@@ -354,3 +354,39 @@ def test_kbench_mcp_without_roots_reaches_only_the_folder_it_was_started_in(fenc
     assert not (outside / "docs").exists()
     _, read, _, _ = _over_stdio(root, steps, "--root", str(outside.parent))  # --root widens it
     assert not read.is_error and SECRET in read.structured_content["text"]
+
+
+LONG = "a" * 5_000  # longer than any file system takes as a name
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("read_report", {"run": LONG}),
+        ("read_report", {"run": "run\x00x"}),
+        ("runs", {"out": LONG}),
+        ("compare", {"a": LONG, "previous": True}),
+        ("analyze", {"capture": f"{LONG}.ncu-rep"}),
+        ("profile", {"kernel": "vector_add", "mode": "access", "out": "out\x00"}),
+        ("clone_version", {"kernel": "vector_add", "source": "base", "target": "v9", "kernel_path": "kp\x00"}),
+        ("runs", {"limit": 0}),
+        ("runs", {"limit": -1}),
+    ],
+)
+def test_a_path_no_file_system_takes_is_bad_input_never_a_kbench_bug(
+    tool: str, args: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (answer,) = calls(build(), [(tool, args)])
+    line = refused(answer)
+    assert "kbench bug" not in line and len(line) < 500, line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("runs", "--out", LONG), ("compare", LONG, "--previous"), ("devlog", LONG), ("analyze", f"{LONG}.ncu-rep")],
+)
+def test_a_path_no_file_system_takes_is_exit_2_on_the_command_line(argv: tuple[str, ...], cli: Any) -> None:
+    done = cli(*argv)
+    assert done.returncode == 2 and "internal error" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and len(done.stderr) < 500

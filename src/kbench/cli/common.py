@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kbench.errors import KbenchError, Terminated, UsageError
+from kbench.errors import KbenchError, Terminated, UsageError, bad_name
 
 log = logging.getLogger("kbench")
 
@@ -101,6 +101,8 @@ def errors_exit(prog: str) -> Iterator[None]:
     except KbenchError as e:
         fail(str(e), e.exit_code)
     except OSError as e:
+        if (bad := bad_name(e)) is not None:
+            fail(str(bad), bad.exit_code)
         if e.errno not in WRITE_FAILURES:
             internal(e)
         where = f" {e.filename}" if e.filename else ""
@@ -117,6 +119,8 @@ def errors_exit(prog: str) -> Iterator[None]:
         code = getattr(e, "exit_code", None)
         if hasattr(e, "format_message") and isinstance(code, int):
             fail(f"{e.format_message()} (see {prog} --help)", code or 1)
+        if (bad := bad_name(e)) is not None:
+            fail(str(bad), bad.exit_code)
         internal(e)
 
 

@@ -13,7 +13,7 @@ import pydantic_core
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from kbench.errors import KbenchError, UsageError, first_line
+from kbench.errors import KbenchError, UsageError, bad_name, first_line
 from kbench.model import Model
 from kbench.report.comparison import Comparison
 from kbench.report.models import ProfileResult
@@ -46,6 +46,8 @@ def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except KbenchError as e:
             raise ToolError(first_line(e)) from None
         except Exception as e:
+            if (bad := bad_name(e)) is not None:
+                raise ToolError(str(bad)) from None
             raise ToolError(f"kbench bug ({type(e).__name__}): {first_line(e)}") from None
 
     return wrapper

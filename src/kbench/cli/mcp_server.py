@@ -245,8 +245,8 @@ def build(
             from kbench.errors import UsageError
             from kbench.report.runs import runs as listed
 
-            if offset < 0:
-                raise UsageError(f"offset {offset}: 0 or more")
+            if offset < 0 or (limit is not None and limit < 1):
+                raise UsageError(f"offset {offset} and limit {limit}: offset 0 or more, limit 1 or more")
             every = listed(fence.inside(out, "out"), kernel)  # params.json and result.json never read through a link
             shown = Runs(runs=every[offset : offset + min(limit or 200, 200)])
             return fitted(shown, "runs", "runs", len(every), offset, hint=": runs(offset={next}) lists the next")
