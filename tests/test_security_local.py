@@ -477,3 +477,20 @@ def test_both_ways_of_starting_python_keep_the_working_folder_off_its_path(plant
     )
     assert done.returncode == 0 and "kbench" in done.stdout, done.stderr
     assert not planted_cwd.exists()
+
+
+def test_what_another_holder_wrote_in_the_lock_file_is_shown_as_plain_text(state: Path) -> None:
+    """Whoever holds the GPU writes the holder line kbench shows (another user may): no terminal escapes, no line
+    breaks, and not a page of it."""
+    import fcntl
+
+    lock = state / "gpu0.lock"
+    lock.write_text(
+        json.dumps({"pid": 1, "command": "\x1b]0;owned\x07\x1b[2J" + "x" * 5_000 + "\nkbench: ok", "since": "now"})
+    )
+    with lock.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(gpulock.GpuBusy) as e, gpulock.exclusive(0, wait=False):
+            pass
+    said = str(e.value)
+    assert said.startswith("GPU 0 is busy: kbench pid 1 (`") and said.isprintable() and len(said) < 600, said

@@ -31,12 +31,23 @@ def lock_path(index: int) -> Path:
 
 
 def holder(fd: int) -> str:
-    """Who holds the lock, as its holder wrote it into the file (read through the descriptor kbench opened)."""
+    """Who holds the lock, as its holder wrote it into the file (read through the descriptor kbench opened): another
+    user may have written it, so it is shown as plain text of one line, each field cut at HOLDER_CHARS."""
     try:
         h = json.loads(os.pread(fd, 1 << 16, 0) or b"{}")
-        return " ".join(f"kbench pid {h['pid']} (`{h['command']}`) since {h['since']}".split())
+        pid, command, since = (_plain(str(h[k])) for k in ("pid", "command", "since"))
+        return f"kbench pid {pid} (`{command}`) since {since}"
     except (OSError, ValueError, KeyError, TypeError):
         return "another kbench process (it did not say which)"
+
+
+HOLDER_CHARS = 200
+
+
+def _plain(text: str) -> str:
+    """``text`` on one line of printable characters (a terminal's escape sequences dropped), at most HOLDER_CHARS."""
+    shown = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return shown if len(shown) <= HOLDER_CHARS else shown[: HOLDER_CHARS - 3] + "..."
 
 
 @contextlib.contextmanager
