@@ -494,3 +494,18 @@ def test_what_another_holder_wrote_in_the_lock_file_is_shown_as_plain_text(state
             pass
     said = str(e.value)
     assert said.startswith("GPU 0 is busy: kbench pid 1 (`") and said.isprintable() and len(said) < 600, said
+
+
+def test_access_pictures_replace_a_link_at_their_name_never_write_through_it(
+    cli: Callable[..., Ran], tmp_path: Path
+) -> None:
+    """`kbench check --access-pictures DIR` into a folder others share (/tmp/pics): a link planted at a picture's
+    name (vector_add-base-a.png -> ~/.bashrc) is replaced by the picture, its target left as it was."""
+    pictures, victim = tmp_path / "pics", tmp_path / "rc"
+    pictures.mkdir()
+    victim.write_text("precious\n")
+    (pictures / "vector_add-base-a.png").symlink_to(victim)
+    done = cli("check", "vector_add", "base", "--n=64", "--access-pictures", str(pictures))
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "precious\n"
+    assert (pictures / "vector_add-base-a.png").read_bytes().startswith(b"\x89PNG")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -231,3 +232,52 @@ def test_an_access_sweep_never_passes_interpreter_time_for_gpu_time(cli: Callabl
     label, _ = sweep_report.time_axis(sweep.done_rows(folder))
     assert label == "interpreter time (us; CPU, not GPU time)"
     assert sorted(p.name for p in (folder / "plots").iterdir()) == ["n.png"]
+
+
+@pytest.mark.parametrize("plant", ["points.jsonl", "sweep.csv", "sweep.md", "plots", "plots/s.png"])
+def test_resuming_a_planted_sweep_folder_never_writes_through_its_links(
+    cli: Callable[..., Ran], replay: Path, plant: str
+) -> None:
+    """A sweep folder someone else left (a repo, a shared folder) may hold links where kbench writes: points are
+    appended, the table and plots rewritten. A link to ~/.bashrc at points.jsonl got a row naming a parameter value
+    '$(cmd)' appended to it, which the next shell ran. Nothing is written through a link; one line says which."""
+    done = cli("sweep", "mla_decode", "base", "--s=1,16", "--b=32", "--d=48", "--prof_type=replay",
+               "--out", "profiles", "--sweep-out", "sweeps")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [folder] = list((replay / "sweeps" / "mla_decode").iterdir())
+    victim = replay / "victim"
+    victim.mkdir()
+    (victim / "s.png").write_text("precious\n")
+    (victim / "rc").write_text("precious\n")
+    target = folder / plant
+    if target.is_dir():
+        shutil.rmtree(target)
+    else:
+        target.unlink()
+    target.symlink_to(victim if plant == "plots" else victim / ("s.png" if plant.endswith(".png") else "rc"))
+    if plant != "points.jsonl":
+        (folder / "points.jsonl").write_text("\n".join((folder / "points.jsonl").read_text().splitlines()[:1]) + "\n")
+    again = cli("sweep", "--resume", str(folder))
+    assert (victim / "s.png").read_text() == "precious\n" and (victim / "rc").read_text() == "precious\n"
+    assert sorted(p.name for p in victim.iterdir()) == ["rc", "s.png"]
+    if plant in (
+        "points.jsonl",
+        "plots",
+    ):  # refused in one line (a sweep.md, .csv or picture is replaced, not followed)
+        said = [line for line in again.stderr.splitlines() if line.startswith("kbench: error:")]
+        assert again.returncode == 4 and len(said) == 1 and "remove it" in said[0], again.stderr
+
+
+def test_a_workers_log_is_never_written_through_a_link(tmp_path: Path) -> None:
+    """--gpus workers log into the (possibly resumed, anyone's) sweep folder: a link at worker-0.log is refused."""
+    import sys
+
+    from kbench.capture import tools
+    from kbench.errors import ConfigError
+
+    victim = tmp_path / "rc"
+    victim.write_text("precious\n")
+    (tmp_path / "worker-0.log").symlink_to(victim)
+    with pytest.raises(ConfigError, match=r"worker-0\.log is not a plain file of its own"):
+        tools.run_all([([sys.executable, "-c", "print(1)"], {}, tmp_path / "worker-0.log")], timeout_s=60)
+    assert victim.read_text() == "precious\n"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from kbench import inputs
 from kbench.errors import ConfigError, KbenchError, UsageError
-from kbench.fsutil import checked_name, safe, write_json_atomic
+from kbench.fsutil import checked_name, open_plain, safe, write_json_atomic
 from kbench.model import Model, first_error
 from kbench.report import folder
 
@@ -152,11 +153,13 @@ def model_roof(result: Any) -> str | None:
 
 def done_rows(sweep_dir: Path) -> list[Row]:
     path = sweep_dir / POINTS
-    if not path.is_file():
+    try:  # a file another run or user may have left: never through a link, its size checked before it is read
+        with os.fdopen(open_plain(path, os.O_RDONLY), "rb") as f:
+            text = inputs.read_limited(f, path).decode(errors="replace")
+    except FileNotFoundError:
         return []
-    inputs.check_size(path)  # a file another run or user left: its size checked before it is read
     rows = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         try:
             rows.append(Row.model_validate_json(line))
         except ValueError:
@@ -221,8 +224,8 @@ def point_row(version: str, params: dict[str, str], profile_point: PointFn) -> R
 
 def record(row: Row, sweep_dir: Path) -> None:
     """Append a finished point to points.jsonl (one short line per append: workers share the file)."""
-    with (sweep_dir / POINTS).open("a") as f:
-        f.write(row.model_dump_json() + "\n")
+    with os.fdopen(open_plain(sweep_dir / POINTS, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "w") as f:
+        f.write(row.model_dump_json() + "\n")  # never through a link planted there (a resumed folder: anyone's)
 
 
 def todo(spec: dict[str, Any], sweep_dir: Path) -> tuple[list[tuple[str, dict[str, str]]], list[Row]]:
@@ -326,8 +329,6 @@ def profiler(spec: dict[str, Any], kernel_path: list[str], progress: Callable[[s
 def run_workers(spec: dict[str, Any], sweep_dir: Path, devices: list[str], kernel_path: list[str]) -> list[Row]:
     """One `kbench sweep --resume <dir> --worker i/n` process per GPU (CUDA_VISIBLE_DEVICES), all at once; their rows
     merged in grid order (a point no worker finished says so)."""
-    import os
-
     from kbench.capture import tools
 
     write_spec(spec, sweep_dir)

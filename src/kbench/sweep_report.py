@@ -11,7 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kbench.errors import ConfigError
 from kbench.fsutil import write_text_atomic
+from kbench.report.chart import save_png
 from kbench.report.render import num
 from kbench.sweep import Row
 
@@ -121,6 +123,8 @@ def plots(rows: list[Row], swept: Sequence[str], plot_dir: Path) -> list[Path]:
     markers = {"Memory": "o", "Compute": "s", "Latency": "^"}
     label, time = time_axis(rows)
     written = []
+    if plot_dir.is_symlink():  # a resumed sweep folder may be anyone's: pictures land in it, nowhere a link leads
+        raise ConfigError(f"{plot_dir} is a symbolic link, which kbench never makes: remove it and resume again")
     plot_dir.mkdir(parents=True, exist_ok=True)
     for along in swept:
         lines = _lines(rows, along, swept)
@@ -144,7 +148,7 @@ def plots(rows: list[Row], swept: Sequence[str], plot_dir: Path) -> list[Path]:
         right.legend(fontsize=7, title="markers: o Memory, s Compute, ^ Latency", title_fontsize=7)
         fig.tight_layout()
         path = plot_dir / f"{along}.png"
-        fig.savefig(path, dpi=100)
+        save_png(fig, path, 100)
         plt.close(fig)
         written.append(path)
     return written

@@ -15,6 +15,7 @@ from kbench.analysis import roofline as rl
 from kbench.analysis.figures import PlanFigures
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.stages import StageFigures
+from kbench.fsutil import write_atomic
 
 if TYPE_CHECKING:  # numpy: not at import, the analysis of an .ncu-rep imports this module while a library loads
     from kbench.analysis.access import Touched
@@ -39,6 +40,12 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_png(fig: Any, path: Path, dpi: int) -> None:
+    """``fig`` as a PNG at ``path``, written atomically: a link planted at the name (a folder the user named, or a
+    resumed sweep's) is replaced, never written through."""
+    write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=dpi))
 
 
 def import_meanwhile() -> threading.Thread:
@@ -181,7 +188,7 @@ def draw_roofline(d: RooflineDrawing, path: Path) -> None:
     ax.set_title(d.title)
     ax.grid(True, which="both", alpha=0.3)
     fig.legend(loc="lower left", bbox_to_anchor=(0.1, 0.01), fontsize=8, frameon=False)
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, 110)
     plt.close(fig)
 
 
@@ -252,6 +259,6 @@ def access_png(t: Touched, path: Path, where: str, programs: int = 16) -> Path:
     plt = pyplot()
     fig = access_figure(t, where, programs)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    save_png(fig, path, 90)
     plt.close(fig)
     return path

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kbench.analysis import timeline as tl
 from kbench.analysis.timeline_index import union
 from kbench.nvtx import ITERATION, stage_range
-from kbench.report.chart import pyplot
+from kbench.report.chart import pyplot, save_png
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -266,5 +266,5 @@ def draw_timeline(d: TimelineDrawing, path: Path) -> None:
     handles.append(Patch(facecolor="0.93", edgecolor="0.75", hatch="//", label="GPU idle (no work on any stream)"))
     handles.append(Patch(facecolor="black", label="two or more kernels at once"))
     fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
-    fig.savefig(path, dpi=100)
+    save_png(fig, path, 100)
     plt.close(fig)
