@@ -509,3 +509,16 @@ def test_access_pictures_replace_a_link_at_their_name_never_write_through_it(
     assert done.returncode == 0, done.stderr
     assert victim.read_text() == "precious\n"
     assert (pictures / "vector_add-base-a.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_file_kbench_writes_takes_the_umask_of_the_moment(tmp_path: Path) -> None:
+    """One process under several umasks (the resident serves each caller in its own): each write takes the one in
+    force, never the first one seen."""
+    old = os.umask(0o022)
+    try:
+        fsutil.write_text_atomic(tmp_path / "a", "a")
+        os.umask(0o077)
+        fsutil.write_text_atomic(tmp_path / "b", "b")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o644 and (tmp_path / "b").stat().st_mode & 0o777 == 0o600

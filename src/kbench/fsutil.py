@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import json
 import os
 import re
+import secrets
 import shutil
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -35,26 +34,30 @@ def checked_name(name: str, what: str) -> str:
     return name
 
 
-@functools.cache
-def _file_mode() -> int:
-    """The mode a plainly created file gets here (0666 less the umask): temp files start at 0600."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
+def _fresh_temp(folder: Path, name: str) -> tuple[int, Path]:
+    """A new temp file beside ``name`` in ``folder``, created with mode 0666 so that the umask in force now applies,
+    as to any file created plainly (mkstemp's 0600 would need a chmod to a umask read once: one process serves
+    callers of several umasks, the resident)."""
+    for _ in range(100):
+        tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temp name beside {folder / name}")
 
 
 def write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write a file through a temp file beside it and a rename: no reader (an agent, the next run) ever sees half a
     file, and a write that fails (disk full, a file-size limit) leaves nothing under the final name."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _fresh_temp(path.parent, path.name)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
-        Path(tmp).chmod(_file_mode())
-        Path(tmp).replace(path)
+        tmp.replace(path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
