@@ -482,3 +482,38 @@ def test_a_devlog_or_points_file_over_its_limit_is_refused_not_read(tmp_path: Pa
     assert done.code == 2, done.stderr
     one_line(done.stderr, "points.jsonl is 2 MB, over the 1 MB kbench reads")
     assert not (tmp_path / "p").exists()
+
+
+HOSTILE_SQLITE = {  # a few KB of schema that would cost without end: size limits cannot see it
+    "endless-names": [
+        "drop table StringIds",
+        "create view StringIds as with recursive c(id) as (select 1 union all select id + 1 from c) "
+        "select id, 'kernel' as value from c",
+    ],
+    "a-gigabyte-per-row": [
+        "alter table CUPTI_ACTIVITY_KIND_KERNEL rename to k",
+        "create table CUPTI_ACTIVITY_KIND_KERNEL as select * from k",
+        "alter table CUPTI_ACTIVITY_KIND_KERNEL drop column shortName",
+        "alter table CUPTI_ACTIVITY_KIND_KERNEL add column shortName as (zeroblob(900000000))",
+        "drop table k",
+    ],
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_SQLITE))
+def test_an_nsys_export_whose_schema_would_cost_without_end_is_refused(case: str, tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    path = tmp_path / f"{case}.sqlite"
+    shutil.copy(NSYS, path)
+    db = sqlite3.connect(path)
+    for statement in HOSTILE_SQLITE[case]:
+        db.execute(statement)
+    db.commit()
+    db.execute("vacuum")
+    db.close()
+    assert path.stat().st_size < NSYS.stat().st_size * 2
+    done = kbench("analyze", str(path), "--out", str(tmp_path / "out"), preexec_fn=_memory_capped, timeout=120)
+    assert done.code == 4, done.stderr
+    one_line(done.stderr, "is not a readable nsys SQLite export")
