@@ -522,3 +522,67 @@ def test_a_file_kbench_writes_takes_the_umask_of_the_moment(tmp_path: Path) -> N
     finally:
         os.umask(old)
     assert (tmp_path / "a").stat().st_mode & 0o777 == 0o644 and (tmp_path / "b").stat().st_mode & 0o777 == 0o600
+
+
+def _as_nobody(state: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """Python ``code`` run for real as a second user (nobody), with ``state`` as its state folder."""
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "KBENCH_STATE_DIR": str(state), "PYTHONPATH": f"{repo / 'src'}:{repo}"}
+    return subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=120, env=env, cwd=repo,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def shared_state() -> Iterator[Path]:
+    """A state folder as /tmp/kbench-state is (1777), where a second user (nobody) can reach it."""
+    import shutil
+    import tempfile
+
+    state = Path(tempfile.mkdtemp(prefix="kbench-state-"))
+    state.chmod(0o1777)
+    yield state
+    shutil.rmtree(state)
+
+
+@as_root
+@pytest.mark.parametrize("mode", [0o644, 0o600])
+def test_another_users_unwritable_lock_file_is_shared_or_named(shared_state: Path, mode: int) -> None:
+    """A lock file another user left unwritable in the shared folder: the next user still takes the lock where it
+    may read the file (flock needs no write access), and nothing is written to that user's file; where it may not
+    even read it, one line names the file and its owner (exit 4), not 'cannot write' as a failed run (exit 1)."""
+    lock = shared_state / "gpu0.lock"
+    lock.write_text("")
+    lock.chmod(mode)
+    os.chown(lock, STRANGER, STRANGER)
+    take = (
+        "from kbench.capture import gpulock\nfrom kbench.errors import ConfigError\ntry:\n"
+        "    with gpulock.exclusive(0, wait=False):\n        print('held')\n"
+        "except ConfigError as e:\n    print(e)\n"
+    )
+    done = _as_nobody(shared_state, take)
+    assert done.returncode == 0, done.stderr
+    if mode == 0o644:
+        assert done.stdout == "held\n"
+    else:
+        assert done.stdout.startswith(f"{lock} belongs to uid {STRANGER}") and len(done.stdout.splitlines()) == 1
+    assert lock.read_text() == "" and lock.stat().st_uid == STRANGER
+
+
+@as_root
+def test_another_users_clock_record_never_stops_a_profile(shared_state: Path) -> None:
+    """A user who plants gpu0.clocks in the shared state folder makes the next user's record unwritable (a sticky
+    folder: no one renames over another's file). That user's profile runs with its clocks not locked, saying why;
+    it does not fail. Run for real as a second user (nobody)."""
+    planted = shared_state / "gpu0.clocks"
+    planted.write_text("owner=script\npid=1\nsm_mhz=1410\nmem_mhz=none\nsince=now\n")
+    os.chown(planted, STRANGER, STRANGER)
+    held = (
+        "from kbench.capture import clocks\nfrom tests.clock_fakes import FakeClocks\n"
+        "with clocks.held(FakeClocks(permitted=False), lock=True) as s:\n    print(s.state)\n"
+    )
+    done = _as_nobody(shared_state, held)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("not locked (") and str(planted) in done.stdout, done.stdout
+    assert planted.stat().st_uid == STRANGER

@@ -323,7 +323,12 @@ def held(ctl: ClockControl | None, lock: bool) -> Iterator[ClockState]:
     def record(mem: int | None) -> None:
         write_record(ctl.index, LockRecord("kbench", os.getpid(), base, mem, since, shlex.join(sys.orig_argv)))
 
-    record(mem_target)  # written first: even a kill right after the lock leaves what the next run needs to reset
+    try:
+        record(mem_target)  # written first: even a kill right after the lock leaves what the next run needs to reset
+    except OSError as e:  # another user's record there (a sticky folder: not ours to replace), a full disk
+        why = f"cannot record a lock in {record_path(ctl.index)}: {e.strerror or e}"
+        yield ClockState(False, False, f"not locked ({why}; remove that file or set KBENCH_STATE_DIR)", notes)
+        return
     refused: ClockError | None = None
     try:
         mem_locked = ctl.lock(base, mem_target)
