@@ -390,3 +390,19 @@ def test_a_path_no_file_system_takes_is_exit_2_on_the_command_line(argv: tuple[s
     done = cli(*argv)
     assert done.returncode == 2 and "internal error" not in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and len(done.stderr) < 500
+
+
+def test_an_error_naming_what_a_planted_file_holds_stays_bounded(fenced: tuple[Path, Path]) -> None:
+    """A tool error quotes the name it refuses: one a planted result.json holds may be 300,000 characters long, and
+    the answer must stay under ANSWER_CHARS all the same (one line, cut, saying how long it was)."""
+    root, _ = fenced
+    run = root / "run"
+    shutil.copytree(RUN, run)
+    result = json.loads((run / "result.json").read_text())
+    (run / "result.json").write_text(json.dumps({**result, "kernel": "../" + "k" * 300_000}))
+    answers = calls(
+        build(roots=[str(root)]), [("devlog", {"run": str(run)}), ("compare", {"a": str(run), "b": str(run)})]
+    )
+    for answer in answers:
+        line = refused(answer, "result.json names the kernel")
+        assert len(line) < 3_000 and size(answer) < ANSWER_CHARS, size(answer)

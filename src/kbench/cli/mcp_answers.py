@@ -44,13 +44,21 @@ def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except ToolError:
             raise
         except KbenchError as e:
-            raise ToolError(first_line(e)) from None
+            raise ToolError(_cut(first_line(e))) from None
         except Exception as e:
             if (bad := bad_name(e)) is not None:
                 raise ToolError(str(bad)) from None
-            raise ToolError(f"kbench bug ({type(e).__name__}): {first_line(e)}") from None
+            raise ToolError(_cut(f"kbench bug ({type(e).__name__}): {first_line(e)}")) from None
 
     return wrapper
+
+
+ERROR_CHARS = 2_000  # a tool error's line: it may quote a name a planted file holds, of any length
+
+
+def _cut(line: str) -> str:
+    """An error line of at most ERROR_CHARS characters, saying how long it was where it is cut."""
+    return line if len(line) <= ERROR_CHARS else f"{line[: ERROR_CHARS - 60]}... (cut: {len(line):,} characters)"
 
 
 def bad_arguments(errors: Sequence[Any]) -> str:
