@@ -406,3 +406,18 @@ def test_an_error_naming_what_a_planted_file_holds_stays_bounded(fenced: tuple[P
     for answer in answers:
         line = refused(answer, "result.json names the kernel")
         assert len(line) < 3_000 and size(answer) < ANSWER_CHARS, size(answer)
+
+
+def test_the_devlog_answer_stays_bounded(fenced: tuple[Path, Path]) -> None:
+    """The entry appended quotes result.json and the insights: of any length in the file, bounded in the answer."""
+    root, _ = fenced
+    run = root / "run"
+    shutil.copytree(RUN, run)
+    result = json.loads((run / "result.json").read_text())
+    (run / "result.json").write_text(json.dumps({**result, "device": "D" * 300_000}))
+    steps = [("devlog", {"run": str(run), "docs": str(root / "docs"), "insights": ["i" * 100_000]})]
+    (answer,) = calls(build(roots=[str(root)]), steps)
+    assert not answer.is_error and size(answer) < ANSWER_CHARS, size(answer)
+    got = answer.structured_content or {}
+    written = Path(got["path"]).read_text()
+    assert "D" * 300_000 in written and got["entry"] in written and "characters" in (got.get("more") or "")

@@ -141,7 +141,15 @@ class Compared(Comparison):
 
 class Logged(Model):
     path: str
-    entry: str
+    entry: str = Field(description="the entry appended (its head when long: the file holds it whole)")
+    more: str | None = Field(default=None, description="what was left out of the entry, and where it is")
+
+
+def logged(path: str, entry: str) -> Logged:
+    """The devlog's answer: the entry's head when it passes MD_CHARS (it quotes result.json and the insights)."""
+    head, rest = page(entry, 0, MD_CHARS)
+    more = None if rest is None else f"the entry's first {len(head):,} of {len(entry):,} characters: {path} holds it"
+    return Logged(path=path, entry=head, more=more)
 
 
 class Cloned(Model):

@@ -33,6 +33,7 @@ from kbench.cli.mcp_answers import (
     done,
     fitted,
     kernels,
+    logged,
     one_line_errors,
     page,
 )
@@ -270,7 +271,7 @@ def build(
             where = fence.inside(docs, "docs")
             fence.inside(where / f"{result.kernel}.md", "devlog")  # the file appended to (kbench.report.devlog)
             path, entry = log.append(result, folder, where, list(insights or []))
-            return Logged(path=str(path), entry=entry)
+            return logged(str(path), entry)
 
         return await in_thread(work)
 
