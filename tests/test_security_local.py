@@ -586,3 +586,26 @@ def test_another_users_clock_record_never_stops_a_profile(shared_state: Path) ->
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("not locked (") and str(planted) in done.stdout, done.stdout
     assert planted.stat().st_uid == STRANGER
+
+
+def test_a_clock_record_is_made_readable_before_it_is_named_never_after(
+    state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record is made 0644 (others' kbench reads root's) through its own descriptor before the rename: a chmod by
+    name after it followed whatever stood at the name by then (a link put there in a folder its owner lets others
+    change: /etc/shadow made world-readable, as root)."""
+    victim = tmp_path / "shadow"
+    victim.write_text("secret\n")
+    victim.chmod(0o600)
+    real_replace = Path.replace
+
+    def swapped(self: Path, target: Any) -> Path:  # the record is renamed, then swapped for a link at once
+        done = real_replace(self, target)
+        if Path(target).name == "gpu0.clocks":
+            Path(target).unlink()
+            Path(target).symlink_to(victim)
+        return done
+
+    monkeypatch.setattr(Path, "replace", swapped)
+    clocks.write_record(0, clocks.LockRecord("kbench", os.getpid(), 1410, None, "now"))
+    assert victim.stat().st_mode & 0o777 == 0o600

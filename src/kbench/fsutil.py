@@ -47,22 +47,25 @@ def _fresh_temp(folder: Path, name: str) -> tuple[int, Path]:
     raise FileExistsError(f"no free temp name beside {folder / name}")
 
 
-def write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+def write_atomic(path: Path, write: Callable[[IO[bytes]], object], mode: int | None = None) -> None:
     """Write a file through a temp file beside it and a rename: no reader (an agent, the next run) ever sees half a
-    file, and a write that fails (disk full, a file-size limit) leaves nothing under the final name."""
+    file, and a write that fails (disk full, a file-size limit) leaves nothing under the final name. ``mode``: set
+    through the descriptor before the rename (a chmod by name after it would follow what stands there by then)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _fresh_temp(path.parent, path.name)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
         tmp.replace(path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    write_atomic(path, lambda f: f.write(text.encode()))
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    write_atomic(path, lambda f: f.write(text.encode()), mode)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

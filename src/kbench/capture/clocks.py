@@ -252,10 +252,7 @@ def read_record(index: int) -> LockRecord | None:
 
 def write_record(index: int, record: LockRecord) -> None:
     lines = [f"{k}={'none' if v is None else v}" for k, v in vars(record).items()]
-    path = record_path(index)
-    write_text_atomic(path, "\n".join(lines) + "\n")
-    with contextlib.suppress(OSError):
-        path.chmod(0o644)
+    write_text_atomic(record_path(index), "\n".join(lines) + "\n", mode=0o644)  # others' kbench reads root's
 
 
 def recover_stale(ctl: ClockControl) -> str | None:
