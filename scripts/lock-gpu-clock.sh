@@ -40,7 +40,9 @@ fi
 . "$(dirname "${BASH_SOURCE[0]}")/state-folder.sh"
 if [ "$dry" = 0 ]; then
   # the record is what lets reset-gpu-clock.sh (and kbench) undo the lock: no usable folder, no lock
-  if [ ! -e "$state" ] && [ ! -L "$state" ] && mkdir -p "$state" 2>/dev/null; then chmod 1777 "$state"; fi
+  # plain mkdir, never -p on the folder itself: a link planted after the look fails it and is never chmodded
+  if [ ! -e "$state" ] && [ ! -L "$state" ] && mkdir -p "$(dirname "$state")" 2>/dev/null &&
+    mkdir -m 700 "$state" 2>/dev/null; then chmod 1777 "$state"; fi
   trusted_state
   [ -w "$state" ] ||
     die "cannot write the state folder $state (KBENCH_STATE_DIR), so the lock could not be recorded; nothing was locked" 1

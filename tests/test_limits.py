@@ -453,3 +453,118 @@ def test_a_gpu_run_skips_an_earlier_access_run_it_cannot_read(params: str, tmp_p
     (run / "params.json").write_text(params)
     (run / FILE).write_text("{}")
     assert predicted_for(tmp_path, plan, "any digest") == ({}, None)
+
+
+RUN = Path(__file__).resolve().parents[1] / "docs" / "examples" / "mla_decode-h100-runs" / "v3-s1"
+HUGE = 6 << 30  # a sparse file: no disk spent, but whoever reads it whole needs that much memory
+
+
+def _memory_capped() -> None:
+    """The kbench child may use 2 GB of address space: reading a HUGE file whole fails (MemoryError, exit 70)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+@pytest.mark.parametrize(
+    ("record", "command"),
+    [("params.json", "runs"), ("result.json", "runs"), ("result.json", "compare"), ("result.json", "devlog")],
+)
+def test_a_huge_record_in_a_run_folder_is_refused_not_read_whole(record: str, command: str, tmp_path: Path) -> None:
+    """The records a run folder keeps (params.json, result.json), planted huge: size-checked before they are read,
+    as captures are: `runs` lists the folder as unreadable, `compare` and `devlog` refuse it in one line (exit 2)."""
+    import shutil
+
+    run = tmp_path / "out" / "event" / "mla_decode" / "n1" / "20260101T000000Z"
+    shutil.copytree(RUN, run)
+    (run / record).unlink()
+    with (run / record).open("wb") as f:
+        f.truncate(HUGE)
+    args = {
+        "runs": ("runs", "--out", str(tmp_path / "out")),
+        "compare": ("compare", str(run), str(run)),
+        "devlog": ("devlog", str(run), "--docs", str(tmp_path / "docs")),
+    }[command]
+    done = kbench(*args, preexec_fn=_memory_capped, timeout=300)
+    if command == "runs":
+        assert done.code == 0 and str(run) in done.stdout, done.stderr
+        if record == "params.json":
+            assert "unreadable" in done.stdout
+    else:
+        assert done.code == 2, done.stderr
+        one_line(done.stderr, f"over the {256:,} MB kbench reads")
+
+
+def test_the_mcp_tools_never_read_a_file_over_its_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from kbench.cli.mcp_server import build
+    from tests.test_mcp_bounds import calls
+
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    (run / "report.md").write_text("x" * (2 << 20))
+    monkeypatch.setenv("KBENCH_MAX_CAPTURE_MB", "1")
+    (answer,) = calls(build(roots=[str(tmp_path)]), [("read_report", {"run": str(run)})])
+    assert answer.is_error and "over the 1 MB kbench reads" in str(answer.content[0]), answer.content
+
+
+def test_a_devlog_or_points_file_over_its_limit_is_refused_not_read(tmp_path: Path) -> None:
+    """The other files kbench reads back whole: the devlog it appends to and a sweep's points.jsonl."""
+    import json
+    import shutil
+
+    run, docs = tmp_path / "run", tmp_path / "docs"
+    shutil.copytree(RUN, run)
+    docs.mkdir()
+    (docs / "mla_decode.md").write_text("x" * (2 << 20))
+    limited = {"KBENCH_MAX_CAPTURE_MB": "1"}
+    done = kbench("devlog", str(run), "--docs", str(docs), env=limited)
+    assert done.code == 2, done.stderr
+    one_line(done.stderr, "mla_decode.md is 2 MB, over the 1 MB kbench reads")
+    assert (docs / "mla_decode.md").stat().st_size == 2 << 20
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    asked = {"kernel": "vector_add", "versions": ["base"], "swept": {"n": ["64", "128"]}, "fixed": {},
+             "mode": "access", "out": str(tmp_path / "p"), "bench_runs": 1}  # fmt: skip
+    (sweep / "sweep.json").write_text(json.dumps(asked))
+    (sweep / "points.jsonl").write_text("x" * (2 << 20))
+    done = kbench("sweep", "--resume", str(sweep), env=limited)
+    assert done.code == 2, done.stderr
+    one_line(done.stderr, "points.jsonl is 2 MB, over the 1 MB kbench reads")
+    assert not (tmp_path / "p").exists()
+
+
+HOSTILE_SQLITE = {  # a few KB of schema that would cost without end: size limits cannot see it
+    "endless-names": [
+        "drop table StringIds",
+        "create view StringIds as with recursive c(id) as (select 1 union all select id + 1 from c) "
+        "select id, 'kernel' as value from c",
+    ],
+    "a-gigabyte-per-row": [
+        "alter table CUPTI_ACTIVITY_KIND_KERNEL rename to k",
+        "create table CUPTI_ACTIVITY_KIND_KERNEL as select * from k",
+        "alter table CUPTI_ACTIVITY_KIND_KERNEL drop column shortName",
+        "alter table CUPTI_ACTIVITY_KIND_KERNEL add column shortName as (zeroblob(900000000))",
+        "drop table k",
+    ],
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_SQLITE))
+def test_an_nsys_export_whose_schema_would_cost_without_end_is_refused(case: str, tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    path = tmp_path / f"{case}.sqlite"
+    shutil.copy(NSYS, path)
+    db = sqlite3.connect(path)
+    for statement in HOSTILE_SQLITE[case]:
+        db.execute(statement)
+    db.commit()
+    db.execute("vacuum")
+    db.close()
+    assert path.stat().st_size < NSYS.stat().st_size * 2
+    done = kbench("analyze", str(path), "--out", str(tmp_path / "out"), preexec_fn=_memory_capped, timeout=120)
+    assert done.code == 4, done.stderr
+    one_line(done.stderr, "is not a readable nsys SQLite export")

@@ -7,6 +7,7 @@ bounded, a malformed run folder is a row of its own, and tool arguments take num
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -76,8 +77,9 @@ def test_check_puts_every_tool_argument_after_the_end_of_options(tmp_path: Path)
     from kbench.cli.mcp_fence import check_argv
 
     argv = check_argv("vector_add", "base", {"n": 4096, "dtype": "float16", "flag": True}, ["/k"], access=True)
-    assert argv == [sys.executable, "-m", "kbench", "check", "--kernel-path=/k", "--access", "--",
+    assert argv[argv.index("kbench") + 1 :] == ["check", "--kernel-path=/k", "--access", "--",
                     "vector_add", "base", "--n=4096", "--dtype=float16", "--flag=true"]  # fmt: skip
+    assert argv[0] == sys.executable and "-P" in argv  # nothing imported from the server's working folder
     # a value holding a second option stays one token, the value of its own parameter
     assert check_argv("vector_add", None, {"n": "1 --kernel-path=/x"}, [], access=False)[-1] == "--n=1 --kernel-path=/x"
 
@@ -312,3 +314,110 @@ def test_the_tools_describe_what_a_newcomer_needs() -> None:
     (n,) = (p for p in vector_add["params"] if p["name"] == "n")
     assert n["ge"] == 1 and n["le"] == 2**31
     assert "access" in INSTRUCTIONS and "check" in INSTRUCTIONS and "without a GPU" in INSTRUCTIONS
+
+
+def _over_stdio(cwd: Path, steps: list[tuple[str, dict[str, Any]]], *options: str) -> list[Any]:
+    """`python -m kbench mcp [options]` started in ``cwd`` as a client without MCP roots starts it (Claude Code
+    declares none), each step's answer."""
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    answers: list[Any] = []
+
+    async def main() -> None:
+        argv = ["-m", "kbench", "mcp", *options]
+        params = StdioServerParameters(command=sys.executable, args=argv, cwd=str(cwd), env=dict(os.environ))
+        with (cwd.parent / "server.log").open("a") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                for name, args in steps:
+                    answers.append(await session.call_tool(name, args))
+
+    anyio.run(main)
+    return answers
+
+
+def test_kbench_mcp_without_roots_reaches_only_the_folder_it_was_started_in(fenced: tuple[Path, Path]) -> None:
+    root, outside = fenced
+    shutil.copytree(RUN, root / "run")
+    shutil.copytree(RUN, outside / "run")
+    (outside / "run" / "report.md").write_text(f"{SECRET}\n")
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("read_report", {"run": str(root / "run")}),
+        ("read_report", {"run": str(outside / "run")}),
+        ("devlog", {"run": str(root / "run"), "docs": str(outside / "docs")}),
+        ("runs", {"out": str(outside)}),
+    ]
+    inside, read, logged, listed = _over_stdio(root, steps)
+    assert not inside.is_error and "# Profile" in inside.structured_content["text"]
+    for answer in (read, logged, listed):
+        refused(answer, "outside the roots")
+    assert not (outside / "docs").exists()
+    _, read, _, _ = _over_stdio(root, steps, "--root", str(outside.parent))  # --root widens it
+    assert not read.is_error and SECRET in read.structured_content["text"]
+
+
+LONG = "a" * 5_000  # longer than any file system takes as a name
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("read_report", {"run": LONG}),
+        ("read_report", {"run": "run\x00x"}),
+        ("runs", {"out": LONG}),
+        ("compare", {"a": LONG, "previous": True}),
+        ("analyze", {"capture": f"{LONG}.ncu-rep"}),
+        ("profile", {"kernel": "vector_add", "mode": "access", "out": "out\x00"}),
+        ("clone_version", {"kernel": "vector_add", "source": "base", "target": "v9", "kernel_path": "kp\x00"}),
+        ("runs", {"limit": 0}),
+        ("runs", {"limit": -1}),
+    ],
+)
+def test_a_path_no_file_system_takes_is_bad_input_never_a_kbench_bug(
+    tool: str, args: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (answer,) = calls(build(), [(tool, args)])
+    line = refused(answer)
+    assert "kbench bug" not in line and len(line) < 500, line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("runs", "--out", LONG), ("compare", LONG, "--previous"), ("devlog", LONG), ("analyze", f"{LONG}.ncu-rep")],
+)
+def test_a_path_no_file_system_takes_is_exit_2_on_the_command_line(argv: tuple[str, ...], cli: Any) -> None:
+    done = cli(*argv)
+    assert done.returncode == 2 and "internal error" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and len(done.stderr) < 500
+
+
+def test_an_error_naming_what_a_planted_file_holds_stays_bounded(fenced: tuple[Path, Path]) -> None:
+    """A tool error quotes the name it refuses: one a planted result.json holds may be 300,000 characters long, and
+    the answer must stay under ANSWER_CHARS all the same (one line, cut, saying how long it was)."""
+    root, _ = fenced
+    run = root / "run"
+    shutil.copytree(RUN, run)
+    result = json.loads((run / "result.json").read_text())
+    (run / "result.json").write_text(json.dumps({**result, "kernel": "../" + "k" * 300_000}))
+    answers = calls(
+        build(roots=[str(root)]), [("devlog", {"run": str(run)}), ("compare", {"a": str(run), "b": str(run)})]
+    )
+    for answer in answers:
+        line = refused(answer, "result.json names the kernel")
+        assert len(line) < 3_000 and size(answer) < ANSWER_CHARS, size(answer)
+
+
+def test_the_devlog_answer_stays_bounded(fenced: tuple[Path, Path]) -> None:
+    """The entry appended quotes result.json and the insights: of any length in the file, bounded in the answer."""
+    root, _ = fenced
+    run = root / "run"
+    shutil.copytree(RUN, run)
+    result = json.loads((run / "result.json").read_text())
+    (run / "result.json").write_text(json.dumps({**result, "device": "D" * 300_000}))
+    steps = [("devlog", {"run": str(run), "docs": str(root / "docs"), "insights": ["i" * 100_000]})]
+    (answer,) = calls(build(roots=[str(root)]), steps)
+    assert not answer.is_error and size(answer) < ANSWER_CHARS, size(answer)
+    got = answer.structured_content or {}
+    written = Path(got["path"]).read_text()
+    assert "D" * 300_000 in written and got["entry"] in written and "characters" in (got.get("more") or "")

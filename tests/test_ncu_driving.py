@@ -150,6 +150,25 @@ def test_matching_processes_reads_command_lines(tmp_path: Path) -> None:
     assert tools.matching_processes([], proc) == []
 
 
+def test_the_reaper_matches_only_its_own_users_processes_and_whole_markers(tmp_path: Path) -> None:
+    """Run as root, a reaper of a killed kbench must not end another user's nsys whose session number begins with
+    this one's (profile-123 in profile-1234), nor another user's process naming the same relative spec path."""
+    proc = tmp_path / "proc"
+    cmds = {
+        21: b"nsys-agent\0--session-name\0profile-123\0",
+        22: b"nsys-agent\0--session-name\0profile-1234\0",  # another kbench's session
+        23: b"python\0-m\0kbench.capture.child\0out/p/child-spec.json\0",
+    }
+    for pid, cmd in cmds.items():
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cmdline").write_bytes(cmd)
+    markers = ["--session-name profile-123", "out/p/child-spec.json"]
+    assert tools.matching_processes(markers, proc) == [21, 23]
+    if os.geteuid() == 0:  # another user's process, for real
+        os.chown(proc / "23", 54321, 54321)
+        assert tools.matching_processes(markers, proc) == [21]
+
+
 def test_a_missing_program_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(tools.ToolMissing, match="cannot start /nonexistent/ncu"):
         tools.run(["/nonexistent/ncu"], timeout_s=5, log_path=tmp_path / "log")

@@ -259,3 +259,23 @@ def test_a_resident_that_cannot_be_private_says_why(
     assert "KBENCH_RESIDENT=0" in err[0]
     monkeypatch.setenv("KBENCH_RESIDENT", "0")  # off: silent
     assert resident.forward(["--list"]) is None and capsys.readouterr().err == ""
+
+
+def test_the_files_kbench_writes_in_a_served_command_keep_that_callers_umask(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Each served command's own umask, not the first one's: a run folder's params.json and report.md (written by
+    kbench, atomically) under umask 077 are the caller's alone, after a command under 022 was served."""
+    args = ["vector_add", "--prof_type=access", "--n=64", "--no-check"]
+    assert kernel(["--list"], env, tmp_path, umask=0o022).returncode == 0
+    where = started(env)
+    first = kernel([*args, "--out", str(tmp_path / "open")], env, tmp_path, umask=0o022)
+    assert first.returncode == 0, first.stderr
+    second = kernel([*args, "--out", str(tmp_path / "private")], env, tmp_path, umask=0o077)
+    assert second.returncode == 0, second.stderr
+    assert len(served(where / "resident-all.log")) == 2
+    (params,) = (tmp_path / "private").rglob("params.json")
+    (report,) = (tmp_path / "private").rglob("report.md")
+    assert params.stat().st_mode & 0o777 == 0o600 and report.stat().st_mode & 0o777 == 0o600
+    (opened,) = (tmp_path / "open").rglob("report.md")
+    assert opened.stat().st_mode & 0o777 == 0o644

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,6 +144,63 @@ def test_a_missing_state_folder_is_made_to_be_shared(tmp_path: Path, monkeypatch
     monkeypatch.setenv("KBENCH_STATE_DIR", str(tmp_path / "new" / "state"))
     assert fsutil.state_dir() == tmp_path / "new" / "state"
     assert (tmp_path / "new" / "state").stat().st_mode & 0o7777 == 0o1777
+
+
+@pytest.fixture
+def raced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A state folder name that is free when kbench looks, and a link to a victim folder (/etc in the attack) that
+    another user plants there just after the look, before kbench makes the folder."""
+    victim, state = tmp_path / "victim", tmp_path / "state"
+    victim.mkdir()
+    victim.chmod(0o755)
+    monkeypatch.setenv("KBENCH_STATE_DIR", str(state))
+    return victim, state
+
+
+def test_a_link_planted_while_the_state_folder_is_made_is_never_chmodded(
+    raced: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    victim, state = raced
+    real_exists, real_is_symlink = Path.exists, Path.is_symlink
+
+    def looked_before_the_link(name: str) -> Callable[[Path], bool]:
+        real = real_exists if name == "exists" else real_is_symlink
+
+        def seen(self: Path, *args: Any, **kwargs: Any) -> bool:
+            if self == state:  # kbench's look at the name came before the attacker's link
+                return False
+            return real(self, *args, **kwargs)
+
+        return seen
+
+    state.symlink_to(victim, target_is_directory=True)
+    monkeypatch.setattr(Path, "exists", looked_before_the_link("exists"))
+    monkeypatch.setattr(Path, "is_symlink", looked_before_the_link("is_symlink"))
+    with _refused(f"the state folder {state} is a symbolic link"):
+        fsutil.state_dir()
+    assert victim.stat().st_mode & 0o7777 == 0o755
+
+
+@as_root
+def test_the_lock_script_never_chmods_a_link_planted_while_it_makes_the_state_folder(
+    raced: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.clock_fakes import install_fake_smi
+
+    victim, state = raced
+    smi, log = install_fake_smi(tmp_path)
+    monkeypatch.setenv("NVIDIA_SMI", str(smi))
+    monkeypatch.setenv("FAKE_SMI_LOG", str(log))
+    # a mkdir that lets the attacker's link in first: the script's look at the name came before it
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "mkdir").write_text(f'#!/bin/sh\n[ -L "{state}" ] || ln -s "{victim}" "{state}"\nexec /bin/mkdir "$@"\n')
+    (shim / "mkdir").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    script = Path(__file__).parents[1] / "scripts" / "lock-gpu-clock.sh"
+    done = subprocess.run(["bash", str(script), "--gpu", "0"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "is a symbolic link" in done.stderr, done.stderr
+    assert victim.stat().st_mode & 0o7777 == 0o755
 
 
 # -- the GPU lock files ------------------------------------------------------------------------------------------------
@@ -344,3 +402,226 @@ def test_a_cached_config_is_the_plans_own_never_the_files(tmp_path: Path) -> Non
     path.write_text(json.dumps(data))
     r = autotune.tune(space, lambda c: pytest.fail("re-tuned"), path, "t")
     assert r.source == "cache" and r.best == {"BLOCK": 128} and type(r.best["BLOCK"]) is int
+
+
+@pytest.fixture
+def linked_cache(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A cache root whose package folder is a link planted to a folder elsewhere, which holds an entry of the same
+    name (what a re-tune would overwrite and a failed check delete); the root, the entry by its cache name, and the
+    entry elsewhere."""
+    from kbench.plan import autotune
+
+    root, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
+    (elsewhere / "v2" / "stage").mkdir(parents=True)
+    (root / "H100_SXM").mkdir(parents=True)
+    (root / "H100_SXM" / "pkg").symlink_to(elsewhere, target_is_directory=True)
+    path = autotune.entry_path(root, "H100_SXM", "pkg", "v2", "stage", "n1")
+    victim = elsewhere / "v2" / "stage" / "n1.json"
+    victim.write_text("precious\n")
+    return root, path, victim
+
+
+def test_a_retune_never_writes_through_a_link_below_the_cache_root(
+    linked_cache: tuple[Path, Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    from kbench.plan import autotune
+
+    _, path, victim = linked_cache
+    with caplog.at_level(logging.WARNING):
+        r = autotune.tune([{"BLOCK": 64}, {"BLOCK": 128}], lambda c: float(c["BLOCK"]), path, "t")
+    assert r.source == "tuned" and r.best == {"BLOCK": 64} and r.path is None
+    assert victim.read_text() == "precious\n" and sorted(victim.parent.iterdir()) == [victim]
+    assert any("symbolic link" in m for m in caplog.messages), caplog.messages
+
+
+def test_a_cache_root_that_is_itself_a_link_is_still_used(tmp_path: Path) -> None:
+    """KBENCH_CACHE_DIR (or .cache) pointed at a scratch disk by its user: the root, not a folder kbench made."""
+    from kbench.plan import autotune
+
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "cache").symlink_to(tmp_path / "scratch", target_is_directory=True)
+    path = autotune.entry_path(tmp_path / "cache" / "kernel-autotune", "H100_SXM", "pkg", "v2", "stage", "n1")
+    autotune.tune([{"BLOCK": 64}, {"BLOCK": 128}], lambda c: float(c["BLOCK"]), path, "t")
+    assert (tmp_path / "scratch" / path.relative_to(tmp_path / "cache")).is_file() and autotune.forget(path)
+
+
+def test_forget_never_deletes_through_a_link_below_the_cache_root(linked_cache: tuple[Path, Path, Path]) -> None:
+    """The link planted after the entry was tuned (a tune takes minutes): the failed check's forget leaves it."""
+    from kbench.plan import autotune
+
+    _, path, victim = linked_cache
+    assert not autotune.forget(path) and victim.read_text() == "precious\n"
+
+
+# -- the working folder of the processes kbench starts -----------------------------------------------------------------
+@pytest.fixture
+def planted_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working folder (a checked-out repo) holding a `kbench` package of its own, which leaves a marker when
+    imported: a `python -m ...` started there would import it before kbench's own. The marker's path."""
+    folder, marker = tmp_path / "repo", tmp_path / "ran-planted-code"
+    (folder / "kbench").mkdir(parents=True)
+    (folder / "kbench" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('x')\nraise SystemExit(1)\n")
+    monkeypatch.chdir(folder)
+    return marker
+
+
+def test_the_mcp_check_tool_imports_nothing_from_the_servers_working_folder(planted_cwd: Path) -> None:
+    from kbench.cli.mcp_server import build
+    from tests.test_mcp_bounds import calls
+
+    (answer,) = calls(build(), [("check", {"kernel": "vector_add", "version": "base", "params": {"n": 64}})])
+    assert not answer.is_error and (answer.structured_content or {})["passed"], answer.content
+    assert not planted_cwd.exists()
+
+
+def test_a_profile_child_imports_nothing_from_the_working_folder(planted_cwd: Path) -> None:
+    from kbench import api
+    from kbench.plan.discovery import load_version
+
+    plan = load_version("vector_add", "base").from_values({"n": "64"})
+    result = api.profile_plan("access", plan, out_dir="out")  # the access child: python -m kbench.capture...
+    assert result.out_dir and not planted_cwd.exists()
+
+
+@pytest.mark.parametrize("safe_flag", [True, False])
+def test_both_ways_of_starting_python_keep_the_working_folder_off_its_path(planted_cwd: Path, safe_flag: bool) -> None:
+    """-P on Python 3.11 and later; before that the folder is dropped from sys.path before the module is found."""
+    from kbench.capture.tools import python_module
+
+    done = subprocess.run(
+        python_module("kbench", "--help", safe_flag=safe_flag), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "kbench" in done.stdout, done.stderr
+    assert not planted_cwd.exists()
+
+
+def test_what_another_holder_wrote_in_the_lock_file_is_shown_as_plain_text(state: Path) -> None:
+    """Whoever holds the GPU writes the holder line kbench shows (another user may): no terminal escapes, no line
+    breaks, and not a page of it."""
+    import fcntl
+
+    lock = state / "gpu0.lock"
+    lock.write_text(
+        json.dumps({"pid": 1, "command": "\x1b]0;owned\x07\x1b[2J" + "x" * 5_000 + "\nkbench: ok", "since": "now"})
+    )
+    with lock.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(gpulock.GpuBusy) as e, gpulock.exclusive(0, wait=False):
+            pass
+    said = str(e.value)
+    assert said.startswith("GPU 0 is busy: kbench pid 1 (`") and said.isprintable() and len(said) < 600, said
+
+
+def test_access_pictures_replace_a_link_at_their_name_never_write_through_it(
+    cli: Callable[..., Ran], tmp_path: Path
+) -> None:
+    """`kbench check --access-pictures DIR` into a folder others share (/tmp/pics): a link planted at a picture's
+    name (vector_add-base-a.png -> ~/.bashrc) is replaced by the picture, its target left as it was."""
+    pictures, victim = tmp_path / "pics", tmp_path / "rc"
+    pictures.mkdir()
+    victim.write_text("precious\n")
+    (pictures / "vector_add-base-a.png").symlink_to(victim)
+    done = cli("check", "vector_add", "base", "--n=64", "--access-pictures", str(pictures))
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "precious\n"
+    assert (pictures / "vector_add-base-a.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_file_kbench_writes_takes_the_umask_of_the_moment(tmp_path: Path) -> None:
+    """One process under several umasks (the resident serves each caller in its own): each write takes the one in
+    force, never the first one seen."""
+    old = os.umask(0o022)
+    try:
+        fsutil.write_text_atomic(tmp_path / "a", "a")
+        os.umask(0o077)
+        fsutil.write_text_atomic(tmp_path / "b", "b")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o644 and (tmp_path / "b").stat().st_mode & 0o777 == 0o600
+
+
+def _as_nobody(state: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """Python ``code`` run for real as a second user (nobody), with ``state`` as its state folder."""
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "KBENCH_STATE_DIR": str(state), "PYTHONPATH": f"{repo / 'src'}:{repo}"}
+    return subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
+        capture_output=True, text=True, timeout=120, env=env, cwd=repo,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def shared_state() -> Iterator[Path]:
+    """A state folder as /tmp/kbench-state is (1777), where a second user (nobody) can reach it."""
+    import shutil
+    import tempfile
+
+    state = Path(tempfile.mkdtemp(prefix="kbench-state-"))
+    state.chmod(0o1777)
+    yield state
+    shutil.rmtree(state)
+
+
+@as_root
+@pytest.mark.parametrize("mode", [0o644, 0o600])
+def test_another_users_unwritable_lock_file_is_shared_or_named(shared_state: Path, mode: int) -> None:
+    """A lock file another user left unwritable in the shared folder: the next user still takes the lock where it
+    may read the file (flock needs no write access), and nothing is written to that user's file; where it may not
+    even read it, one line names the file and its owner (exit 4), not 'cannot write' as a failed run (exit 1)."""
+    lock = shared_state / "gpu0.lock"
+    lock.write_text("")
+    lock.chmod(mode)
+    os.chown(lock, STRANGER, STRANGER)
+    take = (
+        "from kbench.capture import gpulock\nfrom kbench.errors import ConfigError\ntry:\n"
+        "    with gpulock.exclusive(0, wait=False):\n        print('held')\n"
+        "except ConfigError as e:\n    print(e)\n"
+    )
+    done = _as_nobody(shared_state, take)
+    assert done.returncode == 0, done.stderr
+    if mode == 0o644:
+        assert done.stdout == "held\n"
+    else:
+        assert done.stdout.startswith(f"{lock} belongs to uid {STRANGER}") and len(done.stdout.splitlines()) == 1
+    assert lock.read_text() == "" and lock.stat().st_uid == STRANGER
+
+
+@as_root
+def test_another_users_clock_record_never_stops_a_profile(shared_state: Path) -> None:
+    """A user who plants gpu0.clocks in the shared state folder makes the next user's record unwritable (a sticky
+    folder: no one renames over another's file). That user's profile runs with its clocks not locked, saying why;
+    it does not fail. Run for real as a second user (nobody)."""
+    planted = shared_state / "gpu0.clocks"
+    planted.write_text("owner=script\npid=1\nsm_mhz=1410\nmem_mhz=none\nsince=now\n")
+    os.chown(planted, STRANGER, STRANGER)
+    held = (
+        "from kbench.capture import clocks\nfrom tests.clock_fakes import FakeClocks\n"
+        "with clocks.held(FakeClocks(permitted=False), lock=True) as s:\n    print(s.state)\n"
+    )
+    done = _as_nobody(shared_state, held)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("not locked (") and str(planted) in done.stdout, done.stdout
+    assert planted.stat().st_uid == STRANGER
+
+
+def test_a_clock_record_is_made_readable_before_it_is_named_never_after(
+    state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record is made 0644 (others' kbench reads root's) through its own descriptor before the rename: a chmod by
+    name after it followed whatever stood at the name by then (a link put there in a folder its owner lets others
+    change: /etc/shadow made world-readable, as root)."""
+    victim = tmp_path / "shadow"
+    victim.write_text("secret\n")
+    victim.chmod(0o600)
+    real_replace = Path.replace
+
+    def swapped(self: Path, target: Any) -> Path:  # the record is renamed, then swapped for a link at once
+        done = real_replace(self, target)
+        if Path(target).name == "gpu0.clocks":
+            Path(target).unlink()
+            Path(target).symlink_to(victim)
+        return done
+
+    monkeypatch.setattr(Path, "replace", swapped)
+    clocks.write_record(0, clocks.LockRecord("kbench", os.getpid(), 1410, None, "now"))
+    assert victim.stat().st_mode & 0o777 == 0o600

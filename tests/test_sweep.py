@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -62,7 +63,8 @@ def test_two_versions_that_run_get_a_winner_per_point(cli: Callable[..., Ran], r
 
 
 def test_an_interrupted_sweep_resumes_from_what_it_finished(replay: Path) -> None:
-    spec = {"kernel": "k", "versions": ["a", "b"], "swept": {"s": ["1", "2", "4"]}, "fixed": {}, "mode": "replay"}
+    spec = {"kernel": "k", "versions": ["a", "b"], "swept": {"s": ["1", "2", "4"]}, "fixed": {}, "mode": "replay",
+            "out": "profiles", "bench_runs": 1}  # fmt: skip
     folder = sweep.new_dir(replay / "sweeps", "k")
     calls: list[tuple[str, dict[str, str]]] = []
 
@@ -81,6 +83,50 @@ def test_an_interrupted_sweep_resumes_from_what_it_finished(replay: Path) -> Non
     rows = sweep.run(sweep.resumed(folder), folder, point, notes.append)
     assert len(calls) == 3 and len(rows) == 6 and notes[0] == "resuming: 3 of 6 point(s) already done"
     assert [r.duration_us for r in rows] == [1.0, 1.0, 2.0, 2.0, 4.0, 4.0]
+
+
+def _planted_sweep(folder: Path, **spec: object) -> Path:
+    """A sweep folder as another user or a repo could leave it: its sweep.json (kbench's keys, any values) and a
+    points.jsonl that says every point is done, so that a resume goes straight to the table and the plots."""
+    asked = {"kernel": "vector_add", "versions": ["base"], "swept": {"n": ["64", "128"]}, "fixed": {},
+             "mode": "access", "out": str(folder.parent / "profiles"), "bench_runs": 1, **spec}  # fmt: skip
+    folder.mkdir(parents=True)
+    (folder / "sweep.json").write_text(json.dumps(asked))
+    swept = asked["swept"] if isinstance(asked["swept"], dict) else {}
+    lines = [
+        json.dumps({"version": "base", "params": {k: v}, "status": "ok", "duration_us": 1.0, "roof_pct": 1.0})
+        for k, values in swept.items()
+        for v in values
+    ]
+    (folder / "points.jsonl").write_text("".join(f"{line}\n" for line in lines))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ({"swept": {"../../../../escaped": ["64", "128"]}}, "'../../../../escaped'"),  # a plot named by it
+        ({"swept": {"/abs/escaped": ["64", "128"]}}, "'/abs/escaped'"),
+        ({"kernel": "../vector_add"}, "'../vector_add'"),
+        ({"versions": ["base\n"]}, "'base\\n'"),
+        ({"mode": "nosuch"}, "nosuch"),
+        ({"bench_runs": "many"}, "bench_runs"),
+        ({"swept": ["n"]}, "swept"),
+        ({"mode": None}, "mode"),
+    ],
+)
+def test_a_planted_sweep_folder_is_read_as_data(
+    cli: Callable[..., Ran], isolated: Path, spec: dict[str, object], fragment: str
+) -> None:
+    """--resume reads what the folder's sweep.json asks, names and all, as a typed sweep would be checked: nothing
+    in it becomes a file name or path outside the sweep folder, and a malformed one is one line (exit 2), not 70."""
+    (isolated / "abs").mkdir()
+    planted = _planted_sweep(isolated / "a" / "b" / "c" / "planted", **spec)
+    before = sorted(p for p in isolated.rglob("*"))
+    done = cli("sweep", "--resume", str(planted))
+    assert done.returncode == 2 and fragment in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert sorted(p for p in isolated.rglob("*")) == before
 
 
 @pytest.mark.parametrize(
@@ -222,3 +268,52 @@ def test_the_plots_label_their_axes_with_what_they_plot(
         assert seen == [("interpreter time (us; CPU, not GPU time)", "n")]
     else:
         assert seen == [("duration (us)", "n"), ("% of roof", "n")]
+
+
+@pytest.mark.parametrize("plant", ["points.jsonl", "sweep.csv", "sweep.md", "plots", "plots/s.png"])
+def test_resuming_a_planted_sweep_folder_never_writes_through_its_links(
+    cli: Callable[..., Ran], replay: Path, plant: str
+) -> None:
+    """A sweep folder someone else left (a repo, a shared folder) may hold links where kbench writes: points are
+    appended, the table and plots rewritten. A link to ~/.bashrc at points.jsonl got a row naming a parameter value
+    '$(cmd)' appended to it, which the next shell ran. Nothing is written through a link; one line says which."""
+    done = cli("sweep", "mla_decode", "base", "--s=1,16", "--b=32", "--d=48", "--prof_type=replay",
+               "--out", "profiles", "--sweep-out", "sweeps")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [folder] = list((replay / "sweeps" / "mla_decode").iterdir())
+    victim = replay / "victim"
+    victim.mkdir()
+    (victim / "s.png").write_text("precious\n")
+    (victim / "rc").write_text("precious\n")
+    target = folder / plant
+    if target.is_dir():
+        shutil.rmtree(target)
+    else:
+        target.unlink()
+    target.symlink_to(victim if plant == "plots" else victim / ("s.png" if plant.endswith(".png") else "rc"))
+    if plant != "points.jsonl":
+        (folder / "points.jsonl").write_text("\n".join((folder / "points.jsonl").read_text().splitlines()[:1]) + "\n")
+    again = cli("sweep", "--resume", str(folder))
+    assert (victim / "s.png").read_text() == "precious\n" and (victim / "rc").read_text() == "precious\n"
+    assert sorted(p.name for p in victim.iterdir()) == ["rc", "s.png"]
+    if plant in (
+        "points.jsonl",
+        "plots",
+    ):  # refused in one line (a sweep.md, .csv or picture is replaced, not followed)
+        said = [line for line in again.stderr.splitlines() if line.startswith("kbench: error:")]
+        assert again.returncode == 4 and len(said) == 1 and "remove it" in said[0], again.stderr
+
+
+def test_a_workers_log_is_never_written_through_a_link(tmp_path: Path) -> None:
+    """--gpus workers log into the (possibly resumed, anyone's) sweep folder: a link at worker-0.log is refused."""
+    import sys
+
+    from kbench.capture import tools
+    from kbench.errors import ConfigError
+
+    victim = tmp_path / "rc"
+    victim.write_text("precious\n")
+    (tmp_path / "worker-0.log").symlink_to(victim)
+    with pytest.raises(ConfigError, match=r"worker-0\.log is not a plain file of its own"):
+        tools.run_all([([sys.executable, "-c", "print(1)"], {}, tmp_path / "worker-0.log")], timeout_s=60)
+    assert victim.read_text() == "precious\n"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kbench import sweep, sweep_report
-from kbench.errors import NoGpuError
+from kbench.errors import NoGpuError, UsageError
 from tests import ray_fakes
 from tests.conftest import Ran
 from tests.test_sweep import replay  # noqa: F401 - the fixture: the replay backend registered here
@@ -172,6 +172,52 @@ def test_large_captures_stay_on_the_node_and_say_where(tmp_path: Path) -> None:
     assert (run / "tiling" / "mm.json").read_text() == "{}" and (run / "report.md").read_text() == "r"
     assert "profile.ncu-rep\t1 bytes\tn1:/node/x/profile.ncu-rep" in (run / sweep_ray.ON_NODE).read_text()
     assert Path(again.run or "").name == "20261125T000000Z-ray01"
+
+
+@pytest.mark.parametrize(
+    ("rel", "name"),
+    [
+        ("../escaped", "report.md"),  # the run folder climbs out of --out
+        ("/abs/escaped", "report.md"),  # or is absolute
+        ("event/k/s1/20261125T000000Z", "../../../../../escaped.md"),  # a file name climbs out of its run folder
+        ("event/k/s1/20261125T000000Z", "/abs/escaped.md"),  # or is absolute
+        ("event/k/s1/20261125T000000Z", "a\x00b"),  # or is no file name at all
+        ("event/../../escaped", "report.md"),
+        (3, "report.md"),  # a task result of another shape
+    ],
+)
+def test_a_task_result_never_writes_outside_the_output_folder(tmp_path: Path, rel: Any, name: str) -> None:
+    """What a task returns is data from another process (another node): the run folder and file names in it are
+    checked like any path kbench reads from a file, and a result naming a place outside --out is a failed point."""
+    from kbench import sweep_ray
+
+    (tmp_path / "abs").mkdir()
+    home, sweep_dir = tmp_path / "a" / "b" / "c" / "home", tmp_path / "sweep"
+    sweep_dir.mkdir()
+    row = sweep.Row(version="v1", params={"s": "1"}, status="ok", run="/node/x")
+    got = {"row": row.model_dump(mode="json"), "rel": rel, "files": {name: b"planted"}, "left": [],
+           "where": {"host": "n1", "node_id": "abc", "gpus": ["3"], "cuda_visible_devices": "3"}}  # fmt: skip
+    with pytest.raises(UsageError) as e:  # the sweep's loop makes it the point's failed row
+        sweep_ray.landed(got, home)
+    assert "outside the output folder" in str(e.value) or "not one kbench's task gives" in str(e.value), e.value
+    assert len(str(e.value).splitlines()) == 1
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert written == [], written
+
+
+def test_a_link_below_the_output_folder_is_not_followed_by_a_landing_point(tmp_path: Path) -> None:
+    from kbench import sweep_ray
+
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    home.mkdir()
+    outside.mkdir()
+    (home / "event").symlink_to(outside, target_is_directory=True)
+    row = sweep.Row(version="v1", params={"s": "1"}, status="ok", run="/node/x")
+    got = {"row": row.model_dump(mode="json"), "rel": "event/k/s1/20261125T000000Z", "files": {"report.md": b"r"},
+           "left": [], "where": {"host": "n1", "node_id": None, "gpus": [], "cuda_visible_devices": None}}  # fmt: skip
+    with pytest.raises(UsageError, match="leads outside the output folder"):
+        sweep_ray.landed(got, home)
+    assert list(outside.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -68,3 +68,15 @@ class Terminated(BaseException):
     def __init__(self, message: str, signum: int = 15) -> None:
         super().__init__(message)
         self.signum = signum
+
+
+def bad_name(e: BaseException) -> UsageError | None:
+    """A path given by a user or a client that no file system takes (a name too long, a NUL byte in it), as the bad
+    input it is (exit 2), never a kbench bug; None for any other error."""
+    if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG:
+        name = str(e.filename or "a path")
+        shown = name if len(name) <= 80 else f"{name[:60]}... ({len(name):,} characters)"
+        return UsageError(f"{shown}: a name too long for the file system; give a shorter path")
+    if isinstance(e, ValueError) and "embedded null byte" in str(e):
+        return UsageError("a path holds a NUL byte, which no file name can; give it without")
+    return None

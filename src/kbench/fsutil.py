@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import json
 import os
 import re
+import secrets
 import shutil
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from kbench.errors import ConfigError, UsageError
-from kbench.inputs import TooLarge, check_size
+from kbench.inputs import TooLarge, read_limited
 
 
 def safe(name: str) -> str:
@@ -36,33 +35,40 @@ def checked_name(name: str, what: str) -> str:
     return name
 
 
-@functools.cache
-def _file_mode() -> int:
-    """The mode a plainly created file gets here (0666 less the umask): temp files start at 0600."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
+def _fresh_temp(folder: Path, name: str) -> tuple[int, Path]:
+    """A new temp file beside ``name`` in ``folder``, created with mode 0666 so that the umask in force now applies,
+    as to any file created plainly (mkstemp's 0600 would need a chmod to a umask read once: one process serves
+    callers of several umasks, the resident)."""
+    for _ in range(100):
+        tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temp name beside {folder / name}")
 
 
-def write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+def write_atomic(path: Path, write: Callable[[IO[bytes]], object], mode: int | None = None) -> None:
     """Write a file through a temp file beside it and a rename: no reader (an agent, the next run) ever sees half a
-    file, and a write that fails (disk full, a file-size limit) leaves nothing under the final name."""
+    file, and a write that fails (disk full, a file-size limit) leaves nothing under the final name. ``mode``: set
+    through the descriptor before the rename (a chmod by name after it would follow what stands there by then)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _fresh_temp(path.parent, path.name)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
-        Path(tmp).chmod(_file_mode())
-        Path(tmp).replace(path)
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+        tmp.replace(path)
     except BaseException as e:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         if isinstance(e, OSError) and e.filename is None:
             e.filename = str(path)  # a write to the descriptor names no file: the one the user asked for
         raise
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    write_atomic(path, lambda f: f.write(text.encode()))
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    write_atomic(path, lambda f: f.write(text.encode()), mode)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -147,8 +153,7 @@ def read_nofollow(path: Path, dir_fd: int | None = None) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path} is not a regular file")
-        check_size(path, st.st_size)
-        return f.read()
+        return read_limited(f, path)  # inputs.TooLarge over the limit of its kind
 
 
 def read_beneath(root: Path, path: Path) -> bytes:
@@ -187,11 +192,14 @@ def state_dir() -> Path:
     path = Path(os.environ.get("KBENCH_STATE_DIR", "/tmp/kbench-state"))
     if not path.exists() and not path.is_symlink():
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.mkdir(0o700)  # never exist_ok: a link planted after the look fails it, and is never chmodded
+        except FileExistsError:
+            pass  # made (or planted) meanwhile: checked below like any folder found there
         except OSError as e:
             raise ConfigError(f"cannot create the state folder {path} (KBENCH_STATE_DIR): {e.strerror}") from None
-        with contextlib.suppress(OSError):
-            path.chmod(0o1777)
+        else:
+            _share(path)
     try:
         why = doubt(path.lstat(), folder=True)
     except OSError as e:
@@ -202,6 +210,18 @@ def state_dir() -> Path:
             "(sudo install -d -m 1777 makes one to share) or set KBENCH_STATE_DIR to a folder of your own"
         )
     return path
+
+
+def _share(path: Path) -> None:
+    """Make the folder this process just created world-writable with the sticky bit, through a descriptor that
+    reached no link (a folder renamed away and a link put in its place is left as it is)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            if os.fstat(fd).st_uid == me():
+                os.fchmod(fd, 0o1777)
+        finally:
+            os.close(fd)
 
 
 def pid_alive(pid: int) -> bool:

@@ -8,7 +8,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from kbench.errors import ConfigError, UsageError, first_line
 
@@ -58,6 +58,15 @@ def check_size(path: Path, size: int | None = None) -> int:
             f"{LIMIT_ENV} to a larger number of MB to read it anyway (it applies to every kind of file)"
         )
     return size
+
+
+def read_limited(f: BinaryIO, path: Path) -> bytes:
+    """The bytes of the open plain file ``f`` (named ``path``), once its size passed ``check_size``, never more than
+    the limit allows (a file of /proc says it holds 0 bytes and may hold more)."""
+    check_size(path, os.fstat(f.fileno()).st_size)
+    data = f.read(math.floor(limit_mb(path.suffix) * MB) + 1)
+    check_size(path, len(data))
+    return data
 
 
 def read_json(path: Path, what: str = "valid JSON") -> Any:

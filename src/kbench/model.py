@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 
 class Model(BaseModel):
@@ -10,3 +10,9 @@ class Model(BaseModel):
     models it touches (`kbench analyze` of an .ncu-rep never builds the timeline's or the plan's)."""
 
     model_config = ConfigDict(defer_build=True)
+
+
+def first_error(e: ValidationError) -> str:
+    """A validation error's first complaint in one line: where (the field's path) and what."""
+    first = e.errors()[0]
+    return f"{'.'.join(map(str, first['loc'])) or 'the record'}: {first['msg']}"

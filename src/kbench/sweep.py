@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kbench.errors import KbenchError, UsageError
-from kbench.fsutil import safe, write_json_atomic
-from kbench.model import Model
+from pydantic import Field, ValidationError, field_validator
+
+from kbench import inputs
+from kbench.errors import ConfigError, KbenchError, UsageError
+from kbench.fsutil import checked_name, open_plain, safe, write_json_atomic
+from kbench.model import Model, first_error
 from kbench.report import folder
 
 SPEC = "sweep.json"
@@ -148,10 +153,13 @@ def model_roof(result: Any) -> str | None:
 
 def done_rows(sweep_dir: Path) -> list[Row]:
     path = sweep_dir / POINTS
-    if not path.is_file():
+    try:  # a file another run or user may have left: never through a link, its size checked before it is read
+        with os.fdopen(open_plain(path, os.O_RDONLY), "rb") as f:
+            text = inputs.read_limited(f, path).decode(errors="replace")
+    except FileNotFoundError:
         return []
     rows = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         try:
             rows.append(Row.model_validate_json(line))
         except ValueError:
@@ -216,8 +224,8 @@ def point_row(version: str, params: dict[str, str], profile_point: PointFn) -> R
 
 def record(row: Row, sweep_dir: Path) -> None:
     """Append a finished point to points.jsonl (one short line per append: workers share the file)."""
-    with (sweep_dir / POINTS).open("a") as f:
-        f.write(row.model_dump_json() + "\n")
+    with os.fdopen(open_plain(sweep_dir / POINTS, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "w") as f:
+        f.write(row.model_dump_json() + "\n")  # never through a link planted there (a resumed folder: anyone's)
 
 
 def todo(spec: dict[str, Any], sweep_dir: Path) -> tuple[list[tuple[str, dict[str, str]]], list[Row]]:
@@ -247,13 +255,60 @@ def new_dir(sweep_root: Path, kernel: str) -> Path:
     return folder.fresh_dir(sweep_root / safe(kernel))
 
 
+PARAMETER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a plan parameter's name (an identifier), matched whole
+
+
+class Asked(Model):
+    """sweep.json as ``ask`` writes it, checked when --resume reads it back (a folder another user or a repo may have
+    left): its names pass the checks typed ones do, so that none names a file or folder elsewhere (a swept name names
+    a plot), and its mode is one kbench has."""
+
+    kernel: str
+    versions: list[str] = Field(min_length=1)
+    swept: dict[str, list[str]]
+    fixed: dict[str, str]
+    mode: str
+    out: str
+    bench_runs: int = Field(ge=1)
+
+    @field_validator("kernel")
+    @classmethod
+    def _kernel(cls, value: str) -> str:
+        return checked_name(value, "sweep.json names the kernel")
+
+    @field_validator("versions")
+    @classmethod
+    def _versions(cls, value: list[str]) -> list[str]:
+        return [checked_name(v, "sweep.json names the version") for v in value]
+
+    @field_validator("swept", "fixed")
+    @classmethod
+    def _parameters(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if bad := [name for name in value if not PARAMETER.fullmatch(name)]:
+            raise UsageError(
+                f"sweep.json names the parameter {bad[0]!r}, which is no parameter name: the file was altered"
+            )
+        return value
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, value: str) -> str:
+        from kbench.modes import registry
+
+        registry.get(value)  # an unknown mode: its one line naming the known ones
+        return value
+
+
 def resumed(sweep_dir: Path) -> dict[str, Any]:
-    """The spec of an earlier sweep folder, to finish it."""
+    """The spec of an earlier sweep folder, to finish it (UsageError where it is not one kbench wrote)."""
     try:
-        spec: dict[str, Any] = json.loads((sweep_dir / SPEC).read_text())
-    except (OSError, ValueError):
+        raw = inputs.read_json(sweep_dir / SPEC)
+    except (OSError, ConfigError):
         raise UsageError(f"--resume {sweep_dir}: no readable {SPEC}; name a sweep folder kbench made") from None
-    return spec
+    try:
+        return Asked.model_validate(raw).model_dump()
+    except ValidationError as e:
+        raise UsageError(f"--resume {sweep_dir}: {SPEC} is not a sweep kbench wrote ({first_error(e)})") from None
 
 
 def profiler(spec: dict[str, Any], kernel_path: list[str], progress: Callable[[str], None]) -> PointFn:
@@ -274,26 +329,13 @@ def profiler(spec: dict[str, Any], kernel_path: list[str], progress: Callable[[s
 def run_workers(spec: dict[str, Any], sweep_dir: Path, devices: list[str], kernel_path: list[str]) -> list[Row]:
     """One `kbench sweep --resume <dir> --worker i/n` process per GPU (CUDA_VISIBLE_DEVICES), all at once; their rows
     merged in grid order (a point no worker finished says so)."""
-    import os
-    import sys
-
     from kbench.capture import tools
 
     write_spec(spec, sweep_dir)
     paths = [f"--kernel-path={k}" for k in kernel_path]
     jobs = [
         (
-            [
-                sys.executable,
-                "-m",
-                "kbench",
-                "sweep",
-                "--resume",
-                str(sweep_dir),
-                "--worker",
-                f"{i}/{len(devices)}",
-                *paths,
-            ],
+            tools.python_module("kbench", "sweep", "--resume", str(sweep_dir), f"--worker={i}/{len(devices)}", *paths),
             {**os.environ, "CUDA_VISIBLE_DEVICES": gpu},
             sweep_dir / f"worker-{i}.log",
         )

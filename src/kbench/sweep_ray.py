@@ -18,14 +18,18 @@ import os
 import socket
 import tempfile
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 
+from pydantic import ValidationError
+
 from kbench import sweep
 from kbench.capture.tools import ToolMissing
-from kbench.errors import NoGpuError, first_line
+from kbench.errors import NoGpuError, UsageError, first_line
 from kbench.fsutil import safe, write_json_atomic, write_text_atomic
+from kbench.model import Model
+from kbench.report import folder
 
 RETRIES = 2  # Ray's max_retries per point: a point's task runs at most 3 times when its worker or node dies
 CAPTURES = (".ncu-rep", ".nsys-rep", ".sqlite", ".qdstrm", ".hatchet")  # profiler captures: fetched only when asked
@@ -126,26 +130,71 @@ def task(
     return out
 
 
+class Where(Model):
+    """The host and GPU(s) a task ran on (``where``)."""
+
+    host: str
+    node_id: str | None = None
+    gpus: list[str]
+    cuda_visible_devices: str | None = None
+
+
+class Answer(Model):
+    """What a task returns (``task``), as the driver reads it: data from another process, on another node, checked
+    before anything of it is written."""
+
+    row: sweep.Row
+    where: Where
+    rel: str | None = None  # the run folder below the node's root
+    files: dict[str, bytes]  # path in the run folder -> content
+    left: list[tuple[str, int, str]]  # the files left on the node: path in the run folder, size, path there
+
+
+def _relative(name: str, what: str) -> PurePosixPath:
+    """``name`` as a path that stays below the folder it is joined to (UsageError naming ``what`` otherwise)."""
+    path = PurePosixPath(name)
+    if "\0" in name or path.is_absolute() or not path.parts or ".." in path.parts:
+        raise UsageError(f"the task's {what} {name!r} leads outside the output folder: nothing of it was written")
+    return path
+
+
+def _fresh(out_root: Path, rel: PurePosixPath) -> Path:
+    """A new folder ``out_root/rel`` (a fresh name if taken), inside ``out_root`` as resolved."""
+    parent = out_root / rel.parent
+    folder.below(out_root, parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    for i in range(100):
+        target = parent / (rel.name if i == 0 else f"{rel.name}-ray{i:02d}")
+        try:
+            target.mkdir()
+        except FileExistsError:
+            continue
+        folder.below(out_root, target)  # a link swapped in while it was made
+        return target
+    raise UsageError(f"{parent / rel.name} and 99 fresh names beside it are taken")
+
+
 def landed(got: dict[str, Any], out_root: Path) -> sweep.Row:
-    """A finished task's row, its files written under the driver's ``out_root`` (a fresh name if taken)."""
-    row = sweep.Row.model_validate(got["row"])
-    at = got["where"]
-    row.node = at["host"]
-    row.gpu = ",".join(at["gpus"]) or at.get("cuda_visible_devices")
-    if "rel" in got:
-        target = out_root / got["rel"]
-        for i in range(1, 100):
-            if not target.exists():
-                break
-            target = target.with_name(f"{Path(got['rel']).name}-ray{i:02d}")
-        for name, data in got["files"].items():
+    """A finished task's row, its files written under the driver's ``out_root`` (a fresh name if taken). UsageError
+    (nothing written) where the answer is malformed or names a place outside ``out_root``."""
+    try:
+        answer = Answer.model_validate(got)
+    except ValidationError as e:
+        raise UsageError(f"the task's answer is not one kbench's task gives ({first_line(e)})") from None
+    row, at = answer.row, answer.where
+    row.node = at.host
+    row.gpu = ",".join(at.gpus) or at.cuda_visible_devices
+    if answer.rel is not None:
+        files = {_relative(name, "file"): data for name, data in answer.files.items()}
+        target = _fresh(out_root, _relative(answer.rel, "run folder"))
+        for name, data in files.items():
             dst = target / name
             dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_bytes(data)
-        target.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(target / PLACEMENT, {"executor": "ray", **at})
-        if got["left"]:
-            lines = [f"{name}\t{size} bytes\t{at['host']}:{path}" for name, size, path in got["left"]]
+            with dst.open("xb") as f:  # a fresh folder: nothing there to overwrite or follow
+                f.write(data)
+        write_json_atomic(target / PLACEMENT, {"executor": "ray", **at.model_dump()})
+        if answer.left:
+            lines = [f"{name}\t{size} bytes\t{at.host}:{path}" for name, size, path in answer.left]
             write_text_atomic(
                 target / ON_NODE, "not fetched (rerun with --fetch-captures to bring them):\n" + "\n".join(lines) + "\n"
             )
@@ -214,6 +263,8 @@ def run(
                     row = landed(ray.get(ready[0]), Path(spec["out"]))
                 except ray.exceptions.RayError as e:
                     row = sweep.Row(version=version, params=params, status=failure(e, retries))
+                except UsageError as e:  # an answer naming a place outside --out: a failed point, nothing written
+                    row = sweep.Row(version=version, params=params, status=f"failed: {e}")
                 sweep.record(row, sweep_dir)
                 finished += 1
                 bad += row.status != "ok"

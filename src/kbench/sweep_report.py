@@ -11,7 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kbench.errors import ConfigError
 from kbench.fsutil import write_text_atomic
+from kbench.report.chart import save_png
 from kbench.report.render import num
 from kbench.sweep import Row
 
@@ -123,6 +125,9 @@ def plots(rows: list[Row], swept: Sequence[str], plot_dir: Path) -> list[Path]:
     if axis != INTERPRETED:
         panels.append(("% of roof", lambda r: r.roof_pct))
     written = []
+    if plot_dir.is_symlink():  # a resumed sweep folder may be anyone's: pictures land in it, nowhere a link leads
+        raise ConfigError(f"{plot_dir} is a symbolic link, which kbench never makes: remove it and resume again")
+    plot_dir.mkdir(parents=True, exist_ok=True)
     for along in swept:
         lines = _lines(rows, along, swept)
         if not lines:

@@ -14,7 +14,7 @@ from pydantic import ConfigDict, NonNegativeInt, StrictBool, TypeAdapter, Valida
 from kbench.analysis.access_facts import Predicted
 from kbench.analysis.ptx import InstructionMix
 from kbench.errors import ConfigError
-from kbench.model import Model
+from kbench.model import Model, first_error
 
 
 class _Tensor(Model):
@@ -52,11 +52,6 @@ def _predicted() -> TypeAdapter[Predicted]:
     return TypeAdapter(Predicted)
 
 
-def _why(e: ValidationError) -> str:
-    first = e.errors()[0]
-    return f"{'.'.join(map(str, first['loc'])) or 'the record'}: {first['msg']}"
-
-
 def launches(records: dict[str, Any], folder: Path) -> dict[str, dict[str, Any]]:
     """The launch records of the run folder ``folder`` by stage, each checked; ConfigError naming the first that
     is malformed."""
@@ -65,7 +60,9 @@ def launches(records: dict[str, Any], folder: Path) -> dict[str, dict[str, Any]]
             _Launch.model_validate(record)
         except ValidationError as e:
             path = folder / "tiling" / f"{stage}.json"
-            raise ConfigError(f"{path} is not a launch record kbench wrote ({_why(e)}); remove it or fix it") from None
+            raise ConfigError(
+                f"{path} is not a launch record kbench wrote ({first_error(e)}); remove it or fix it"
+            ) from None
     return records
 
 
@@ -74,4 +71,6 @@ def predictions(stages: dict[str, Any], path: Path) -> dict[str, Predicted]:
     try:
         return {str(stage): _predicted().validate_python(record) for stage, record in stages.items()}
     except ValidationError as e:
-        raise ConfigError(f"{path} is not an access prediction kbench wrote ({_why(e)}); remove it or fix it") from None
+        raise ConfigError(
+            f"{path} is not an access prediction kbench wrote ({first_error(e)}); remove it or fix it"
+        ) from None

@@ -63,16 +63,32 @@ def _frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return df.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
 
 
+SQLITE_VALUE_BYTES = 16 << 20  # the longest string or blob read from an export (kernel names: a few KB at most)
+
+
+def _open_export(path: Path) -> sqlite3.Connection:
+    """An nsys export opened read-only, with no value longer than SQLITE_VALUE_BYTES and no function the schema names
+    trusted (a file of a few KB can declare a view of endless rows or a column computed as a gigabyte: only tables
+    are read, and those limits bound what a row may cost)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    if hasattr(db, "setlimit"):  # Python 3.11+
+        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SQLITE_VALUE_BYTES)
+    db.execute("pragma trusted_schema = off")
+    return db
+
+
 def from_nsys_sqlite(path: Path) -> pd.DataFrame:
     inputs.check_size(path)
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = _open_export(path)
     except sqlite3.Error as e:
         raise ConfigError(f"cannot open {path}: {e}") from None
     try:
         tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
         if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
             raise ConfigError(f"{path} holds no CUDA kernel activity (was nsys run with -t cuda?)")
+        if "StringIds" not in tables:  # a view of that name may yield rows without end
+            raise ConfigError(f"{path} is not a readable nsys SQLite export: its StringIds is no table")
         names = dict(db.execute("select id, value from StringIds"))
         rows: list[dict[str, Any]] = []
         for r in db.execute(

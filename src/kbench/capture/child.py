@@ -55,7 +55,9 @@ def command(
         **program,
     }
     write_json_atomic(run_dir / SPEC, spec)
-    return [sys.executable, "-m", module, str(run_dir / SPEC)]
+    from kbench.capture.tools import python_module
+
+    return python_module(module, str(run_dir / SPEC))
 
 
 def reported(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -252,10 +252,7 @@ def read_record(index: int) -> LockRecord | None:
 
 def write_record(index: int, record: LockRecord) -> None:
     lines = [f"{k}={'none' if v is None else v}" for k, v in vars(record).items()]
-    path = record_path(index)
-    write_text_atomic(path, "\n".join(lines) + "\n")
-    with contextlib.suppress(OSError):
-        path.chmod(0o644)
+    write_text_atomic(record_path(index), "\n".join(lines) + "\n", mode=0o644)  # others' kbench reads root's
 
 
 def recover_stale(ctl: ClockControl) -> str | None:
@@ -323,7 +320,12 @@ def held(ctl: ClockControl | None, lock: bool) -> Iterator[ClockState]:
     def record(mem: int | None) -> None:
         write_record(ctl.index, LockRecord("kbench", os.getpid(), base, mem, since, shlex.join(sys.orig_argv)))
 
-    record(mem_target)  # written first: even a kill right after the lock leaves what the next run needs to reset
+    try:
+        record(mem_target)  # written first: even a kill right after the lock leaves what the next run needs to reset
+    except OSError as e:  # another user's record there (a sticky folder: not ours to replace), a full disk
+        why = f"cannot record a lock in {record_path(ctl.index)}: {e.strerror or e}"
+        yield ClockState(False, False, f"not locked ({why}; remove that file or set KBENCH_STATE_DIR)", notes)
+        return
     refused: ClockError | None = None
     try:
         mem_locked = ctl.lock(base, mem_target)

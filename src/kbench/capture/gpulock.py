@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from kbench.errors import KbenchError
+from kbench.errors import ConfigError, KbenchError
 from kbench.fsutil import open_plain, state_dir
 
 log = logging.getLogger(__name__)
@@ -31,18 +31,46 @@ def lock_path(index: int) -> Path:
 
 
 def holder(fd: int) -> str:
-    """Who holds the lock, as its holder wrote it into the file (read through the descriptor kbench opened)."""
+    """Who holds the lock, as its holder wrote it into the file (read through the descriptor kbench opened): another
+    user may have written it, so it is shown as plain text of one line, each field cut at HOLDER_CHARS."""
     try:
         h = json.loads(os.pread(fd, 1 << 16, 0) or b"{}")
-        return " ".join(f"kbench pid {h['pid']} (`{h['command']}`) since {h['since']}".split())
+        pid, command, since = (_plain(str(h[k])) for k in ("pid", "command", "since"))
+        return f"kbench pid {pid} (`{command}`) since {since}"
     except (OSError, ValueError, KeyError, TypeError):
         return "another kbench process (it did not say which)"
+
+
+HOLDER_CHARS = 200
+
+
+def _plain(text: str) -> str:
+    """``text`` on one line of printable characters (a terminal's escape sequences dropped), at most HOLDER_CHARS."""
+    shown = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return shown if len(shown) <= HOLDER_CHARS else shown[: HOLDER_CHARS - 3] + "..."
+
+
+def _opened(path: Path) -> int:
+    """The lock file, for writing where this user may, else for reading (another user's file: flock needs no write
+    access, the holder line is then not written); ConfigError naming its owner where it cannot be opened at all."""
+    try:
+        return open_plain(path, os.O_RDWR | os.O_CREAT)
+    except PermissionError:
+        pass
+    try:
+        return open_plain(path, os.O_RDONLY)
+    except PermissionError:
+        owner = path.stat().st_uid
+        raise ConfigError(
+            f"{path} belongs to uid {owner}, who let no one else open it, so no one can share this GPU's lock: ask "
+            "them or root to remove it, or set KBENCH_STATE_DIR to a folder of your own"
+        ) from None
 
 
 @contextlib.contextmanager
 def exclusive(index: int, *, wait: bool = True, progress: Callable[[str], None] = log.info) -> Iterator[None]:
     """Hold GPU ``index`` for the block; wait for it (saying so) or, with ``wait=False``, raise GpuBusy."""
-    fd = open_plain(lock_path(index), os.O_RDWR | os.O_CREAT)
+    fd = _opened(lock_path(index))
     try:
         if os.fstat(fd).st_uid == os.geteuid():
             with contextlib.suppress(OSError):
@@ -60,12 +88,14 @@ def exclusive(index: int, *, wait: bool = True, progress: Callable[[str], None] 
             "command": shlex.join(sys.orig_argv),
             "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        with contextlib.suppress(OSError):  # EBADF: read-only (another user's file)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
         try:
             yield
         finally:
-            os.ftruncate(fd, 0)
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

@@ -21,19 +21,33 @@ from pathlib import Path
 
 
 def matching_processes(markers: list[str], proc_root: Path = Path("/proc")) -> list[int]:
-    """The ids of the processes (not this one) whose command line holds one of ``markers``; none where there is no
-    /proc to read."""
+    """The ids of this user's processes (not this one) whose command line holds one of ``markers`` whole (not as the
+    start of a longer word: profile-123 is not in profile-1234), in order; none where there is no /proc to read.
+    Another user's process is never one (a reaper of root's kbench must not end a stranger's nsys)."""
     if not markers:
         return []
     found = []
     for entry in proc_root.glob("[0-9]*"):
         try:
+            if entry.stat().st_uid != os.geteuid():
+                continue
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        if int(entry.name) != os.getpid() and any(m in cmdline for m in markers):
+        if int(entry.name) != os.getpid() and any(_holds(cmdline, m) for m in markers):
             found.append(int(entry.name))
-    return found
+    return sorted(found)
+
+
+def _holds(cmdline: str, marker: str) -> bool:
+    """Whether ``marker`` occurs in ``cmdline`` not followed by a letter or digit."""
+    at = cmdline.find(marker)
+    while at >= 0:
+        after = cmdline[at + len(marker) : at + len(marker) + 1]
+        if not after.isalnum():
+            return True
+        at = cmdline.find(marker, at + 1)
+    return False
 
 
 def end(group: int, markers: list[str]) -> None:

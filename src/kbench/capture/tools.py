@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from kbench.capture import reaper
 from kbench.capture.reaper import matching_processes as matching_processes  # the tests' name for it
@@ -127,7 +128,7 @@ def run(
     process whose command line holds one of ``strays`` ("{pid}" stands for the started process's id): the processes
     a tool starts in sessions of their own (Nsight Systems runs the profiled program and its agent so), which
     outlive their process group's end. A reaper does the same should this process die first (``reaped``)."""
-    with log_path.open("w") as log, reaped() as watch:
+    with _log(log_path) as log, reaped() as watch:
         try:
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)  # noqa: S603
         except OSError as e:
@@ -151,7 +152,7 @@ def run_all(jobs: list[tuple[list[str], dict[str, str], Path]], *, timeout_s: fl
     process group still running is killed (ToolTimeout names the first log), as the reaper does should this process
     die first."""
     procs: list[subprocess.Popen[bytes]] = []
-    logs = [path.open("w") for _, _, path in jobs]
+    logs = [_log(path) for _, _, path in jobs]
     try:
         with reaped() as watch:
             for (argv, env, _), log in zip(jobs, logs, strict=True):
@@ -176,6 +177,14 @@ def run_all(jobs: list[tuple[list[str], dict[str, str], Path]], *, timeout_s: fl
         for log in logs:
             log.close()
     return [Finished(code, path.read_text(errors="replace")) for code, (_, _, path) in zip(codes, jobs, strict=True)]
+
+
+def _log(path: Path) -> IO[str]:
+    """A tool's log file, opened for writing as a plain file of its own (fsutil.open_plain): a link planted at its
+    name (a resumed sweep's folder may be anyone's) is refused, not written through."""
+    from kbench.fsutil import open_plain
+
+    return os.fdopen(open_plain(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w")
 
 
 REAPER = Path(reaper.__file__)
@@ -229,6 +238,16 @@ def detach(argv: list[str], log_path: Path, *, cwd: Path, env: dict[str, str]) -
     except OSError:
         return False
     return True
+
+
+def python_module(module: str, *args: str, safe_flag: bool = sys.version_info >= (3, 11)) -> list[str]:
+    """The argv of `python -m module args` importing nothing from the working folder (a checked-out repo's
+    typer.py or kbench/ would run first otherwise): -P on Python 3.11 and later, else the folder dropped from sys.path
+    before the module is looked up."""
+    if safe_flag:
+        return [sys.executable, "-P", "-m", module, *args]
+    start = f"import runpy, sys; del sys.path[0]; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    return [sys.executable, "-c", start, *args]
 
 
 def output(argv: list[str], *, timeout_s: float = 30.0) -> Finished:

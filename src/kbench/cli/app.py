@@ -214,14 +214,16 @@ def devlog_cmd(
 def mcp_cmd(
     kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
     root: list[str] = typer.Option(
-        [], "--root", help="A folder the tools may read and write (repeatable); default: the client's MCP roots."
+        [],
+        "--root",
+        help="A folder the tools may read and write (repeatable); default: the client's MCP roots, else this folder.",
     ),
 ) -> None:
     """Serve kbench to coding agents over MCP (stdio): list_kernels, profile (with progress), check, analyze,
     read_report, compare, runs, devlog and clone_version, each answering with structured data; errors come back as
     one line. Every answer stays under 40,000 characters (report.md and files are paged: read_report's offset).
-    File access stays inside the client's MCP roots, or the --root folders for a client without roots (neither:
-    anywhere). Register it with an MCP client as the command `kbench mcp`."""
+    File access stays inside the --root folders, else the client's MCP roots, else the folder the server was started
+    in (`--root /` lifts the bound). Register it with an MCP client as the command `kbench mcp`."""
     from kbench.cli.mcp_server import serve
     from kbench.plan.discovery import kernel_paths
 

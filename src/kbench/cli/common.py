@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kbench.errors import KbenchError, Terminated, UsageError, refused_write
+from kbench.errors import KbenchError, Terminated, UsageError, bad_name, refused_write
 
 log = logging.getLogger("kbench")
 
@@ -96,6 +96,8 @@ def errors_exit(prog: str) -> Iterator[None]:
     except KbenchError as e:
         fail(str(e), e.exit_code)
     except OSError as e:
+        if (bad := bad_name(e)) is not None:
+            fail(str(bad), bad.exit_code)
         if (refused := refused_write(e)) is None:
             internal(e)
         fail(f"{refused}; earlier profiles are untouched, this run's folder is marked failed", refused.exit_code)
@@ -109,6 +111,8 @@ def errors_exit(prog: str) -> Iterator[None]:
         code = getattr(e, "exit_code", None)
         if hasattr(e, "format_message") and isinstance(code, int):
             fail(f"{e.format_message()} (see {prog} --help)", code or 1)
+        if (bad := bad_name(e)) is not None:
+            fail(str(bad), bad.exit_code)
         internal(e)
 
 

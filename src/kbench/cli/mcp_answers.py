@@ -13,7 +13,7 @@ import pydantic_core
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from kbench.errors import KbenchError, UsageError, first_line
+from kbench.errors import KbenchError, UsageError, bad_name, first_line
 from kbench.model import Model
 from kbench.report.comparison import Comparison
 from kbench.report.models import ProfileResult
@@ -44,11 +44,21 @@ def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except ToolError:
             raise
         except KbenchError as e:
-            raise ToolError(first_line(e)) from None
+            raise ToolError(_cut(first_line(e))) from None
         except Exception as e:
-            raise ToolError(f"kbench bug ({type(e).__name__}): {first_line(e)}") from None
+            if (bad := bad_name(e)) is not None:
+                raise ToolError(str(bad)) from None
+            raise ToolError(_cut(f"kbench bug ({type(e).__name__}): {first_line(e)}")) from None
 
     return wrapper
+
+
+ERROR_CHARS = 2_000  # a tool error's line: it may quote a name a planted file holds, of any length
+
+
+def _cut(line: str) -> str:
+    """An error line of at most ERROR_CHARS characters, saying how long it was where it is cut."""
+    return line if len(line) <= ERROR_CHARS else f"{line[: ERROR_CHARS - 60]}... (cut: {len(line):,} characters)"
 
 
 def bad_arguments(errors: Sequence[Any]) -> str:
@@ -131,7 +141,15 @@ class Compared(Comparison):
 
 class Logged(Model):
     path: str
-    entry: str
+    entry: str = Field(description="the entry appended (its head when long: the file holds it whole)")
+    more: str | None = Field(default=None, description="what was left out of the entry, and where it is")
+
+
+def logged(path: str, entry: str) -> Logged:
+    """The devlog's answer: the entry's head when it passes MD_CHARS (it quotes result.json and the insights)."""
+    head, rest = page(entry, 0, MD_CHARS)
+    more = None if rest is None else f"the entry's first {len(head):,} of {len(entry):,} characters: {path} holds it"
+    return Logged(path=path, entry=head, more=more)
 
 
 class Cloned(Model):

@@ -1,24 +1,23 @@
-"""`kbench mcp`'s fence: the folders its tools may reach (`kbench mcp --root DIR`, else the client's MCP roots; with
-neither, anywhere), each path checked once it is joined and resolved (the file a tool reads or writes, not only the
-folder it was named by), files inside roots read without following a link swapped in after the check; and tool
-arguments put on `kbench check`'s command line as data, never as its options."""
+"""`kbench mcp`'s fence: the folders its tools may reach (`kbench mcp --root DIR`, else the client's MCP roots, else
+the folder the server was started in), each path checked once it is joined and resolved (the file a tool reads or
+writes, not only the folder it was named by), files inside roots read without following a link swapped in after the
+check; and tool arguments put on `kbench check`'s command line as data, never as its options."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from mcp.server.mcpserver import Context
 
 from kbench.errors import UsageError
-from kbench.fsutil import read_beneath
+from kbench.fsutil import read_beneath, read_nofollow
 
 Value = str | int | float | bool  # a plan parameter's value as a tool argument
 
 
 class Fence:
-    """The roots one tool call may reach; None: anywhere (a client without roots and no --root asked for no bound)."""
+    """The roots one tool call may reach; None: anywhere (a server built in-process without bounds: Roots)."""
 
     def __init__(self, roots: list[Path] | None) -> None:
         self.roots = roots
@@ -46,20 +45,21 @@ class Fence:
         """The file ``path`` once ``inside`` allows it; inside roots read down from its root without following any
         link (one swapped in after the check is refused, not followed)."""
         found = self._root(path, what)
-        if found is None:
-            return path.read_text()
         try:
-            return read_beneath(found[1], found[0]).decode(errors="replace")
+            data = read_nofollow(path) if found is None else read_beneath(found[1], found[0])
+            return data.decode(errors="replace")
         except OSError as e:
             raise UsageError(f"cannot read {what} {path}: {e.strerror or e}") from None
 
 
 class Roots:
-    """The folders file access may reach: ``kbench mcp --root DIR`` (for clients without roots), else the client's
-    MCP roots when it declares them, else anywhere (a client that declares none asked for no bound)."""
+    """The folders file access may reach: ``kbench mcp --root DIR``, else the client's MCP roots when it declares
+    them, else ``fallback`` (`kbench mcp`: the folder it was started in, since many clients declare no roots;
+    None: anywhere, for a server built in-process by code that bounds it itself)."""
 
-    def __init__(self, fixed: list[str]) -> None:
+    def __init__(self, fixed: list[str], fallback: list[str] | None = None) -> None:
         self.fixed = [Path(r).expanduser().resolve() for r in fixed]
+        self.fallback = None if fallback is None else [Path(r).expanduser().resolve() for r in fallback]
 
     async def of(self, ctx: Context) -> Fence:
         if self.fixed:
@@ -75,13 +75,13 @@ class Roots:
         with warnings.catch_warnings():  # roots are deprecated in the 2026-07-28 protocol (SEP-2577), still sent
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             if not session.check_client_capability(types.ClientCapabilities(roots=types.RootsCapability())):
-                return Fence(None)
+                return Fence(self.fallback)
             try:
                 listed = session.list_roots()
                 if inspect.isawaitable(listed):
                     listed = await listed
             except NoBackChannelError:  # a transport that cannot ask the client (in-process, modern protocol)
-                return Fence(None)
+                return Fence(self.fallback)
         return Fence([Path(unquote(urlparse(str(r.uri)).path)).resolve() for r in listed.roots])
 
 
@@ -115,6 +115,8 @@ def check_argv(
 ) -> list[str]:
     """`kbench check`'s command line: the server's own options, then ``--`` (the end of options), then the kernel,
     its version and its parameters, so that nothing a client sends is read as an option (--kernel-path, ...)."""
-    argv = [sys.executable, "-m", "kbench", "check", *(f"--kernel-path={k}" for k in kernel_path)]
-    argv += [*(["--access"] if access else []), "--", kernel, *([version] if version else [])]
-    return argv + [f"--{k}={v}" for k, v in plan_values(params).items()]
+    from kbench.capture.tools import python_module
+
+    argv = ["check", *(f"--kernel-path={k}" for k in kernel_path), *(["--access"] if access else [])]
+    argv += ["--", kernel, *([version] if version else []), *(f"--{k}={v}" for k, v in plan_values(params).items())]
+    return python_module("kbench", *argv)

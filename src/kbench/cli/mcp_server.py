@@ -33,6 +33,7 @@ from kbench.cli.mcp_answers import (
     done,
     fitted,
     kernels,
+    logged,
     one_line_errors,
     page,
 )
@@ -83,11 +84,13 @@ def _plan(kernel: str, version: str | None, params: Params, kernel_path: list[st
     return load_plan(PlanArgs(kernel, version, plan_values(params)), kernel_path)
 
 
-def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) -> MCPServer:
+def build(
+    kernel_path: list[str] | None = None, roots: list[str] | None = None, fallback: list[str] | None = None
+) -> MCPServer:
     """The server, its tools bound to ``kernel_path`` (user kernel folders, besides KBENCH_KERNEL_PATH); file access
-    bounded by ``roots`` (``--root``), else by the client's MCP roots (see ``Roots``)."""
+    bounded by ``roots`` (``--root``), else by the client's MCP roots, else by ``fallback`` (see ``Roots``)."""
     paths = list(kernel_path or [])
-    bound = Roots(list(roots or []))
+    bound = Roots(list(roots or []), fallback)
     server = Server("kbench", version=__version__, instructions=INSTRUCTIONS)
 
     async def in_thread(work: Callable[[], R]) -> R:
@@ -243,8 +246,8 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
             from kbench.errors import UsageError
             from kbench.report.runs import runs as listed
 
-            if offset < 0:
-                raise UsageError(f"offset {offset}: 0 or more")
+            if offset < 0 or (limit is not None and limit < 1):
+                raise UsageError(f"offset {offset} and limit {limit}: offset 0 or more, limit 1 or more")
             every = listed(fence.inside(out, "out"), kernel)  # params.json and result.json never read through a link
             shown = Runs(runs=every[offset : offset + min(limit or 200, 200)])
             return fitted(shown, "runs", "runs", len(every), offset, hint=": runs(offset={next}) lists the next")
@@ -268,7 +271,7 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
             where = fence.inside(docs, "docs")
             fence.inside(where / f"{result.kernel}.md", "devlog")  # the file appended to (kbench.report.devlog)
             path, entry = log.append(result, folder, where, list(insights or []))
-            return Logged(path=str(path), entry=entry)
+            return logged(str(path), entry)
 
         return await in_thread(work)
 
@@ -300,4 +303,5 @@ def build(kernel_path: list[str] | None = None, roots: list[str] | None = None) 
 
 
 def serve(kernel_path: list[str], roots: list[str] | None = None) -> None:
-    build(kernel_path, roots).run("stdio")
+    """`kbench mcp`: without --root and client roots, the tools reach the folder it was started in and below."""
+    build(kernel_path, roots, fallback=[str(Path.cwd())]).run("stdio")

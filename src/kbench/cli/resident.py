@@ -278,13 +278,12 @@ def _relay(conn: socket.socket, received: Iterator[dict[str, Any]], log: Path) -
 def _start(path: Path) -> None:
     """A resident in the background for the next call: in /, with no working folder on its import path and PYTHONPATH
     as this call reads it, its log beside the socket. It leaves at once where another resident holds the socket."""
-    from kbench.capture.tools import detach
+    from kbench.capture.tools import detach, python_module
 
     env = dict(os.environ)
     if "PYTHONPATH" in env:
         env["PYTHONPATH"] = search_path()
-    safe = ["-P"] if sys.version_info >= (3, 11) else []  # Python 3.10: the resident drops its folder itself
-    argv = [sys.executable, *safe, "-m", "kbench.cli.resident_server", path.name]
+    argv = python_module("kbench.cli.resident_server", path.name)
     detach(argv, path.with_suffix(".log"), cwd=Path("/"), env=env)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.errors import KernelError
-from kbench.fsutil import safe, write_json_atomic
+from kbench.fsutil import read_nofollow, safe, write_json_atomic
 from kbench.plan.base import Config
 
 log = logging.getLogger(__name__)
@@ -39,12 +39,26 @@ def entry_path(root: Path, device: str, package: str, version: str, stage: str, 
     return root / safe(device) / safe(package) / safe(version) / safe(stage) / f"{safe(params_slug)}.json"
 
 
+DEPTH = 4  # the folders entry_path names below the cache root: device, package, version, stage
+
+
+def linked(path: Path) -> bool:
+    """Whether one of an entry's own folders is a symbolic link: kbench makes them as folders, so one was planted
+    (the cache root may be shared, or come with a checked-out repo), and a write or a delete through it would land
+    elsewhere. Said in one log line."""
+    if found := next((p for p in list(path.parents)[:DEPTH] if p.is_symlink()), None):
+        log.warning(
+            "autotune cache %s: %s is a symbolic link, which kbench never makes; not used (remove it)", path, found
+        )
+    return found is not None
+
+
 def read_entry(path: Path, space: Sequence[Config], toolchain: str, source: str = "") -> TuneResult | None:
     """The cached result, or None (with one log line) when the entry is absent, corrupt or stale."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_nofollow(path))
         best, history = data["best"], data["history"]
         if not isinstance(best, dict) or not isinstance(history, list):
             raise ValueError("best/history have the wrong type")
@@ -71,7 +85,7 @@ def read_entry(path: Path, space: Sequence[Config], toolchain: str, source: str 
 
 def forget(path: Path | None) -> bool:
     """Delete a cache entry (e.g. its config failed the correctness check); True when one was deleted."""
-    if path is None or not path.exists():
+    if path is None or not path.exists() or linked(path):
         return False
     path.unlink()
     return True
@@ -105,6 +119,8 @@ def tune(
     source, kbench.plan.sources; "" where it is not tracked)."""
     if len(space) == 1:
         return TuneResult(best=dict(space[0]), history=[], source="fixed", path=None)
+    if path is not None and linked(path):
+        path = None
     if path is not None and (cached := read_entry(path, space, toolchain, source)) is not None:
         return cached
     history: list[dict[str, Any]] = [{"config": dict(c), "us": time_us(c)} for c in space]
@@ -112,6 +128,8 @@ def tune(
     if not ran:
         raise TuningFailed(f"none of the {len(space)} tuning configurations ran")
     best = min(ran, key=lambda h: h["us"])["config"]
+    if path is not None and linked(path):  # planted while it tuned (minutes, for a large space)
+        path = None
     result = TuneResult(best=best, history=history, source="tuned", path=path)
     if path is not None:
         try:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.fsutil import open_plain
+from kbench.inputs import read_limited
 from kbench.report.models import ProfileResult, totals
 from kbench.report.render import num
 
@@ -138,10 +139,10 @@ def append(r: ProfileResult, run_dir: Path, docs: Path, insights: list[str]) -> 
     the entry lands in the docs folder and nowhere a link there points."""
     docs.mkdir(parents=True, exist_ok=True)
     path = docs / f"{r.kernel}.md"
-    with os.fdopen(open_plain(path, os.O_RDWR | os.O_CREAT | os.O_APPEND), "r+", encoding="utf-8") as f:
-        text = f.read()
+    with os.fdopen(open_plain(path, os.O_RDWR | os.O_CREAT | os.O_APPEND), "r+b") as f:
+        text = read_limited(f, path).decode(errors="replace")  # inputs.TooLarge: a devlog past its limit is not read
         new = entry(r, run_dir, insights, previous_entry(text, r.mode, r.params))
         if not text:
-            f.write(f"# {r.kernel}: development log\n\nOne entry per profiled version (`kbench devlog`).\n")
-        f.write(new)
+            f.write(f"# {r.kernel}: development log\n\nOne entry per profiled version (`kbench devlog`).\n".encode())
+        f.write(new.encode())
     return path, new

@@ -44,13 +44,13 @@ def new_run_dir(root: Path, mode: str, kernel: str, params_slug: str, now: datet
     always inside ``root`` as resolved: a symbolic link below ``root`` (``out/annotation -> elsewhere``) is refused,
     so a fence on the output folder (``kbench mcp``'s roots) holds for the run folder too."""
     parent = root / mode / kernel / params_slug
-    _below(root, parent)
+    below(root, parent)
     made = fresh_dir(parent, now)
-    _below(root, made)  # a link swapped in while it was made
+    below(root, made)  # a link swapped in while it was made
     return made
 
 
-def _below(root: Path, path: Path) -> None:
+def below(root: Path, path: Path) -> None:
     """UsageError unless ``path`` resolves inside ``root`` (symbolic links followed)."""
     if not path.resolve().is_relative_to(root.resolve()):
         from kbench.errors import UsageError
