@@ -13,7 +13,6 @@ from typing import Any
 
 from kbench.errors import ConfigError
 from kbench.fsutil import write_text_atomic
-from kbench.report.chart import save_png
 from kbench.report.render import num
 from kbench.sweep import Row
 
