@@ -20,6 +20,7 @@ for run in "vector_add event" "vector_add annotation" "matmul ncu" "fork_join ns
   echo "$1 $2 rc=$? $(( ($(date +%s%N) - start) / 1000000 )) ms; $(grep -h '^- Clocks' "$res/$2_$1.md" | cut -c1-120)"
 done
 $py tests/contract/check_report.py "$res"/profiles/*/*/*/*/report.md | tail -1
+echo "pictures: $(cd "$res/profiles" && ls */*/*/*/timeline.png */*/*/*/roofline.png 2>/dev/null | tr '\n' ' ')"
 echo "=== resident"
 export KBENCH_RESIDENT=1 XDG_RUNTIME_DIR=$(mktemp -d)
 chmod 700 "$XDG_RUNTIME_DIR"
