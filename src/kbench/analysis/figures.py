@@ -16,6 +16,7 @@ from kbench.analysis.bottleneck import TIMELINE_IDLE_PCT, StageClass, plan_class
 from kbench.analysis.counters import StageCounters, StageModel
 from kbench.analysis.devices import ActiveDevice, SmLimits
 from kbench.analysis.fusion import fusion
+from kbench.analysis.kernels import StageKernels
 from kbench.analysis.ncu import Rule
 from kbench.analysis.occupancy import ctas_per_sm
 from kbench.analysis.opportunities import Opportunity
@@ -89,6 +90,7 @@ class Facts:
     atomic_serial_ns: float | None = None
     arch: str | None = None
     predicted: dict[str, Predicted] = field(default_factory=dict)  # per stage: an access run's CPU trace
+    kernels: dict[str, StageKernels] = field(default_factory=dict)  # per stage: the kernels the GPU ran in it
 
     @classmethod
     def of(
@@ -139,6 +141,7 @@ class Facts:
             "arch": self.arch,
             "practical_by_precision": self.practical,
             "predicted": self.predicted.get(f.name),
+            "kernels": self.kernels.get(f.name),
         }
         if self.limits and t.get("num_warps"):
             held = ctas_per_sm(self.limits, int(t["num_warps"]), t.get("registers"), t.get("shared_bytes"))

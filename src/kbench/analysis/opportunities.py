@@ -42,6 +42,7 @@ def at_roof(e: Evidence) -> Opportunity | None:
         f"none in {e.name}; only moving fewer bytes or doing fewer FLOPs (fusing stages, a cheaper "
         "algorithm) makes it faster",
         stop=True,
+        whole_stage=True,
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from kbench.analysis import roofline as rl
 from kbench.analysis.access_facts import Predicted
 from kbench.analysis.devices import SmLimits
+from kbench.analysis.kernels import StageKernels
 from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.stages import StageFigures
 from kbench.model import Model
@@ -69,10 +70,25 @@ class Evidence:
     atomic_serial_ns: float | None = None  # one atomic to an address others also update, measured (conf/devices.json)
     practical_by_precision: dict[str, rl.Ceilings] = field(default_factory=dict)  # every precision's practical roof
     predicted: Predicted | None = None  # its loads and stores traced under the CPU interpreter (an access run)
+    kernels: StageKernels | None = None  # what the GPU ran inside the stage (CUPTI, nsys, ncu), largest first
+    kernel: str | None = None  # the kernel the launch facts above describe (the stage's main kernel)
+    share: float = 1.0  # that kernel's share of the stage's GPU time (1: the only kernel, or not measured)
 
     @property
     def name(self) -> str:
         return self.stage.name
+
+    @property
+    def where(self) -> str:
+        """The stage, and in a stage of several kernels the kernel the facts describe (items name it)."""
+        if self.kernel and self.kernels is not None and len(self.kernels.kernels) > 1:
+            return f"{self.name} (kernel {self.kernel}, {100.0 * self.share:.0f}% of the stage)"
+        return self.name
+
+    @property
+    def kernel_us(self) -> float:
+        """The time of the kernel the facts describe: the stage's time weighed by its share."""
+        return self.us * self.share
 
     @property
     def config(self) -> str:
@@ -140,11 +156,14 @@ def finding(
     change: str,
     stop: bool = False,
     structural: bool = False,
+    whole_stage: bool = False,
 ) -> Opportunity:
-    """A mechanism the catalogue named: ``saved_us`` of the stage as a share of the plan, capped by its roof."""
+    """A mechanism the catalogue named: ``saved_us`` of the stage as a share of the plan, capped by its roof. An
+    item about the stage's main kernel (the default) is weighed by that kernel's share of the stage; one about the
+    whole stage (``whole_stage``: at the roof, launches, host time, a kernel the plan did not declare) is not."""
     return Opportunity(
         name=name,
-        gain_pct=e.gain(saved_us),
+        gain_pct=e.gain(saved_us if whole_stage else saved_us * e.share),
         metric=trigger[0],
         value=trigger[1],
         change=change,

@@ -112,4 +112,5 @@ def launch_bound(e: Evidence) -> Opportunity | None:
         (f"{e.name}.launches", str(e.launches)),
         f"launch {e.name}'s work as one kernel: move the host loop that launches it into the grid (one more grid "
         "axis, or a loop inside the kernel); where launches must stay separate, capture them in a CUDA graph",
+        whole_stage=True,
     )

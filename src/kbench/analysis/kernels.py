@@ -1,0 +1,107 @@
+"""The kernels of each stage: what the GPU really ran inside a stage's range, whatever mode saw it (CUPTI's activity
+records in event mode, the timeline in nsys mode, the profiled kernels in the counter modes). Pure.
+
+A stage's plan declares the kernels it expects (``Stage.kernels``); what runs may differ: a framework operation
+(a dtype conversion, a copy, a memset) adds kernels, a launch runs a grid other than the one the plan declared. Every
+fact about "the stage's kernel" belongs to one of these kernels, and an item about a kernel is weighed by its share
+of the stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from kbench.model import Model
+
+
+class StageKernel(Model):
+    """One kernel (by name) the GPU ran inside a stage, per run of the stage."""
+
+    name: str
+    launches: float  # launches per run of the stage (a median over the runs seen)
+    us: float | None = None  # GPU time per run of the stage, all its launches summed
+    share_pct: float | None = None  # of the stage's summed kernel time
+    grid: list[int] | None = None  # the grid the GPU ran (x, y, z), not the one the plan declared
+    block: list[int] | None = None  # threads per CTA (x, y, z)
+    registers: int | None = None  # per thread
+    shared_bytes: int | None = None  # per CTA, static + dynamic
+    declared: bool | None = None  # among the plan's Stage.kernels; None: the plan declares none
+    op: str | None = None  # the framework operation that launched it (the PyTorch op), where the profiler tells
+    source: str = ""  # what saw it: "CUPTI", "nsys", "ncu"
+
+    @property
+    def ctas(self) -> int | None:
+        if not self.grid:
+            return None
+        n = 1
+        for g in self.grid:
+            n *= int(g)
+        return n
+
+    @property
+    def threads(self) -> int | None:
+        if not self.block:
+            return None
+        n = 1
+        for b in self.block:
+            n *= int(b)
+        return n
+
+
+class HostTime(Model):
+    """Host time inside a stage (event mode): its CUDA-event time against the kernels' GPU time, and the runtime and
+    driver API calls one run of the stage makes (CUPTI's API records)."""
+
+    events_us: float  # the stage's CUDA-event median
+    kernels_us: float  # the kernels' GPU time per run (CUPTI, summed)
+    api: dict[str, float] = Field(default_factory=dict)  # API call name -> calls per run of the stage
+
+    @property
+    def gap_us(self) -> float:
+        return max(0.0, self.events_us - self.kernels_us)
+
+    @property
+    def gap_pct(self) -> float:
+        return 100.0 * self.gap_us / self.events_us if self.events_us > 0 else 0.0
+
+
+class StageKernels(Model):
+    """The kernels of one stage, largest first, and (event mode) its host time."""
+
+    stage: str
+    kernels: list[StageKernel]
+    host: HostTime | None = None
+
+    @property
+    def main(self) -> StageKernel | None:
+        """The kernel holding the most GPU time (the first listed where no time was measured)."""
+        timed = [k for k in self.kernels if k.us is not None]
+        if timed:
+            return max(timed, key=lambda k: k.us or 0.0)
+        return self.kernels[0] if self.kernels else None
+
+    def share(self, name: str) -> float | None:
+        """A kernel's share of the stage's kernel time, 0..1 (None: not timed)."""
+        k = next((k for k in self.kernels if k.name == name), None)
+        return None if k is None or k.share_pct is None else k.share_pct / 100.0
+
+
+def is_declared(name: str, declared: Sequence[str]) -> bool | None:
+    """Whether a kernel the GPU ran is one the plan declared (a declared name is the kernel's name, or a part of a
+    library kernel's mangled name); None when the plan declares none."""
+    wanted = [d for d in declared if d]
+    if not wanted:
+        return None
+    return any(d == name or d in name for d in wanted)
+
+
+def shares(kernels: list[StageKernel]) -> list[StageKernel]:
+    """The kernels with their share of the summed time filled in, largest first."""
+    total = sum(k.us for k in kernels if k.us is not None)
+    out = [
+        k.model_copy(update={"share_pct": 100.0 * k.us / total if k.us is not None and total > 0 else None})
+        for k in kernels
+    ]
+    return sorted(out, key=lambda k: -(k.us or 0.0))
