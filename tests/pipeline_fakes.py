@@ -85,6 +85,10 @@ def replay(monkeypatch: pytest.MonkeyPatch, timings_json: Path) -> None:
     monkeypatch.setattr(
         event, "time_cupti", lambda fn, reps, flush, flush_items, rest_us=0.0, settle_us=0.0: next(cupti)
     )
+    # the census the run recorded beside its timings (kernels.json), stage by stage; none where it recorded none
+    kernels = timings_json.parent / "kernels.json"
+    census = iter(json.loads(kernels.read_text())["stages"].values() if kernels.exists() else [])
+    monkeypatch.setattr(event, "census", lambda fn: next(census, None))
     monkeypatch.setattr(event, "work_items", lambda fn: 1)
     monkeypatch.setattr(event, "L2Flush", lambda nbytes: type("Flush", (), {"words": "no flush (replayed)"})())
     monkeypatch.setattr(event, "l2_flush_bytes", lambda: 0)

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import Field
+
 from kbench.analysis import gains
 from kbench.analysis import opportunities as op
 from kbench.analysis import stages as st
@@ -45,6 +47,12 @@ class PlanFigures(Model):
     # what timed the stages: a GPU (its timers, ncu), or Triton's CPU interpreter (access mode), whose wall time is
     # never GPU time: no rate, speed-up or "fastest" is read from it
     timer: Literal["gpu", "interpreter"] = "gpu"
+    kernels: list[StageKernels] = Field(default_factory=list)  # per stage (in stage order): the kernels the GPU ran
+
+    def described(self, tiling: dict[str, dict[str, Any]]) -> list[str]:
+        """For each stage whose kernels are known, which of them its launch record (``tiling``) describes."""
+        said = (sk.describes((tiling.get(sk.stage) or {}).get("kernel")) for sk in self.kernels)
+        return [line for line in said if line]
 
 
 def _plan(
@@ -66,6 +74,7 @@ def _plan(
         opportunities_note=ranked[1],
         ceilings_source=ceilings_source,
         roofline_known=roofline_known,
+        kernels=[facts.kernels[f.name] for f in figs if facts and f.name in facts.kernels],
     )
 
 
@@ -143,6 +152,7 @@ class Facts:
             "predicted": self.predicted.get(f.name),
             "kernels": self.kernels.get(f.name),
         }
+        known.update(described(t.get("kernel"), self.kernels.get(f.name)))
         if self.limits and t.get("num_warps"):
             held = ctas_per_sm(self.limits, int(t["num_warps"]), t.get("registers"), t.get("shared_bytes"))
             if held:
@@ -150,6 +160,16 @@ class Facts:
         known.update({k: v for k, v in {**self.measured.get(f.name, {}), **counted}.items() if v is not None})
         tile = dict(t.get("config") or {})
         return op.Evidence(stage=f, total_us=total_us, practical=self.practical.get(f.precision), tile=tile, **known)
+
+
+def described(kernel: str | None, kernels: StageKernels | None) -> dict[str, Any]:
+    """Evidence about the kernel the stage's launch record describes, from what the GPU ran: its name, its share of
+    the stage and the grid it really launched (the record's grid is the plan's; a library call may differ)."""
+    k = next((k for k in kernels.kernels if k.name == kernel), None) if kernels and kernel else None
+    if k is None:
+        return {}
+    share = kernels.share(k.name) if kernels else None
+    return {"kernel": k.name, "share": 1.0 if share is None else share, **({"ctas": k.ctas} if k.ctas else {})}
 
 
 FEWER = (

@@ -9,11 +9,15 @@ of the stage.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pydantic import Field
 
 from kbench.model import Model
+
+# runtime/driver API calls that allocate or free memory (a cudaMallocAsync is stream-ordered: the host does not wait)
+ALLOCATES = ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost", "cuMemAlloc", "cuMemFree")
 
 
 class StageKernel(Model):
@@ -30,6 +34,11 @@ class StageKernel(Model):
     declared: bool | None = None  # among the plan's Stage.kernels; None: the plan declares none
     op: str | None = None  # the framework operation that launched it (the PyTorch op), where the profiler tells
     source: str = ""  # what saw it: "CUPTI", "nsys", "ncu"
+
+    @property
+    def short(self) -> str:
+        """Its name as a table shows it (kbench.analysis.kernels.short_name)."""
+        return short_name(self.name)
 
     @property
     def ctas(self) -> int | None:
@@ -57,6 +66,7 @@ class HostTime(Model):
     events_us: float  # the stage's CUDA-event median
     kernels_us: float  # the kernels' GPU time per run (CUPTI, summed)
     api: dict[str, float] = Field(default_factory=dict)  # API call name -> calls per run of the stage
+    span_us: float | None = None  # the host's time in one run of the stage (the census's, under the profiler)
 
     @property
     def gap_us(self) -> float:
@@ -82,10 +92,70 @@ class StageKernels(Model):
             return max(timed, key=lambda k: k.us or 0.0)
         return self.kernels[0] if self.kernels else None
 
+    def host_work(self) -> dict[str, float]:
+        """What one run does that makes the host (and so the GPU) wait, from its API calls and copies:
+        synchronizations, copies between host and device, allocations; and its launches (API calls)."""
+        calls = self.host.api.items() if self.host else []
+        return {
+            "synchronizations": sum(n for name, n in calls if "Synchronize" in name),
+            "host-device copies": sum(k.launches for k in self.kernels if "DtoH" in k.name or "HtoD" in k.name),
+            "allocations": sum(n for name, n in calls if name in ALLOCATES),
+            "launches": sum(n for name, n in calls if "Launch" in name),
+        }
+
+    def host_line(self) -> str | None:
+        """The host time a report shows for this stage (None: not measured)."""
+        h = self.host
+        if h is None:
+            return None
+        did = ", ".join(f"{n:g} {what}" for what, n in self.host_work().items() if n) or "no API call recorded"
+        return (
+            f"{self.stage}: {h.events_us:.2f} us by CUDA events against {h.kernels_us:.2f} us of kernels (CUPTI, "
+            f"the Duration above), {h.gap_pct:.1f}% outside them; per run: {did}"
+        )
+
+    def describes(self, kernel: str | None) -> str | None:
+        """Which kernel a stage's launch record (Tiling) describes, against what the GPU ran (None: nothing to say)."""
+        if not kernel or not self.kernels:
+            return None
+        k = next((k for k in self.kernels if k.name == kernel), None)
+        if k is None:
+            return f"{self.stage}: {kernel} was not among the kernels {self.kernels[0].source} saw in the stage"
+        share = f", {k.share_pct:.1f}% of the stage's kernel time" if k.share_pct is not None else ""
+        grid = f", launched with grid {'x'.join(map(str, k.grid))}" if k.grid else ""
+        return f"{self.stage}: the facts above describe {k.short}{share}{grid} ({len(self.kernels)} kernel(s) ran)"
+
     def share(self, name: str) -> float | None:
         """A kernel's share of the stage's kernel time, 0..1 (None: not timed)."""
         k = next((k for k in self.kernels if k.name == name), None)
         return None if k is None or k.share_pct is None else k.share_pct / 100.0
+
+
+SHORT = 60  # characters of a kernel's name a table shows (report.json keeps it whole)
+# template arguments that say nothing about what a library kernel does: types, and the wrappers around the functor
+GENERIC = frozenset(
+    (
+        *("float", "double", "int", "unsigned", "char", "bool", "long", "short", "half", "void", "const", "signed"),
+        *("true", "false", "std", "array", "c10", "BFloat16", "Half", "operator", "lambda"),
+        *("ReduceOp", "func_wrapper_t", "BinaryFunctor", "OffsetCalculator", "TrivialOffsetCalculator"),
+    )
+)
+
+
+def short_name(name: str) -> str:
+    """A mangled C++ kernel name cut to what tells it apart: its function's name without namespaces, return type or
+    parameters, and its first template argument that names what it does (the functor):
+    "reduce_kernel<NormTwoOps>", "unrolled_elementwise_kernel<direct_copy_kernel_cuda>". Other names stay whole."""
+    if "::" not in name and len(name) <= SHORT:
+        return name
+    base = name.removeprefix("void ").replace("(anonymous namespace)::", "").strip()
+    head = re.split(r"[<(]", base, maxsplit=1)[0]
+    short = head.rsplit("::", 1)[-1] or head
+    if base[len(head) : len(head) + 1] == "<":
+        words = (w.rsplit("::", 1)[-1] for w in re.findall(r"\b[A-Za-z_][\w:]*", base[len(head) + 1 :]))
+        functor = next((w for w in words if w and w not in GENERIC), None)
+        short = f"{short}<{functor}>" if functor else short
+    return short if len(short) <= SHORT else short[: SHORT - 1] + "…"
 
 
 def is_declared(name: str, declared: Sequence[str]) -> bool | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kbench.analysis import bottleneck as b
-from kbench.analysis.catalogue import compute, launch, memory, stalls
+from kbench.analysis.catalogue import compute, kernels, launch, memory, stalls
 from kbench.analysis.catalogue.compute import tensor_cores_idle
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding, roof_words
 from kbench.analysis.catalogue.launch import launch_bound, measured_tail, spills, tail, underfilled
@@ -120,20 +120,25 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     memory.touched_beyond_model,
     memory.few_bytes_in_flight,
     memory.per_element_atomics,
+    kernels.undeclared,
 )
+# entries about time outside the stage's Duration (host time where CUPTI timed the kernels): not part of its
+# distance to the roof, so said even at the roof and not counted against what the roof leaves unexplained
+OUTSIDE: tuple[Callable[[Evidence], Opportunity | None], ...] = (kernels.host_time,)
 
 
 def diagnose(e: Evidence) -> list[Opportunity]:
     """The catalogue's findings for one stage: "stop" when it is at its practical roof; else every mechanism its
     evidence triggers, then its dominant warp stalls over what those leave of the distance to the roof, then what
     is still unexplained of that distance and what would show it."""
+    outside = [o for check in OUTSIDE if (o := check(e)) is not None]
     if (done := at_roof(e)) is not None:
-        return [done]
+        return [done, *outside]
     found = [o for check in CATALOGUE if (o := check(e)) is not None]
     gap = e.gain(e.gap_us)
     found += stalls.stalled(e, gap - sum(o.gain_pct for o in found))
     rest = unexplained(e, sum(o.gain_pct for o in found))
-    return [*found, rest] if rest is not None else found
+    return [*found, *([rest] if rest is not None else []), *outside]
 
 
 def rank(

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from kbench.analysis.audit import cross_check
+from kbench.analysis.census import stage_kernels
 from kbench.analysis.clocks import probed, sagged, start_mhz, window
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_timings
+from kbench.analysis.kernels import StageKernels
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.timing_stats import TimingStats
+from kbench.capture.census import RUNS as CENSUS_RUNS
+from kbench.capture.census import census
 from kbench.capture.cupti import REST_X, Repetitions, after_events, time_cupti, work_items
 from kbench.capture.phases import Stopwatch, describe
 from kbench.capture.prepare import guarded
@@ -27,6 +32,11 @@ from kbench.report.sections import Sections, Timing
 
 TIMINGS = "timings.json"
 CEILINGS = "ceilings.json"
+KERNELS = "kernels.json"  # the census of each stage's kernels (kbench.capture.census), raw facts
+NO_CENSUS_GRAPH = (
+    "--cuda-graph: the stage is timed as graph replays, which make no launches or API calls of their own, and "
+    "CUPTI does not time it (no kernel sum to set the events against)"
+)
 CUPTI_METHOD = (
     "stage durations from CUPTI (the GPU's timestamps of each repetition's kernels, summed; PyTorch profiler), "
     "{flush} before each{rest}, the SM clock read on the GPU around each (a probe of two spins of known cycles); "
@@ -50,6 +60,28 @@ def concurrency(plan: KernelPlan) -> str | None:
     )
 
 
+def census_kernels(
+    capture: Capture, plan: KernelPlan, timed: dict[str, Any]
+) -> tuple[dict[str, StageKernels], list[str]]:
+    """Each stage's kernels from the capture's census (with its host time from ``timed``'s CUDA-event and CUPTI
+    samples), and a note for each stage the census could not measure."""
+    if "kernels" not in capture.files:
+        return {}, []
+    found = json.loads(capture.files["kernels"].read_text())
+    out: dict[str, StageKernels] = {}
+    notes = []
+    for stage in plan.checked_stages():
+        record = found.get("stages", {}).get(stage.name)
+        if record is None:
+            continue
+        if "not_measured" in record:
+            notes.append(f"Kernels of {stage.name} not measured: {record['not_measured']}")
+            continue
+        t = timed.get(stage.name, {})
+        out[stage.name] = stage_kernels(stage.name, record, stage.kernels, t.get("samples_us"), t.get("cupti_us"))
+    return out, notes
+
+
 class Event(InProcessMode):
     name = "event"
     options = frozenset({"cuda_graph"})
@@ -64,6 +96,7 @@ class Event(InProcessMode):
 
         # when each stage was timed (CUDA events, then CUPTI), to place the clock samples
         windows: dict[str, tuple[float, float, float]] = {}
+        taken: dict[str, Any] = {}  # per stage: its census record, or {"not_measured": why}
 
         def measure() -> dict[str, Any]:
             stages: dict[str, Any] = {}
@@ -90,6 +123,11 @@ class Event(InProcessMode):
                         else "--cuda-graph: the stage is timed as a graph replay with CUDA events"
                     )
                 windows[ps.stage.name] = (start, middle, time.monotonic())
+                # after the timings, so it cannot disturb them: the kernels, their launch facts and API calls
+                with watch.phase("kernel census"):
+                    found = census(ps.launch.fn) if not opts.cuda_graph else NO_CENSUS_GRAPH
+                if found is not None:
+                    taken[ps.stage.name] = found if isinstance(found, dict) else {"not_measured": found}
                 stages[ps.stage.name] = {
                     "samples_us": events.us,
                     "warmup_reps": events.warmup_reps,
@@ -121,6 +159,9 @@ class Event(InProcessMode):
                 else timed["events_clock"]
             )
         write_json_atomic(job.run_dir / TIMINGS, timings)  # the raw samples, kept before any analysis
+        if taken:
+            seconds = round(watch.seconds.get("kernel census", 0.0), 3)
+            write_json_atomic(job.run_dir / KERNELS, {"runs": CENSUS_RUNS, "seconds": seconds, "stages": taken})
         if job.device.spec is None:
             from kbench.capture import ceilings as measured
 
@@ -131,8 +172,9 @@ class Event(InProcessMode):
                 )
             write_json_atomic(job.run_dir / CEILINGS, {p: vars(c) for p, c in found.items()})
         files = {"timings": job.run_dir / TIMINGS}
-        if (job.run_dir / CEILINGS).exists():
-            files["ceilings"] = job.run_dir / CEILINGS
+        for role, name in (("ceilings", CEILINGS), ("kernels", KERNELS)):
+            if (job.run_dir / name).exists():
+                files[role] = job.run_dir / name
         job.params["phases_s"] = {k: round(v, 2) for k, v in watch.seconds.items()}
         return Capture(
             files=files,
@@ -142,7 +184,8 @@ class Event(InProcessMode):
         )
 
     def open(self, path: Path) -> Capture:
-        return Capture(files={"timings": path}, live=False)
+        beside = path.parent / KERNELS  # the census a live run wrote next to its timings
+        return Capture(files={"timings": path, **({"kernels": beside} if beside.exists() else {})}, live=False)
 
     def analyse(self, capture: Capture, ctx: Context) -> Analysis:
         if ctx.plan is None:
@@ -156,13 +199,14 @@ class Event(InProcessMode):
             ceilings = device.ceilings()
         # a stage's duration: its CUPTI samples where they were taken, else its CUDA-event samples
         stats = {name: TimingStats.of(s.get("cupti_us") or s["samples_us"]) for name, s in timings["stages"].items()}
+        kernels, unmeasured = census_kernels(capture, ctx.plan, timings["stages"])
         figures = from_timings(
             ctx.plan.checked_stages(),
             stats,
             ceilings,
             roofline_known=device.known,
             device_name=device.name,
-            facts=Facts.of(device, capture.tiling, capture.predicted),
+            facts=replace(Facts.of(device, capture.tiling, capture.predicted), kernels=kernels),
         )
         whole = timings.get("plan")
         method = timings["method"]
@@ -179,6 +223,7 @@ class Event(InProcessMode):
                     for name, st in timings["stages"].items()
                     if (note := sagged(name, st.get("clock"), timings.get("start_sm_mhz")))
                 ],
+                *unmeasured,
                 # where the time went, for a capture long enough to ask (a second or more)
                 *([describe(phases)] if sum((phases := capture.facts.get("phases") or {}).values()) >= 1 else []),
             ],

@@ -199,6 +199,8 @@ def stage_report(r: ProfileResult, s: StageFigures) -> StageReport:
 
 
 def build(r: ProfileResult) -> ReportJson:
+    from kbench.report import kernels_json  # it builds on this module's Value
+
     f = r.figures
     against = f.practical_source or f.ceilings_source
     plan_by = (
@@ -245,8 +247,12 @@ def build(r: ProfileResult) -> ReportJson:
         baseline_code=(baseline.code or None) if baseline else None,
         baseline_code_changed=baseline.code_changed if baseline else None,
         sections={
-            name: getattr(r.sections, name).model_dump(mode="json")
-            for name in r.sections.present(r.sections.AFTER_ROOFLINE)
+            **{
+                name: getattr(r.sections, name).model_dump(mode="json")
+                for name in r.sections.present(r.sections.AFTER_ROOFLINE)
+            },
+            # the kernels each stage ran, where the mode measured them (kbench.report.kernels_json)
+            **({"kernels": [k.model_dump(mode="json") for k in kernels_json.build(f.kernels)]} if f.kernels else {}),
         },
         environment=Environment(
             device=r.device,

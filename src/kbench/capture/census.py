@@ -1,0 +1,50 @@
+"""The census of a stage's kernels (event mode): after its timings, the stage runs a few more times inside one
+PyTorch-profiler session with CPU ops and CUDA activity (Kineto, CUPTI underneath), each run inside a user annotation;
+kbench.analysis.census keeps the facts of that trace (never the trace itself). No L2 flush and no rests: the census
+counts kernels and reads their launch facts; the stage's duration stays the CUPTI timing's.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kbench.analysis.census import MARK, facts
+
+RUNS = 3  # runs of the stage the census records (the analysis takes the median per run)
+
+
+def census(fn: Callable[[], object], runs: int = RUNS) -> dict[str, Any] | str:
+    """The census record of ``runs`` calls of ``fn`` (kbench.analysis.census.facts), or why there is none."""
+    try:
+        import torch
+        from torch._C._autograd import _disable_profiler, _enable_profiler, _prepare_profiler
+        from torch._C._profiler import ProfilerActivity, ProfilerConfig, ProfilerState, _ExperimentalConfig
+
+        # the cupti.py session's entry points (no torch.profiler import), with CPU ops added for the launching op
+        config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig())
+        activities = {ProfilerActivity.CPU, ProfilerActivity.CUDA}
+        torch.cuda.synchronize()
+        _prepare_profiler(config, activities)
+        _enable_profiler(config, activities)
+        try:
+            for i in range(runs):
+                with torch.autograd.profiler.record_function(f"{MARK}{i}"):
+                    fn()
+                torch.cuda.synchronize()  # outside the run's annotation: its API call is not the stage's
+        finally:
+            result = _disable_profiler()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "census.json"
+            result.save(str(path))
+            record = facts(json.loads(path.read_text()))
+    except (ImportError, AttributeError, TypeError, RuntimeError, OSError, ValueError, KeyError) as e:
+        return f"the PyTorch profiler failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    if not record["items"]:
+        return "the profiler recorded no GPU work for the stage"
+    if len(record.get("host_us") or []) != runs:
+        return f"the profiler recorded {len(record.get('host_us') or [])} of the {runs} runs' annotations"
+    return record
