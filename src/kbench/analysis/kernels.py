@@ -108,7 +108,7 @@ class StageKernels(Model):
         h = self.host
         if h is None:
             return None
-        did = ", ".join(f"{n:g} {what}" for what, n in self.host_work().items() if n) or "no API call recorded"
+        did = counted(self.host_work()) or "no API call recorded"
         return (
             f"{self.stage}: {h.events_us:.2f} us by CUDA events against {h.kernels_us:.2f} us of kernels (CUPTI, "
             f"the Duration above), {h.gap_pct:.1f}% outside them; per run: {did}"
@@ -156,6 +156,17 @@ def short_name(name: str) -> str:
         functor = next((w for w in words if w and w not in GENERIC), None)
         short = f"{short}<{functor}>" if functor else short
     return short if len(short) <= SHORT else short[: SHORT - 1] + "…"
+
+
+def counted(work: dict[str, float]) -> str:
+    """``StageKernels.host_work``'s counts in words: "1 synchronization, 2 launches"."""
+    one = {
+        "synchronizations": "synchronization",
+        "host-device copies": "host-device copy",
+        "allocations": "allocation",
+        "launches": "launch",
+    }
+    return ", ".join(f"{n:g} {one.get(what, what) if n == 1 else what}" for what, n in work.items() if n)
 
 
 def is_declared(name: str, declared: Sequence[str]) -> bool | None:

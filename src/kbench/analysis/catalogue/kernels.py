@@ -10,7 +10,8 @@ time with this stage counted at its CUDA-event time, the time a caller of the st
 from __future__ import annotations
 
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
-from kbench.analysis.kernels import StageKernel
+from kbench.analysis.census import TRITON
+from kbench.analysis.kernels import StageKernel, counted
 
 UNDECLARED_PCT = 10.0  # an undeclared kernel's share of its stage that makes it an item
 HOST_PCT = 10.0  # host time's share of a stage's CUDA-event time that makes it an item (with host work recorded)
@@ -48,7 +49,7 @@ def _undeclared_change(e: Evidence, k: StageKernel) -> str:
             "kernel the tensor in the dtype and layout it reads), or read the original inside the kernel and convert "
             "in its loads (`tl.load(...).to(...)`, its strides instead of .contiguous())"
         )
-    if op == "Triton launch":
+    if op == TRITON:
         return (
             f"a Triton kernel Stage.kernels does not name: add {k.short} there if it is the plan's own; else fuse its "
             f"work into {e.name}'s kernel"
@@ -75,7 +76,7 @@ def undeclared(e: Evidence) -> Opportunity | None:
         return None
     k = found[0]  # the kernels come largest first
     share = k.share_pct or 0.0
-    by = f", launched by {k.op}" if k.op else ""
+    by = f", launched by {k.op}" if k.op and k.op != TRITON else (", a Triton launch (no PyTorch op)" if k.op else "")
     more = f"; {len(found) - 1} more undeclared over {UNDECLARED_PCT:g}%" if len(found) > 1 else ""
     return finding(
         e,
@@ -98,7 +99,7 @@ def host_time(e: Evidence) -> Opportunity | None:
     work = e.kernels.host_work()
     if not (work["synchronizations"] or work["host-device copies"] or work["allocations"]):
         return None
-    did = ", ".join(f"{n:g} {what}" for what, n in work.items() if n)
+    did = counted(work)
     changes = []
     if work["synchronizations"] or work["host-device copies"]:
         changes.append(

@@ -1,0 +1,248 @@
+"""The kernels census (event mode): parsing a real PyTorch-profiler trace from the H100, the kernels model it gives,
+the two catalogue entries built on it (an undeclared kernel, host time inside a stage), and what report.md and
+report.json show of it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbench import pipeline
+from kbench.analysis import opportunities as op
+from kbench.analysis.catalogue import kernels as catalogue
+from kbench.analysis.census import MARK, TRITON, facts, stage_kernels
+from kbench.analysis.figures import Facts
+from kbench.analysis.kernels import short_name
+from kbench.analysis.roofline import Ceilings
+from kbench.analysis.stages import StageFigures
+from kbench.analysis.timing_stats import TimingStats
+from kbench.modes.base import RunOptions
+from kbench.plan.discovery import load_version
+from tests.conftest import DATA, contract_problems
+from tests.pipeline_fakes import offline_gpu, replay
+
+TRACE = DATA / "census_h100" / "kineto_trace.json"
+BASE = 4470823692000.0  # the trace's timestamps are microseconds from this
+# the two loop iterations of workloads.py in the trace (from the first add_kernel launch of each to the next)
+ITERATIONS = ((2720.0, 1530.0), (4250.0, 1295.0))
+HEALTHY = DATA / "validation_h100_1125" / "tile_mm-base" / "event" / "timings.json"  # one kernel, no host work
+ROOF = Ceilings(tflops=600.0, gbps=3000.0, source="test")
+
+
+def trace() -> dict[str, Any]:
+    return json.loads(TRACE.read_text())
+
+
+def marked() -> dict[str, Any]:
+    """The real trace with each loop iteration inside a census annotation, as kbench.capture.census marks a run."""
+    t = copy.deepcopy(trace())
+    for i, (start, dur) in enumerate(ITERATIONS):
+        t["traceEvents"].append(
+            {"ph": "X", "cat": "user_annotation", "name": f"{MARK}{i}", "pid": 1963, "tid": 1963,
+             "ts": BASE + start, "dur": dur, "args": {"External id": 1000 + i}}
+        )  # fmt: skip
+    return t
+
+
+def item(record: dict[str, Any], name: str) -> dict[str, Any]:
+    (found,) = [i for i in record["items"] if i["name"] == name]
+    return found
+
+
+def test_a_real_trace_gives_each_gpu_item_its_launch_facts_and_the_op_that_launched_it() -> None:
+    record = facts(trace())
+    assert record["runs"] == 1 and record["host_us"] is None and record["unplaced"] == 0
+    mm = item(record, "mm_kernel")
+    assert (mm["grid"], mm["block"], mm["registers"], mm["shared_bytes"]) == ([32, 32, 1], [256, 1, 1], 110, 98304)
+    assert mm["op"] == TRITON and mm["api"] == "cuLaunchKernelEx" and mm["launches"] == [2]
+    assert abs(mm["us"][0] - (242.658 + 275.777)) < 1e-6
+    nvjet = item(record, "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT")
+    assert nvjet["op"] == "aten::mm" and nvjet["api"] == "cuLaunchKernelEx"  # cuBLAS through the driver, under an op
+    (copies,) = [i for i in record["items"] if "direct_copy_kernel_cuda" in i["name"]]
+    assert copies["op"] == "aten::to > aten::copy_" and copies["launches"] == [5]
+    readback = item(record, "Memcpy DtoH (Device -> Pinned)")
+    assert readback["kind"] == "memcpy" and readback["op"] == "aten::item > aten::_local_scalar_dense"
+    assert record["api"]["cudaStreamSynchronize"] == [2.0] and record["api"]["cuLaunchKernelEx"] == [10.0]
+    assert record["api"]["cudaMalloc"] == [2.0]
+    assert len(json.dumps(record)) < TRACE.stat().st_size / 4  # kernels.json keeps facts, not the trace
+
+
+def test_runs_are_split_by_their_annotations() -> None:
+    record = facts(marked())
+    assert record["runs"] == 2 and record["host_us"] == [1530.0, 1295.0]
+    assert item(record, "add_kernel")["launches"] == [2, 2]
+    assert item(record, "mm_kernel")["us"] == pytest.approx([242.658, 275.777])
+    assert item(record, "Memset (Device)")["op"] == "aten::mm"
+    assert record["api"]["cudaMalloc"] == [2.0, 0.0]  # the caching allocator kept the first run's blocks
+    assert record["api"]["cudaDeviceSynchronize"] == [1.0, 1.0]
+    assert record["unplaced"] == 25  # the setup's and the check's items, outside both runs
+    assert "Memcpy DtoH (Device -> Pinned)" not in {i["name"] for i in record["items"]}
+
+    sk = stage_kernels("loop", record, ["add_kernel", "mm_kernel", "rowsum_kernel"], [3000.0, 3100.0], [2000.0])
+    add = next(k for k in sk.kernels if k.name == "add_kernel")
+    assert add.launches == 2 and add.us == pytest.approx(statistics.median([280.321 + 272.193, 282.977 + 274.018]))
+    assert sum(k.share_pct or 0.0 for k in sk.kernels) == pytest.approx(100.0)
+    assert [k.declared for k in sk.kernels if k.name.startswith(("nvjet", "Memset"))] == [False, False]
+    assert sk.host is not None and sk.host.events_us == 3050.0 and sk.host.span_us == pytest.approx(1412.5)
+    work = sk.host_work()
+    assert work["synchronizations"] == 1 and work["allocations"] == 1 and work["launches"] == 5
+    assert stage_kernels("loop", record).kernels[0].declared is None  # the plan declares none
+
+
+def test_long_library_names_are_cut_to_what_tells_them_apart() -> None:
+    names = {i["name"] for i in facts(trace())["items"]}
+    short = {short_name(n) for n in names}
+    assert "unrolled_elementwise_kernel<direct_copy_kernel_cuda>" in short
+    assert {"reduce_kernel<NormTwoOps>", "reduce_kernel<sum_functor>", "reduce_kernel<MaxNanFunctor>"} <= short
+    assert {"mm_kernel", "Memcpy DtoH (Device -> Pinned)"} <= short
+    assert max(len(s) for s in short) <= 60
+
+
+def evidence(us: float, sk: Any, total: float | None = None, nbytes: float = 1e8) -> op.Evidence:
+    f = StageFigures(
+        name=sk.stage, precision="bf16", flops=1e9, dram_bytes=nbytes, timing=TimingStats.of([us]), duration_us=us,
+        tflops=None, gbps=None, intensity=10.0, bottleneck="Memory",
+    )  # fmt: skip
+    return op.Evidence(stage=f, total_us=total or us, practical=ROOF, kernels=sk)
+
+
+def one(name: str, us: float, launches: int = 1, op_: str | None = TRITON, kind: str = "kernel") -> dict[str, Any]:
+    return {"kind": kind, "name": name, "grid": [128, 1, 1], "block": [128, 1, 1], "registers": 40,
+            "shared_bytes": 0, "op": op_, "launches": [launches] * 3, "us": [us] * 3}  # fmt: skip
+
+
+def test_a_healthy_one_kernel_stage_gets_no_host_item_and_no_undeclared_item() -> None:
+    timed = json.loads(HEALTHY.read_text())["stages"]["mm"]
+    record = {"runs": 3, "items": [one("mm_kernel", 29.3)], "api": {"cuLaunchKernelEx": [1, 1, 1]}, "host_us": None}
+    sk = stage_kernels("mm", record, ["mm_kernel"], timed["samples_us"], timed["cupti_us"])
+    assert sk.host is not None and sk.host.gap_pct > 15.0  # the H100's 35.6 us by events against 29.3 us of kernel
+    e = evidence(statistics.median(timed["cupti_us"]), sk)
+    assert catalogue.host_time(e) is None and catalogue.undeclared(e) is None
+    assert not [o for o in op.diagnose(e) if o.metric.endswith(("host_gap_pct", "undeclared_kernel_pct"))]
+
+
+def test_an_undeclared_conversion_kernel_is_named_with_its_op_and_its_time_as_the_gain() -> None:
+    # issue 42's case: a kernel the plan never declared took 548 of a stage's 638 us
+    items = [one("mm_kernel", 90.0), one(NAME_COPY, 548.0, op_="aten::to > aten::copy_")]
+    record = {"runs": 3, "items": items, "api": {}, "host_us": None}
+    sk = stage_kernels("s", record, ["mm_kernel"])
+    e = evidence(638.0, sk, total=1000.0)
+    found = catalogue.undeclared(e)
+    assert found is not None and found.metric == "s.undeclared_kernel_pct" and found.value == "85.9%"
+    assert found.name.startswith("Kernel unrolled_elementwise_kernel<direct_copy_kernel_cuda> is not the plan's: 86%")
+    assert "launched by aten::to > aten::copy_" in found.name
+    assert found.gain_pct == pytest.approx(100.0 * 638.0 * 548.0 / 638.0 / 1000.0)  # whole stage, not weighed
+    assert "`aten::to > aten::copy_` converts or copies" in (found.change or "") and "setup" in (found.change or "")
+    assert catalogue.undeclared(evidence(638.0, stage_kernels("s", record, []), total=1000.0)) is None
+    small = {"runs": 3, "items": [one("mm_kernel", 600.0), one(NAME_COPY, 38.0, op_="aten::to")], "api": {}}
+    assert catalogue.undeclared(evidence(638.0, stage_kernels("s", small, ["mm_kernel"]))) is None  # 6%: under 10%
+
+
+NAME_COPY = (
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::"
+    "{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul>, 4,"
+    " TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>, at::native::memory::"
+    "LoadWithCast<1>, at::native::memory::StoreWithCast<1> >(int, ...)"
+)
+
+
+def test_a_read_back_inside_the_stage_is_host_time_with_the_gap_as_its_gain() -> None:
+    items = [
+        one("k1", 100.0),
+        one("Memcpy DtoH (Device -> Pinned)", 2.0, op_="aten::item > aten::_local_scalar_dense", kind="memcpy"),
+        one("k2", 98.0),
+    ]
+    api = {"cuLaunchKernelEx": [2] * 3, "cudaMemcpyAsync": [1] * 3, "cudaStreamSynchronize": [1] * 3}
+    record = {"runs": 3, "items": items, "api": api, "host_us": [310.0] * 3}
+    sk = stage_kernels("s", record, ["k1", "k2"], [300.0] * 5, [200.0] * 5)
+    found = catalogue.host_time(evidence(200.0, sk, total=400.0))
+    assert found is not None and found.metric == "s.host_gap_pct" and found.value == "33.3%"
+    assert "100.0 us per run" in found.name and "1 synchronization, 1 host-device copy, 2 launches" in found.name
+    assert found.gain_pct == pytest.approx(100.0 * 100.0 / 500.0)  # the plan with this stage at its events time
+    assert ".item()" in (found.change or "")
+    # the same API calls but a gap of 5%: the timer's overhead, not an item
+    assert catalogue.host_time(evidence(200.0, stage_kernels("s", record, [], [210.0], [200.0]))) is None
+    # host time is said even where the kernels are at their roof (5.7e8 bytes at 3,000 GB/s: 190 of 200 us)
+    at_roof = op.diagnose(evidence(200.0, sk, total=400.0, nbytes=5.7e8))
+    assert [o.metric for o in at_roof] == ["s.practical_roof_pct", "s.host_gap_pct"]
+
+
+@pytest.fixture
+def census_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """matmul v2's real event-mode run on the H100 (timings with CUPTI), with the census record of the real trace's
+    two iterations as its stage's kernels.json; replayed through the event pipeline."""
+    folder = tmp_path / "recorded"
+    folder.mkdir()
+    source = DATA / "validation_h100_1125" / "matmul-v2" / "event"
+    shutil.copy(source / "timings.json", folder / "timings.json")
+    (folder / "kernels.json").write_text(json.dumps({"runs": 2, "stages": {"mm": facts(marked())}}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / ".cache"))
+    offline_gpu(monkeypatch)
+    params = json.loads((source / "params.json").read_text())
+    plan = load_version(params["kernel"], params["version"]).from_values(params["params"])
+    replay(monkeypatch, folder / "timings.json")
+    opts = RunOptions(out_root=Path("out"), check=False, progress=lambda msg: None, bench_runs=100)
+    return Path(pipeline.profile("event", plan, opts).out_dir)
+
+
+def test_the_report_lists_each_stages_kernels_after_the_root_cause(census_run: Path) -> None:
+    text = (census_run / "report.md").read_text()
+    assert contract_problems(census_run / "report.md") == []
+    stages = text[text.index("Root cause:") : text.index("## Top 3")]
+    assert (
+        "| Stage | Kernel | Launches | Grid | Block | Registers | Time (us) | Share (%) | Declared | Launched by |"
+        in stages
+    )
+    assert "| mm | mm_kernel | 1 | 32x32x1 | 256x1x1 | 110 | 259.22 |" in stages
+    assert "| mm | nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT | 1 | 2x66x1 | 384x1x1 | 168 |" in stages
+    assert "| no | aten::mm |" in stages and "| yes | Triton launch |" in stages
+    assert (
+        "- mm: 220.35 us by CUDA events against 202.04 us of kernels (CUPTI, the Duration above), 8.3% outside"
+        in stages
+    )
+    assert "per run: 1 synchronization, 1 allocation, 5 launches" in stages
+    # add_kernel (Triton, not declared) holds the most time: the undeclared item names it
+    assert "Kernel add_kernel is not the plan's" in text
+    assert "2 launch(es) per run, a Triton launch (no PyTorch op)); 2 more undeclared over 10%" in text
+    assert (census_run / "kernels.json").exists()
+
+
+def test_report_json_keeps_every_kernel_whole_with_its_source(census_run: Path) -> None:
+    data = json.loads((census_run / "report.json").read_text())
+    (stage,) = data["sections"]["kernels"]
+    assert stage["stage"] == "mm" and len(stage["kernels"]) == 5
+    mm = next(k for k in stage["kernels"] if k["name"] == "mm_kernel")
+    assert mm["us"]["source"] == "measured" and mm["us"]["by"].startswith("CUPTI:")
+    assert mm["share_pct"]["source"] == "derived" and mm["grid"] == [32, 32, 1] and mm["declared"] is True
+    host = stage["host"]
+    assert host["events_us"]["source"] == "measured" and host["gap_us"]["source"] == "derived"
+    assert host["api"]["cudaDeviceSynchronize"] == 1.0
+
+
+def test_the_tiling_facts_name_the_kernel_they_describe() -> None:
+    sk = stage_kernels("loop", facts(marked()), ["add_kernel", "mm_kernel", "rowsum_kernel"])
+    said = sk.describes("mm_kernel")
+    assert said is not None and said.startswith("loop: the facts above describe mm_kernel, 18.0% of the stage's kernel")
+    assert "launched with grid 32x32x1 (5 kernel(s) ran)" in said
+    assert sk.describes("other_kernel") == "loop: other_kernel was not among the kernels CUPTI saw in the stage"
+    assert sk.describes(None) is None
+    e = Facts(kernels={"loop": sk}).evidence(figures("loop"), 1000.0)
+    assert e.kernel is None and e.share == 1.0  # no launch record: it describes no kernel
+    t = {"loop": {"kernel": "mm_kernel", "grid": [128, 1, 1], "num_warps": 8}}
+    e = Facts(kernels={"loop": sk}, tiling=t).evidence(figures("loop"), 1000.0)
+    assert e.kernel == "mm_kernel" and e.share == pytest.approx(0.18, abs=0.001) and e.ctas == 32 * 32
+    assert e.where == "loop (kernel mm_kernel, 18% of the stage)"
+
+
+def figures(name: str) -> StageFigures:
+    return StageFigures(
+        name=name, precision="bf16", flops=1e9, dram_bytes=1e8, timing=TimingStats.of([100.0]), duration_us=100.0,
+        tflops=None, gbps=None, intensity=10.0, bottleneck="Memory",
+    )  # fmt: skip
