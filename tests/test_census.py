@@ -36,7 +36,8 @@ ROOF = Ceilings(tflops=600.0, gbps=3000.0, source="test")
 
 
 def trace() -> dict[str, Any]:
-    return json.loads(TRACE.read_text())
+    loaded: dict[str, Any] = json.loads(TRACE.read_text())
+    return loaded
 
 
 def marked() -> dict[str, Any]:
@@ -51,8 +52,9 @@ def marked() -> dict[str, Any]:
 
 
 def item(record: dict[str, Any], name: str) -> dict[str, Any]:
-    (found,) = [i for i in record["items"] if i["name"] == name]
-    return found
+    found: list[dict[str, Any]] = [i for i in record["items"] if i["name"] == name]
+    assert len(found) == 1, name
+    return found[0]
 
 
 def test_a_real_trace_gives_each_gpu_item_its_launch_facts_and_the_op_that_launched_it() -> None:
