@@ -24,6 +24,7 @@ from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.modes.base import RunOptions
 from kbench.plan.discovery import load_version
+from kbench.report.render import num
 from tests.conftest import DATA, contract_problems
 from tests.pipeline_fakes import offline_gpu, replay
 
@@ -205,6 +206,7 @@ def test_the_report_lists_each_stages_kernels_after_the_root_cause(census_run: P
     assert "| mm | mm_kernel | 1 | 32x32x1 | 256x1x1 | 110 | 259.22 |" in stages
     assert "| mm | nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT | 1 | 2x66x1 | 384x1x1 | 168 |" in stages
     assert "| no | aten::mm |" in stages and "| yes | Triton launch |" in stages
+    assert "| mm | (1 more) | | | | | 3.82 | | | |" in stages  # four rows a stage; the memset summed below them
     assert (
         "- mm: 220.35 us by CUDA events against 202.04 us of kernels (CUPTI, the Duration above), 8.3% outside"
         in stages
@@ -223,6 +225,11 @@ def test_report_json_keeps_every_kernel_whole_with_its_source(census_run: Path) 
     mm = next(k for k in stage["kernels"] if k["name"] == "mm_kernel")
     assert mm["us"]["source"] == "measured" and mm["us"]["by"].startswith("CUPTI:")
     assert mm["share_pct"]["source"] == "derived" and mm["grid"] == [32, 32, 1] and mm["declared"] is True
+    # every row report.md shows is in report.json with the same values
+    md = (census_run / "report.md").read_text()
+    for k in stage["kernels"][:4]:
+        row = f"| mm | {k['short']} | {k['launches']['value']:g} | {'x'.join(map(str, k['grid']))} |"
+        assert row in md and f"| {num(k['us']['value'])} | {num(k['share_pct']['value'], 1)} |" in md
     host = stage["host"]
     assert host["events_us"]["source"] == "measured" and host["gap_us"]["source"] == "derived"
     assert host["api"]["cudaDeviceSynchronize"] == 1.0

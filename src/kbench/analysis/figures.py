@@ -62,7 +62,9 @@ def _plan(
     ceilings_source: str,
     roofline_known: bool,
     facts: Facts | None = None,
+    kernels: dict[str, StageKernels] | None = None,  # default: the facts' (a counters run without a model has none)
 ) -> PlanFigures:
+    kernels = kernels if kernels is not None else (facts.kernels if facts else {})
     used = sorted({facts.practical[f.precision].source for f in figs if facts and f.precision in facts.practical})
     return PlanFigures(
         practical_source="; ".join(used) or None,
@@ -74,7 +76,7 @@ def _plan(
         opportunities_note=ranked[1],
         ceilings_source=ceilings_source,
         roofline_known=roofline_known,
-        kernels=[facts.kernels[f.name] for f in figs if facts and f.name in facts.kernels],
+        kernels=[kernels[f.name] for f in figs if f.name in kernels],
     )
 
 
@@ -286,7 +288,7 @@ def from_counters(
     )
     known = roofline_known and bool(models)
     source = "datasheet peaks" if known else "n/a (no FLOP/byte model or device peaks)"
-    return _plan(figs, (plan, root), ranked, source, known, facts if models else None)
+    return _plan(figs, (plan, root), ranked, source, known, facts if models else None, kernels=facts.kernels)
 
 
 class Undecided(KbenchError):
