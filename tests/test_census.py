@@ -255,3 +255,49 @@ def figures(name: str) -> StageFigures:
         name=name, precision="bf16", flops=1e9, dram_bytes=1e8, timing=TimingStats.of([100.0]), duration_us=100.0,
         tflops=None, gbps=None, intensity=10.0, bottleneck="Memory",
     )  # fmt: skip
+
+
+def test_the_census_runs_a_real_profiler_session_and_says_why_when_it_measures_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On this CPU: the Kineto session, the runs' annotations and the saved trace are real; no GPU work is recorded."""
+    import torch
+
+    from kbench.capture import census
+
+    if not torch.cuda.is_available():
+        failed = census.census(lambda: torch.ones(4) + 1)
+        assert isinstance(failed, str) and failed.startswith("the PyTorch profiler failed: ")
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    seen: list[dict[str, Any]] = []
+
+    def kept(t: dict[str, Any]) -> dict[str, Any]:
+        seen.append(t)
+        return facts(t)
+
+    monkeypatch.setattr(census, "facts", kept)
+    x = torch.ones(1000)
+    said = census.census(lambda: (x * 2).sum())
+    marks = [e["name"] for e in seen[0]["traceEvents"] if e.get("cat") == "user_annotation"]
+    assert marks == [f"{MARK}{i}" for i in range(census.RUNS)]
+    assert any(e.get("cat") == "cpu_op" and e["name"] == "aten::mul" for e in seen[0]["traceEvents"])
+    if not torch.cuda.is_available():
+        assert said == "the profiler recorded no GPU work for the stage"
+
+
+def test_under_cuda_graph_the_census_is_not_taken_and_the_report_says_why(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbench.modes.event import NO_CENSUS_GRAPH
+
+    offline_gpu(monkeypatch)
+    folder = DATA / "event_h100" / "vector_add_base"
+    params = json.loads((folder / "params.json").read_text())
+    plan = load_version(params["kernel"], params["version"]).from_values(params["params"])
+    replay(monkeypatch, folder / "timings.json")
+    opts = RunOptions(out_root=Path("out"), check=False, progress=lambda msg: None, bench_runs=100, cuda_graph=True)
+    run = Path(pipeline.profile("event", plan, opts).out_dir)
+    assert json.loads((run / "kernels.json").read_text())["stages"] == {"add": {"not_measured": NO_CENSUS_GRAPH}}
+    text = (run / "report.md").read_text()
+    assert f"- Kernels of add not measured: {NO_CENSUS_GRAPH}" in text and "| Stage | Kernel | Launches |" not in text
+    assert contract_problems(run / "report.md") == []

@@ -41,7 +41,7 @@ def census(fn: Callable[[], object], runs: int = RUNS) -> dict[str, Any] | str:
             path = Path(tmp) / "census.json"
             result.save(str(path))
             record = facts(json.loads(path.read_text()))
-    except (ImportError, AttributeError, TypeError, RuntimeError, OSError, ValueError, KeyError) as e:
+    except Exception as e:  # whatever the profiler raises: the census is not measured, the run goes on
         return f"the PyTorch profiler failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if not record["items"]:
         return "the profiler recorded no GPU work for the stage"
