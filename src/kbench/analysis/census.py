@@ -35,18 +35,25 @@ def _runs(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(marks, key=lambda e: float(e["ts"]))
 
 
-def _op_chain(ops: Sequence[dict[str, Any]], inner: dict[str, Any]) -> str:
-    """The op as the caller wrote it (the outermost PyTorch op around the one that launched) and, where they differ,
-    the one that launched: "aten::to > aten::copy_"."""
-    around = [
-        o
-        for o in ops
-        if o.get("tid") == inner.get("tid") and float(o["ts"]) <= float(inner["ts"]) and _end(o) >= _end(inner)
-    ]
-    outer = min(around, key=lambda o: (float(o["ts"]), -_end(o)), default=inner)
-    return (
-        str(inner["name"]) if outer is inner or outer["name"] == inner["name"] else f"{outer['name']} > {inner['name']}"
-    )
+def _op_chains(ops: Sequence[dict[str, Any]]) -> dict[Any, str]:
+    """Each op (by External id) as the caller wrote it: the outermost PyTorch op around it on its thread and, where
+    they differ, itself: "aten::to > aten::copy_". One sweep per thread in start order (a stack of the open ops)."""
+    out: dict[Any, str] = {}
+    by_tid: dict[Any, list[dict[str, Any]]] = {}
+    for o in ops:
+        by_tid.setdefault(o.get("tid"), []).append(o)
+    for thread in by_tid.values():
+        open_: list[dict[str, Any]] = []
+        for o in sorted(thread, key=lambda o: (float(o["ts"]), -_end(o))):
+            while open_ and _end(open_[-1]) < _end(o):
+                open_.pop()
+            outer = open_[0] if open_ else o
+            same = outer is o or outer["name"] == o["name"]
+            ext = o.get("args", {}).get("External id")
+            if ext is not None:
+                out[ext] = str(o["name"]) if same else f"{outer['name']} > {o['name']}"
+            open_.append(o)
+    return out
 
 
 def facts(trace: dict[str, Any]) -> dict[str, Any]:
@@ -57,8 +64,7 @@ def facts(trace: dict[str, Any]) -> dict[str, Any]:
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
     marks = _runs(events)
     n = max(1, len(marks))
-    ops = [e for e in events if e.get("cat") == "cpu_op"]
-    by_ext = {e.get("args", {}).get("External id"): e for e in ops}
+    chains = _op_chains([e for e in events if e.get("cat") == "cpu_op"])
 
     def run_of(call: dict[str, Any]) -> int | None:
         if not marks:
@@ -91,8 +97,7 @@ def facts(trace: dict[str, Any]) -> dict[str, Any]:
             unplaced += 1
             continue
         run, launcher = placed
-        op = by_ext.get(a.get("External id"))
-        who = _op_chain(ops, op) if op is not None else (TRITON if launcher.startswith("cuLaunch") else None)
+        who = chains.get(a.get("External id")) or (TRITON if launcher.startswith("cuLaunch") else None)
         key = (kind, e["name"], str(a.get("grid")), str(a.get("block")), a.get("registers per thread"), who)
         item = items.setdefault(
             key,
