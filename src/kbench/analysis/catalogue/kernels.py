@@ -81,7 +81,7 @@ def undeclared(e: Evidence) -> Opportunity | None:
     return finding(
         e,
         f"Kernel {k.short} is not the plan's: {share:.0f}% of {e.name} ({k.us or 0.0:.1f} us and "
-        f"{k.launches:g} launch(es) per run{by}){more}",
+        f"{k.launches:g} launch{'' if k.launches == 1 else 'es'} per run{by}){more}",
         e.us * share / 100.0,
         (f"{e.name}.undeclared_kernel_pct", f"{share:.1f}%"),
         _undeclared_change(e, k),
