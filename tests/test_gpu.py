@@ -368,3 +368,37 @@ def test_kineto_and_torch_profiler_record_the_same_gpu_work() -> None:
         a = statistics.median(d for _, d in ours[slot::4])
         b = statistics.median(d for _, d in theirs[slot::4])
         assert abs(a / b - 1.0) < 0.1, (slot, a, b)
+
+
+def test_the_kernels_census_names_each_stages_kernels_and_their_ops(isolated: Path) -> None:
+    # a census of a stage with a Triton kernel and a framework conversion: the kernels, their real launch facts, the
+    # op that launched each, and the phase it cost; then the report's Kernels table and the undeclared item
+    import torch
+
+    from kbench.api import event_profile_plan
+    from kbench.capture.census import census
+    from kbench.plan.discovery import load_version
+    from tests.conftest import DATA
+
+    x = torch.randn(1 << 20, device="cuda")
+    record = census(lambda: x.to(torch.bfloat16).float().sum())
+    assert isinstance(record, dict), record
+    assert record["runs"] == 3 and len(record["host_us"]) == 3 and record["unplaced"] == 0
+    assert all(i["launches"] == [i["launches"][0]] * 3 for i in record["items"])
+    assert any(i["op"] and i["op"].startswith("aten::to") for i in record["items"])
+    assert "cudaDeviceSynchronize" not in record["api"]  # the sync between runs is outside the runs
+
+    plan = load_version("convert", "torch_cast", [str(DATA / "validation")]).from_values({"n": 1 << 22})
+    r = event_profile_plan(plan, out_dir="prof", bench_runs=20)
+    run = Path(r.out_dir)
+    kernels = json.loads((run / "kernels.json").read_text())
+    items = kernels["stages"]["axpb"]["items"]
+    axpb = next(i for i in items if i["name"] == "axpb_kernel")
+    assert axpb["op"] == "Triton launch" and axpb["grid"] == tiling(r)["axpb"]["grid"] + [1, 1]
+    assert any(i["op"] == "aten::to > aten::copy_" for i in items)
+    params = json.loads((run / "params.json").read_text())
+    assert 0 < params["phases_s"]["kernel census"] < 5.0  # what the census cost
+    text = r.report_md
+    assert "| Stage | Kernel | Launches |" in text and "| no | aten::to > aten::copy_ |" in text
+    assert "axpb.undeclared_kernel_pct" in text and contract_problems(run / "report.md") == []
+    assert "the facts above describe axpb_kernel" in text
