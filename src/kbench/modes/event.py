@@ -126,7 +126,7 @@ class Event(InProcessMode):
                 # after the timings, so it cannot disturb them: the kernels, their launch facts and API calls
                 with watch.phase("kernel census"):
                     found = census(ps.launch.fn) if not opts.cuda_graph else NO_CENSUS_GRAPH
-                if found is not None:
+                if found is not None:  # None: a replayed capture that recorded no census (tests/pipeline_fakes.py)
                     taken[ps.stage.name] = found if isinstance(found, dict) else {"not_measured": found}
                 stages[ps.stage.name] = {
                     "samples_us": events.us,
