@@ -59,7 +59,11 @@ class Tiling(Frozen):
         for name, t in self.stages.items():
             kernels = t.get("compiled_kernels") or {}
             if len(kernels) > 1:
-                out += [(f"{name} ({k})", {**t, **facts, "kernel": k}) for k, facts in kernels.items()]
+                # the plan's launch parameters without num_warps / num_stages: each kernel's own are in its row
+                config = {k: v for k, v in (t.get("config") or {}).items() if k not in ("num_warps", "num_stages")}
+                out += [
+                    (f"{name} ({k})", {**t, **facts, "kernel": k, "config": config}) for k, facts in kernels.items()
+                ]
             else:
                 out.append((name, t))
         return out
