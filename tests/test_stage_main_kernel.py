@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kbench.analysis import figures
+from kbench.analysis import opportunities
 from kbench.analysis import stages as st
 from kbench.analysis import timeline as tl
 from kbench.analysis import timeline_stages as ts
@@ -139,7 +139,7 @@ def test_without_the_kernels_the_evidence_is_todays(tmp_path: Path) -> None:
     e = evidence_of(tmp_path, kernels=False)
     assert (e.kernel, e.share, e.ctas, e.registers, e.warps) == (None, 1.0, 128, 40, 4)
     assert e.instructions is not None and not e.instructions.tensor_cores
-    assert any(o.name.startswith("Underfilled grid in attention: 128 CTAs") for o in figures.op.diagnose(e))
+    assert any(o.name.startswith("Underfilled grid in attention: 128 CTAs") for o in opportunities.diagnose(e))
 
 
 def test_every_fact_belongs_to_the_main_kernel_of_a_stage_of_two(tmp_path: Path) -> None:
@@ -149,7 +149,7 @@ def test_every_fact_belongs_to_the_main_kernel_of_a_stage_of_two(tmp_path: Path)
     mix = instruction_mix((PTX / f"{PARTIAL}.ptx").read_text())
     assert e.instructions == mix and e.tensor_cores is True and e.num_stages == 2 and e.spilled == 0
     assert e.where == f"attention (kernel {PARTIAL}, 95% of the stage)"
-    names = [o.name for o in figures.op.diagnose(e)]
+    names = [o.name for o in opportunities.diagnose(e)]
     # the GPU ran 2,048 CTAs: no underfilled grid from the declared 128, no idle tensor cores from the combine's PTX
     assert not any(n.startswith(("Underfilled grid", "Tensor cores idle")) for n in names)
 
@@ -206,13 +206,13 @@ def test_the_tiling_section_labels_each_kernels_facts(tmp_path: Path) -> None:
 def spied(monkeypatch: pytest.MonkeyPatch) -> list[Evidence]:
     """Every Evidence the catalogue is given while a mode analyses."""
     seen: list[Evidence] = []
-    diagnose = figures.op.diagnose
+    diagnose = opportunities.diagnose
 
     def spy(e: Evidence) -> Any:
         seen.append(e)
         return diagnose(e)
 
-    monkeypatch.setattr(figures.op, "diagnose", spy)
+    monkeypatch.setattr(opportunities, "diagnose", spy)
     return seen
 
 
