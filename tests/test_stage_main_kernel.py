@@ -285,3 +285,12 @@ def test_annotation_mode_describes_the_main_kernel_not_the_fill_before_it(monkey
     assert e.kernel == "atomic_sum_kernel" and e.share == pytest.approx(35392.0 / (35392.0 + 2432.0))
     assert (e.ctas, e.registers, e.launches) == (16384, 17, 2)
     assert e.instructions is not None  # the atomic kernel's own PTX facts (its tiling record names it)
+
+
+def test_a_one_kernel_row_shows_the_grid_triton_launched_not_the_declared_one(tmp_path: Path) -> None:
+    t = two_kernel_stage(tmp_path)
+    one = {**t, "compiled_kernels": {PARTIAL: t["compiled_kernels"][PARTIAL]}}
+    ((name, row),) = Tiling(stages={"attention": one}).rows()
+    assert name == "attention" and row["grid"] == [16, 32, 4] and t["grid"] == [128]
+    ((_, old),) = Tiling(stages={"attention": {k: v for k, v in t.items() if k != "compiled_kernels"}}).rows()
+    assert old["grid"] == [128]  # a record from before compiled_kernels: as it was

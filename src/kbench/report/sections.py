@@ -64,8 +64,9 @@ class Tiling(Frozen):
                 out += [
                     (f"{name} ({k})", {**t, **facts, "kernel": k, "config": config}) for k, facts in kernels.items()
                 ]
-            else:
-                out.append((name, t))
+            else:  # one kernel: the grid Triton launched it with, where it told, not the plan's declared one
+                told = next(iter(kernels.values()), {}).get("grid")
+                out.append((name, {**t, "grid": told} if told else t))
         return out
 
     def instructions(self) -> list[tuple[str, str]]:
