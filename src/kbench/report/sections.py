@@ -65,7 +65,7 @@ class Tiling(Frozen):
                     (f"{name} ({k})", {**t, **facts, "kernel": k, "config": config}) for k, facts in kernels.items()
                 ]
             else:  # one kernel: the grid Triton launched it with, where it told, not the plan's declared one
-                told = next(iter(kernels.values()), {}).get("grid")
+                told = next((k.get("grid") for k in kernels.values()), None)
                 out.append((name, {**t, "grid": told} if told else t))
         return out
 
