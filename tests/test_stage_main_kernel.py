@@ -294,3 +294,23 @@ def test_a_one_kernel_row_shows_the_grid_triton_launched_not_the_declared_one(tm
     assert name == "attention" and row["grid"] == [16, 32, 4] and t["grid"] == [128]
     ((_, old),) = Tiling(stages={"attention": {k: v for k, v in t.items() if k != "compiled_kernels"}}).rows()
     assert old["grid"] == [128]  # a record from before compiled_kernels: as it was
+
+
+def test_ncu_and_nsys_see_the_same_launch_facts_of_one_stage() -> None:
+    """The same program's stage ``streams`` under ncu (three runs profiled) and nsys: each kernel's grid, block,
+    registers and shared memory (static + dynamic, no driver reserve) agree; ncu counts the runs it profiled."""
+    from kbench.analysis import ncu
+    from kbench.analysis.ncu_kernels import stage_kernels as ncu_stage_kernels
+
+    profiled = ncu.kernels(DATA / "ncu_h100" / "sol_streams.ncu-rep")
+    counted = ncu_stage_kernels([("streams", [k for k in profiled if ncu.stage_of(k) == "streams"])], {})["streams"]
+    path = DATA / "timeline_h100" / "timeline.sqlite"
+    frame = tl.load(path)
+    timed = stage_kernels(frame, ts.analyze(frame, "nsys", path.name), {}, "nsys")["streams"]
+
+    def launch(k: StageKernel) -> tuple[Any, ...]:
+        return k.name, k.grid, k.block, k.registers, k.shared_bytes
+
+    assert [launch(k) for k in counted.kernels] == [launch(k) for k in timed.kernels]
+    assert [k.launches for k in counted.kernels] == [3.0, 3.0] and {k.source for k in counted.kernels} == {"ncu"}
+    assert all(k.declared is None for k in counted.kernels)  # no plan: nothing declared
