@@ -22,7 +22,7 @@ from kbench.analysis.devices import load_devices, resolve
 from kbench.analysis.figures import Facts
 from kbench.analysis.kernels import StageKernel, StageKernels, shares
 from kbench.analysis.ptx import instruction_mix
-from kbench.analysis.timeline_kernels import stage_kernels
+from kbench.analysis.timeline_kernels import kernels_of, stage_kernels
 from kbench.analysis.timing_stats import TimingStats
 from kbench.capture import dataflow
 from kbench.capture.artifacts import write_stage
@@ -314,3 +314,103 @@ def test_ncu_and_nsys_see_the_same_launch_facts_of_one_stage() -> None:
     assert [launch(k) for k in counted.kernels] == [launch(k) for k in timed.kernels]
     assert [k.launches for k in counted.kernels] == [3.0, 3.0] and {k.source for k in counted.kernels} == {"ncu"}
     assert all(k.declared is None for k in counted.kernels)  # no plan: nothing declared
+
+
+# splitk serial_combine on the H100 (tests/data/issue42_h100): stage rowsum launches partial_kernel (4096x8 CTAs)
+# then combine_kernel (one CTA of one warp), which takes most of the time; its launch record describes the combine
+# but carries the plan's grid (4096x8), so event mode said "Unexplained 57.9 points" where annotation found the
+# one-CTA grid.
+ISSUE42 = DATA / "issue42_h100"
+
+
+def splitk() -> tuple[Any, Any]:
+    result = json.loads((ISSUE42 / "event" / "splitk-serial_combine" / "result.json").read_text())
+    plan = load_version("splitk", "serial_combine", [str(DATA / "validation")]).from_values(result["params"])
+    return plan, plan.checked_stages()[0]
+
+
+def splitk_evidence(kernels: StageKernels | None, tiling_mode: str = "event", **counted: Any) -> Evidence:
+    _, stage = splitk()
+    device = resolve(load_devices(), H100)
+    tiling = json.loads((ISSUE42 / tiling_mode / "splitk-serial_combine" / "tiling" / "rowsum.json").read_text())
+    facts = Facts.of(device, {"rowsum": tiling})
+    if kernels is not None:
+        facts = replace(facts, kernels={"rowsum": kernels})
+    f = st.timed(stage, TimingStats.of([110.962]), device.ceilings()[stage.precision], True, facts.practical["fp32"])
+    return facts.evidence(f, 110.962, **counted)
+
+
+def test_the_real_trace_of_a_two_kernel_stage_gives_the_main_kernels_facts(tmp_path: Path) -> None:
+    """The PyTorch-profiler trace of the stage run three times (its kernels' args: grid, block, registers, shared
+    memory), read as nsys mode's fallback reads a trace, against the event run's real launch record."""
+    import gzip
+
+    _, stage = splitk()
+    path = tmp_path / "rowsum.json"
+    path.write_bytes(gzip.decompress((ISSUE42 / "traces" / "splitk-serial_combine-rowsum.trace.json.gz").read_bytes()))
+    frame = tl.load(path)
+    rows = [i for i, kind in enumerate(frame["kind"]) if kind == "kernel"]
+    runs = [rows[i : i + 2] for i in range(0, len(rows), 2)]  # each run: partial, then combine
+    assert len(runs) == 3 and [str(frame["name"][i]) for i in runs[0]] == ["partial_kernel", "combine_kernel"]
+    kernels = StageKernels(stage="rowsum", kernels=kernels_of(frame, runs, stage.kernels, "CUPTI"))
+    combine, partial = kernels.kernels
+    assert (combine.name, combine.grid, combine.block, combine.registers) == (
+        "combine_kernel",
+        [1, 1, 1],
+        [32, 1, 1],
+        22,
+    )
+    assert (partial.name, partial.grid, partial.registers, partial.shared_bytes) == (
+        "partial_kernel",
+        [4096, 8, 1],
+        30,
+        16,
+    )
+    assert combine.declared and partial.declared and combine.launches == partial.launches == 1
+
+    before = splitk_evidence(None)  # today: the plan's grid under the combine's facts, and no grid item
+    assert before.ctas == 4096 * 8 and not any(o.name.startswith("Underfilled") for o in opportunities.diagnose(before))
+    e = splitk_evidence(kernels)
+    assert (e.kernel, e.ctas, e.warps, e.registers, e.shared_bytes, e.launches) == ("combine_kernel", 1, 1, 22, 0, 2)
+    assert e.share == pytest.approx(66.657 / (66.657 + 44.161), rel=1e-3)
+    assert e.instructions is not None and e.instructions == before.instructions  # the combine's own PTX facts
+    (item,) = [o for o in opportunities.diagnose(e) if o.name.startswith("Underfilled grid in rowsum: 1 CTAs")]
+    saved = e.us - max(e.bound_us or 0.0, e.us / 132)
+    assert item.gain_pct == pytest.approx(e.gain(saved * e.share))  # weighed by the combine's share of the stage
+
+
+def test_annotation_evidence_takes_the_main_kernels_registers_not_the_stages_largest() -> None:
+    """ncu's kernels.csv of the same stage (the deep-dive run): the counters' registers are the largest of the
+    stage's kernels (the partial's 30); the evidence's are the combine's, the kernel that holds the time."""
+    import csv
+
+    from kbench.analysis.counters import combine
+    from kbench.analysis.ncu import ALIASES, Kernel
+    from kbench.analysis.ncu_kernels import stage_kernels as ncu_stage_kernels
+
+    def number(text: str) -> float | None:
+        return float(text) if text else None
+
+    with (ISSUE42 / "ncu" / "splitk-serial_combine" / "kernels.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    ks = [
+        Kernel(
+            index=int(r["index"]), name=r["kernel"], nvtx=[r["nvtx"]],
+            grid=tuple(int(v) for v in r["grid"].split("x")), block=tuple(int(v) for v in r["block"].split("x")),
+            metrics={k: number(r[k]) for k in ALIASES if k in r},
+            tensor_flops=number(r["tensor_flops"]), scalar_flops=number(r["scalar_flops"]),
+        )
+        for r in rows
+    ]  # fmt: skip
+    _, stage = splitk()
+    kernels = ncu_stage_kernels([("rowsum", ks)], {"rowsum": list(stage.kernels)})["rowsum"]
+    assert [(k.name, k.grid, k.registers, k.source) for k in kernels.kernels] == [
+        ("combine_kernel", [1, 1, 1], 22, "ncu"),
+        ("partial_kernel", [4096, 8, 1], 30, "ncu"),
+    ]
+    c = combine("rowsum", ks)
+    assert c.registers == 30
+    counted = {"ctas": c.ctas, "registers": c.registers, "launches": len(c.kernels), "ctas_per_sm": c.ctas_per_sm}
+    e = splitk_evidence(kernels, "annotation", **counted)
+    assert (e.kernel, e.ctas, e.registers, e.warps, e.launches) == ("combine_kernel", 1, 22, 1, 2)
+    assert e.share == pytest.approx(113664.0 / (113664.0 + 48128.0))

@@ -35,23 +35,34 @@ def stage_kernels(
 ) -> dict[str, StageKernels]:
     """Each stage's kernels, largest first, from its runs inside iterations of the plan (``declared``: the plan's
     kernel names per stage, to tell a kernel the plan never declared)."""
+    out: dict[str, StageKernels] = {}
+    for stage in analysis.stages:
+        runs = [o.rows for o in analysis.occurrences if o.stage == stage.stage and o.phase == "together"]
+        kernels = kernels_of(table, runs, declared.get(stage.stage, ()), source)
+        out[stage.stage] = StageKernels(stage=stage.stage, kernels=kernels)
+    return out
+
+
+def kernels_of(
+    table: pd.DataFrame, runs: Sequence[Sequence[int]], declared: Sequence[str], source: str
+) -> list[StageKernel]:
+    """The kernels of one stage by name, largest first, from its runs (each the table rows of the kernels one run
+    launched): launches and time per run (medians over the runs), the launch facts of its first launch."""
     grid, block = table["grid"].tolist(), table["block"].tolist()
     regs, smem, names = table["registers"].tolist(), table["shared_bytes"].tolist(), table["name"].tolist()
     start, end = table["start_ns"].tolist(), table["end_ns"].tolist()
-    out: dict[str, StageKernels] = {}
-    for stage in analysis.stages:
-        runs = [o for o in analysis.occurrences if o.stage == stage.stage and o.phase == "together"]
-        first: dict[str, int] = {}  # kernel name -> its first row (the launch facts it ran with)
-        per_run: list[dict[str, tuple[int, int]]] = []  # per run: name -> (launches, summed ns)
-        for run in runs:
-            mine: dict[str, tuple[int, int]] = {}
-            for i in run.rows:
-                name = str(names[i])
-                first.setdefault(name, i)
-                n, ns = mine.get(name, (0, 0))
-                mine[name] = (n + 1, ns + int(end[i]) - int(start[i]))
-            per_run.append(mine)
-        kernels = [
+    first: dict[str, int] = {}  # kernel name -> its first row (the launch facts it ran with)
+    per_run: list[dict[str, tuple[int, int]]] = []  # per run: name -> (launches, summed ns)
+    for rows in runs:
+        mine: dict[str, tuple[int, int]] = {}
+        for i in rows:
+            name = str(names[i])
+            first.setdefault(name, i)
+            n, ns = mine.get(name, (0, 0))
+            mine[name] = (n + 1, ns + int(end[i]) - int(start[i]))
+        per_run.append(mine)
+    return shares(
+        [
             StageKernel(
                 name=name,
                 launches=statistics.median(r.get(name, (0, 0))[0] for r in per_run),
@@ -60,10 +71,9 @@ def stage_kernels(
                 block=_dims(block[i]),
                 registers=_count(regs[i]),
                 shared_bytes=_count(smem[i]),
-                declared=is_declared(name, declared.get(stage.stage, ())),
+                declared=is_declared(name, declared),
                 source=source,
             )
             for name, i in first.items()
         ]
-        out[stage.stage] = StageKernels(stage=stage.stage, kernels=shares(kernels))
-    return out
+    )
