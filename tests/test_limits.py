@@ -358,6 +358,8 @@ BESIDE = {  # files a run folder keeps beside its capture, read back with --plan
         "negative-warps": lambda: '{"grid": [1, 1, 1], "num_warps": -1}',
         "a-data-flow-of-text": lambda: '{"dataflow": {"tensors": "x"}}',
         "an-instruction-mix-of-text": lambda: '{"instructions": {"tensor_ops": "x"}}',
+        "compiled-kernels-of-text": lambda: '{"compiled_kernels": "x"}',
+        "a-compiled-kernel-with-a-grid-of-text": lambda: '{"compiled_kernels": {"mm_kernel": {"grid": "x"}}}',
     },
 }
 

@@ -142,6 +142,7 @@ def _occurrence(
         streams=sorted({int(s) for s in own["stream"].dropna()}),
         launch_latency_us=latency,
         overlapped_pct=100.0 * covered / busy_ns if busy_ns else 0.0,
+        rows=[int(i) for i in own.index],  # the table's positions (its index is 0..n-1)
     )
 
 

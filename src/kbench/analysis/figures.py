@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from kbench.analysis import gains
+from kbench.analysis import gains, main_kernel
 from kbench.analysis import opportunities as op
 from kbench.analysis import stages as st
 from kbench.analysis.access_facts import Predicted
@@ -154,24 +154,25 @@ class Facts:
             "predicted": self.predicted.get(f.name),
             "kernels": self.kernels.get(f.name),
         }
-        known.update(described(t.get("kernel"), self.kernels.get(f.name)))
-        if self.limits and t.get("num_warps"):
-            held = ctas_per_sm(self.limits, int(t["num_warps"]), t.get("registers"), t.get("shared_bytes"))
+        tile = dict(t.get("config") or {})
+        # where the GPU's kernels of the stage are known, every launch and compiled fact is its main kernel's
+        main = main_kernel.facts(t, self.kernels[f.name]) if f.name in self.kernels else None
+        if main is not None:
+            tile = main.pop("tile")
+            known.update(main)
+        if self.limits and known.get("warps"):
+            regs, smem = known.get("registers"), known.get("shared_bytes")
+            held = ctas_per_sm(self.limits, int(known["warps"]), _whole(regs), _whole(smem))
             if held:
                 known["ctas_per_sm"], known["ctas_limiter"] = held
         known.update({k: v for k, v in {**self.measured.get(f.name, {}), **counted}.items() if v is not None})
-        tile = dict(t.get("config") or {})
+        if main is not None:  # the main kernel's launch facts win over a stage aggregate (counters' largest registers)
+            known.update({k: main[k] for k in main_kernel.LAUNCH_FIELDS if main[k] is not None})
         return op.Evidence(stage=f, total_us=total_us, practical=self.practical.get(f.precision), tile=tile, **known)
 
 
-def described(kernel: str | None, kernels: StageKernels | None) -> dict[str, Any]:
-    """Evidence about the kernel the stage's launch record describes, from what the GPU ran: its name, its share of
-    the stage and the grid it really launched (the record's grid is the plan's; a library call may differ)."""
-    k = next((k for k in kernels.kernels if k.name == kernel), None) if kernels and kernel else None
-    if k is None:
-        return {}
-    share = kernels.share(k.name) if kernels else None
-    return {"kernel": k.name, "share": 1.0 if share is None else share, **({"ctas": k.ctas} if k.ctas else {})}
+def _whole(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 FEWER = (

@@ -164,6 +164,7 @@ class Kernel(Model):
     stalls: dict[str, float] = Field(default_factory=dict)
     # its 3 source lines with the most sampled stalls (reports with source counters)
     hot_lines: list[str] = Field(default_factory=list)
+    own_shared_bytes: int | None = None  # a CTA's static + dynamic shared memory (no driver reserve, as CUPTI's)
 
     @property
     def measured_flops(self) -> float | None:
@@ -325,9 +326,15 @@ def kernels(path: Path) -> list[Kernel]:
                 scalar_flops=_flops(action, SCALAR_FLOPS),
                 stalls=_stalls(action),
                 hot_lines=hot_lines(action),
+                own_shared_bytes=_own_shared(action),
             )
         )
     return out
+
+
+def _own_shared(action: Any) -> int | None:
+    parts = [_number(_value(action, f"launch__shared_mem_per_block_{p}")) for p in ("static", "dynamic")]
+    return None if any(p is None for p in parts) else int(sum(p for p in parts if p is not None))
 
 
 STALL_RATIO = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>\w+?)_per_issue_active\.ratio$")

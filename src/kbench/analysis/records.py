@@ -32,8 +32,8 @@ class _Dataflow(Model):
     tensors: list[_Tensor]
 
 
-class _Launch(Model):
-    """What figures.Facts, fusion and the conformance table read of a launch record (others pass unread)."""
+class _Compiled(Model):
+    """What the analysis reads of one compiled kernel's facts (others pass unread)."""
 
     model_config = ConfigDict(extra="allow")
     grid: list[NonNegativeInt] | None = None
@@ -44,7 +44,14 @@ class _Launch(Model):
     shared_bytes: NonNegativeInt | None = None
     tensor_cores: StrictBool | None = None
     instructions: InstructionMix | None = None
+
+
+class _Launch(_Compiled):
+    """What figures.Facts, fusion and the conformance table read of a launch record: its kernel's facts at the top
+    level, every Triton kernel the stage launched in ``compiled_kernels``."""
+
     dataflow: _Dataflow | None = None
+    compiled_kernels: dict[str, _Compiled] | None = None
 
 
 @cache

@@ -57,6 +57,7 @@ class Occurrence(Model):
     streams: list[int]
     launch_latency_us: float | None  # first kernel: launch call start to kernel start
     overlapped_pct: float  # share of its kernel time during which a kernel of other work also ran
+    rows: list[int] = Field(default=[], exclude=True)  # its kernels' positions in the timeline table
 
 
 class StageTimeline(Model):
@@ -182,6 +183,7 @@ def _occurrence(idx: Index, run: _Run, spans: list[tuple[int, int, int]]) -> Occ
         streams=sorted({int(s) for i in own if known(s := idx.stream[i])}),
         launch_latency_us=latency,
         overlapped_pct=100.0 * covered / busy if busy else 0.0,
+        rows=own,
     )
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis.ptx import instruction_mix
-from kbench.capture.prepare import PreparedStage
+from kbench.capture.prepare import Launched, PreparedStage
 from kbench.fsutil import write_json_atomic
 
 # Triton's CompiledKernel.asm keys and the file suffix each is written with
@@ -44,9 +44,26 @@ def kernel_facts(compiled: Any) -> dict[str, Any]:
     return facts
 
 
+def launched(ps: PreparedStage) -> dict[str, Launched]:
+    """Every Triton kernel the stage launched, by name (the one its launch returned among them)."""
+    ran = dict(ps.launched)
+    if ps.compiled is not None:
+        ran.setdefault(str(getattr(ps.compiled.metadata, "name", ps.stage.name)), Launched(ps.compiled, None))
+    return ran
+
+
+def compiled_kernels(ran: dict[str, Launched]) -> dict[str, dict[str, Any]]:
+    """The tiling record's ``compiled_kernels``: each kernel's facts, the grid Triton launched it with and its
+    launches per run of the stage."""
+    return {name: {**kernel_facts(k.compiled), "grid": k.grid, "launches": k.launches} for name, k in ran.items()}
+
+
 def write_stage(run_dir: Path, ps: PreparedStage) -> dict[str, Any]:
-    """Write the stage's tiling, autotuning history and compiler output; return the tiling record."""
+    """Write the stage's tiling, autotuning history and compiler output; return the tiling record. The top-level
+    kernel facts are those of the kernel its launch returned (or the last it launched); ``compiled_kernels`` holds
+    every Triton kernel it launched."""
     name = ps.stage.name
+    ran = launched(ps)
     tiling = {
         "stage": name,
         "config": ps.config,
@@ -56,6 +73,8 @@ def write_stage(run_dir: Path, ps: PreparedStage) -> dict[str, Any]:
         **kernel_facts(ps.compiled),
         "dataflow": ps.flow,
     }
+    if ran:  # every Triton kernel it launched (a library stage has none)
+        tiling["compiled_kernels"] = compiled_kernels(ran)
     _json(run_dir / "tiling" / f"{name}.json", tiling)
     _json(
         run_dir / "tiling" / name / "autotuning.json",
@@ -70,21 +89,26 @@ def write_stage(run_dir: Path, ps: PreparedStage) -> dict[str, Any]:
     )
     out = run_dir / "compiled" / name
     out.mkdir(parents=True, exist_ok=True)
-    if ps.compiled is None:
+    if not ran:
         (out / "README.txt").write_text(
             f"Stage {name} launches no Triton kernel (a library call such as torch.mm / cuBLAS): "
             "there are no compiler artifacts to keep.\n"
         )
         return tiling
-    base = getattr(ps.compiled.metadata, "name", name)
+    for base, k in ran.items():
+        write_compiled(out, base, k.compiled)
+    return tiling
+
+
+def write_compiled(out: Path, base: str, compiled: Any) -> None:
+    """One compiled kernel's compiler output as compiled/<stage>/<kernel>.<ttir|ttgir|llir|ptx|cubin|source|json>."""
     for key, suffix in ASM_FILES.items():
-        if key in ps.compiled.asm:
-            data = ps.compiled.asm[key]
+        if key in compiled.asm:
+            data = compiled.asm[key]
             target = out / f"{base}.{suffix}"
             if isinstance(data, bytes):
                 target.write_bytes(data)
             else:
                 target.write_text(str(data))
-    meta = ps.compiled.metadata
+    meta = compiled.metadata
     _json(out / f"{base}.json", meta._asdict() if hasattr(meta, "_asdict") else vars(meta))
-    return tiling

@@ -67,12 +67,39 @@ class _Seen:
         self.tensors: dict[int, int] = {}  # storage -> bytes of the views received (summed)
         self.mutated: set[int] = set()
         self.compiled: list[Any] = []  # the Triton kernels launched, in order
+        self.grids: list[list[int] | None] = []  # the grid each of them was launched with (None: not told)
 
     def tensor(self, t: Any, written: bool = False) -> None:
         s = _storage(t)
         self.tensors[s] = self.tensors.get(s, 0) + t.numel() * t.element_size()
         if written:
             self.mutated.add(s)
+
+
+def _dims(grid: Any) -> list[int] | None:
+    """A launch grid as (x, y, z) whole numbers; None when it is not one."""
+    try:
+        dims = [int(g) for g in grid]
+    except (TypeError, ValueError):
+        return None
+    return [*dims, 1, 1][:3] if 1 <= len(dims) <= 3 else None
+
+
+def _told(grid: Any, ran: list[list[int]]) -> Any:
+    """The grid Triton launches with, recording into ``ran`` the one it evaluates (a callable grid is evaluated on
+    the kernel's bound arguments inside ``JITFunction.run``)."""
+    if not callable(grid):
+        if (dims := _dims(grid)) is not None:
+            ran.append(dims)
+        return grid
+
+    def evaluated(meta: Any) -> Any:
+        value = grid(meta)
+        if (dims := _dims(value)) is not None:
+            ran.append(dims)
+        return value
+
+    return evaluated
 
 
 @contextmanager
@@ -107,9 +134,11 @@ def watching(ops: bool = True) -> Iterator[_Seen]:
                 for a in [*args, *kwargs.values()]:
                     if isinstance(a, torch.Tensor):
                         seen.tensor(a)
-            kernel = original(self, *args, grid=grid, warmup=warmup, **kwargs)
+            ran: list[list[int]] = []
+            kernel = original(self, *args, grid=_told(grid, ran), warmup=warmup, **kwargs)
             if not warmup and hasattr(kernel, "asm"):
                 seen.compiled.append(kernel)
+                seen.grids.append(ran[-1] if ran else None)
             return kernel
 
         JITFunction.run = run

@@ -25,6 +25,16 @@ TUNE_REPS = 20
 
 
 @dataclass
+class Launched:
+    """One Triton kernel (by name) a stage's launch ran: the compiled kernel, the grid Triton launched it with
+    (None: not told) and how many times one run of the stage launched it."""
+
+    compiled: Any
+    grid: list[int] | None
+    launches: int = 1
+
+
+@dataclass
 class PreparedStage:
     stage: Stage
     config: Config
@@ -32,6 +42,8 @@ class PreparedStage:
     tune: autotune.TuneResult
     compiled: Any = None  # Triton's CompiledKernel from the first launch; None for library calls
     flow: dict[str, Any] | None = None  # what it read and wrote (capture.dataflow), on a GPU
+    # every Triton kernel the launch ran, by name: its CompiledKernel, the grid of its first launch, its launches
+    launched: dict[str, Launched] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -195,21 +207,41 @@ def prepare(
             except autotune.TuningFailed as e:
                 raise KernelError(f"stage {stage.name}: {e}") from None
         launch = built(plan, stage, ws, tune.best)
-        compiled = guarded(stage.name, launch.fn) if device != "cuda" else launched_kernel(stage.name, launch)
+        ran: dict[str, Launched] = {}
+        if device == "cuda":
+            compiled, ran = launched_kernel(stage.name, launch)
+        else:
+            compiled = guarded(stage.name, launch.fn)
         prep.stages.append(
-            PreparedStage(stage, tune.best, launch, tune, compiled if hasattr(compiled, "asm") else None, flow)
+            PreparedStage(stage, tune.best, launch, tune, compiled if hasattr(compiled, "asm") else None, flow, ran)
         )
     return prep
 
 
-def launched_kernel(stage: str, launch: Launch) -> Any:
+def launched_kernel(stage: str, launch: Launch) -> tuple[Any, dict[str, Launched]]:
     """Run the launch once; the Triton kernel it returned, or else the last one it launched (a launch that zeroes
-    an output first returns nothing), for the tiling record's registers, spills and shared memory."""
+    an output first returns nothing), for the tiling record's top-level facts; and every Triton kernel it launched,
+    by name, with its launch grid (tiling ``compiled_kernels``)."""
     from kbench.capture import dataflow
 
     with dataflow.watching(ops=False) as seen:
         result = guarded(stage, launch.fn)
-    return result if hasattr(result, "asm") or not seen.compiled else seen.compiled[-1]
+    return (result if hasattr(result, "asm") or not seen.compiled else seen.compiled[-1]), by_name(
+        seen.compiled, seen.grids
+    )
+
+
+def by_name(compiled: list[Any], grids: list[list[int] | None]) -> dict[str, Launched]:
+    """Launched kernels deduplicated by name, in launch order: the first launch's kernel and grid, all launches
+    counted."""
+    out: dict[str, Launched] = {}
+    for kernel, grid in zip(compiled, grids, strict=True):
+        name = str(getattr(kernel.metadata, "name", "") or getattr(kernel, "name", "kernel"))
+        if name in out:
+            out[name].launches += 1
+        else:
+            out[name] = Launched(kernel, grid)
+    return out
 
 
 def data_flow(plan: KernelPlan, stage: Stage, ws: Any, output: Any) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import shlex
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from kbench.analysis import ncu
 from kbench.analysis.counters import StageModel, combine
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_counters
+from kbench.analysis.ncu_kernels import stage_kernels
 from kbench.errors import ConfigError, KbenchError, KernelError
 from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
 from kbench.nvtx import stage_range
@@ -185,7 +187,12 @@ class CounterMode:
             ceilings,
             roofline_known=device.known,
             rules={name: [r for k in ks for r in k.rules] for name, ks in grouped} if self.deep else None,
-            facts=Facts.of(device, capture.tiling, capture.predicted),
+            facts=replace(
+                Facts.of(device, capture.tiling, capture.predicted),
+                kernels=stage_kernels(
+                    grouped, {s.name: list(s.kernels) for s in plan.checked_stages()} if plan else {}
+                ),
+            ),
         )
         passes = max((c.replay_passes or 0) for c in counters)
         notes: list[str] = []

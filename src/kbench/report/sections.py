@@ -51,11 +51,29 @@ class Tiling(Frozen):
 
     stages: dict[str, dict[str, Any]]
 
+    def rows(self) -> list[tuple[str, dict[str, Any]]]:
+        """One row per stage, or per Triton kernel of a stage that launched several (``compiled_kernels``): each
+        with that kernel's own facts and launch grid, labelled "stage (kernel)", so no fact sits under another
+        kernel."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        for name, t in self.stages.items():
+            kernels = t.get("compiled_kernels") or {}
+            if len(kernels) > 1:
+                # the plan's launch parameters without num_warps / num_stages: each kernel's own are in its row
+                config = {k: v for k, v in (t.get("config") or {}).items() if k not in ("num_warps", "num_stages")}
+                out += [
+                    (f"{name} ({k})", {**t, **facts, "kernel": k, "config": config}) for k, facts in kernels.items()
+                ]
+            else:  # one kernel: the grid Triton launched it with, where it told, not the plan's declared one
+                told = next((k.get("grid") for k in kernels.values()), None)
+                out.append((name, {**t, "grid": told} if told else t))
+        return out
+
     def instructions(self) -> list[tuple[str, str]]:
-        """Each stage with a compiled kernel's instruction mix (kbench.analysis.ptx), as one line."""
+        """Each compiled kernel's instruction mix (kbench.analysis.ptx), as one line labelled as its row is."""
         return [
             (name, InstructionMix.model_validate(t["instructions"]).line())
-            for name, t in self.stages.items()
+            for name, t in self.rows()
             if t.get("instructions")
         ]
 
