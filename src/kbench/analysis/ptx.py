@@ -72,7 +72,8 @@ class InstructionMix(Model):
     tma_loads: int  # cp.async.bulk.tensor global -> shared (the Tensor Memory Accelerator)
     tma_stores: int
     local: int  # ld.local / st.local in the PTX: local arrays (ptxas's register spills come later, not here)
-    atomics: int  # atom / red on global memory
+    atomics: int  # atom / red on global memory, as written (each thread runs each once, where not predicated)
+    one_thread_atomics: int = 0  # of which predicated to one thread of the CTA (a scalar atomic: once a program)
     shared_atomics: int
     float_conversions: int  # cvt between float types (precision changes)
     fp32_math: int  # fma / mul / add .f32
@@ -142,6 +143,41 @@ def precision(types: str) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+_DEF = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)\s+(%\w+)\s*,\s*([^;]*);", re.MULTILINE)
+_PREDICATED_ATOM = re.compile(r"^\s*@(%\w+)\s+(?:atom|red)\.global", re.MULTILINE)
+
+
+def one_thread_atomics(ptx: str) -> int:
+    """Global atomics predicated to one thread of the CTA: their predicate is ``setp.eq R, 0`` on the thread index
+    (R = %tid.x, or %tid.x masked by at least the CTA's threads), alone or and-ed with others (how Triton emits a
+    scalar atomic: once per program, not once per thread)."""
+    ntid = re.search(r"\.reqntid\s+(\d+)", ptx)
+    threads = int(ntid[1]) if ntid else None
+    defs = {dst: (op, [t.strip() for t in rest.split(",")]) for op, dst, rest in _DEF.findall(ptx)}
+
+    def is_tid(reg: str, depth: int = 0) -> bool:
+        op, args = defs.get(reg, ("", []))
+        if depth > 8 or not args:
+            return False
+        if op.startswith(("mov.", "cvt.")):
+            return args[0].startswith("%tid.x") or is_tid(args[0], depth + 1)
+        if op.startswith("and.b") and len(args) == 2 and args[1].isdigit() and threads is not None:
+            return int(args[1]) + 1 >= threads and is_tid(args[0], depth + 1)  # tid & mask keeps every thread apart
+        return False
+
+    def one_thread(pred: str, depth: int = 0) -> bool:
+        op, args = defs.get(pred, ("", []))
+        if depth > 8 or not args:
+            return False
+        if op.startswith("setp.eq.") and len(args) == 2:
+            return args[1] == "0" and is_tid(args[0])
+        if op == "and.pred":
+            return any(one_thread(a, depth + 1) for a in args)
+        return False
+
+    return sum(1 for pred in _PREDICATED_ATOM.findall(ptx) if one_thread(pred))
+
+
 def instruction_mix(ptx: str) -> InstructionMix:
     names = [m.group(1) for m in _INSTR.finditer(ptx) if not m.group(1).startswith(".")]
     tensor: Counter[tuple[str, str, str]] = Counter()
@@ -175,6 +211,7 @@ def instruction_mix(ptx: str) -> InstructionMix:
             counts["special"] += 1
         elif head in ("bar", "barrier"):
             counts["barriers"] += 1
+    counts["one_thread_atomics"] = one_thread_atomics(ptx)
     copies = Counter(int(size, 0) for size in _CP_SIZE.findall(ptx))
     a_from = {_tensor_op(name): "registers" if brace == "{" else "shared" for name, brace in _WGMMA_A.findall(ptx)}
     ops = [
@@ -188,6 +225,6 @@ def instruction_mix(ptx: str) -> InstructionMix:
         global_loads=dict(sorted(loads.items())),
         global_stores=dict(sorted(stores.items())),
         cp_async=dict(sorted(copies.items())),
-        **{k: counts[k] for k in ("tma_loads", "tma_stores", "local", "atomics", "shared_atomics")},
+        **{k: counts[k] for k in ("tma_loads", "tma_stores", "local", "atomics", "one_thread_atomics", "shared_atomics")},
         **{k: counts[k] for k in ("float_conversions", "fp32_math", "fp64_math", "half_math", "special", "barriers")},
     )

@@ -12,6 +12,7 @@ from kbench.analysis.devices import SmLimits
 from kbench.analysis.kernels import StageKernels
 from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.stages import StageFigures
+from kbench.analysis.ttgir import AtomicOp, DotOp
 from kbench.model import Model
 
 
@@ -54,6 +55,8 @@ class Evidence:
     tensor_cores: bool | None = None  # tensor-core work seen (ncu's tensor FLOPs, or mma in the kernel's PTX)
     tensor_paths: dict[str, float] = field(default_factory=dict)  # ncu: tensor FLOPs by operand precision
     instructions: InstructionMix | None = None  # the compiled kernel's PTX by instruction class (static)
+    atomics: list[AtomicOp] | None = None  # its tl.atomic_* calls as one program executes them (TTGIR; None: none read)
+    dots: list[DotOp] | None = None  # its tl.dot products with their accumulator layouts (TTGIR; None: none read)
     stalls: dict[str, float] = field(default_factory=dict)  # warp-stall reason -> stalled warps per issue (ncu)
     stall_unit: str = "stalled warps per issued instruction"  # what ``stalls`` counts (PC sampling: samples)
     hot_lines: tuple[str, ...] = ()  # the source lines with the most stall samples (ncu mode)
