@@ -225,6 +225,7 @@ def instruction_mix(ptx: str) -> InstructionMix:
         global_loads=dict(sorted(loads.items())),
         global_stores=dict(sorted(stores.items())),
         cp_async=dict(sorted(copies.items())),
-        **{k: counts[k] for k in ("tma_loads", "tma_stores", "local", "atomics", "one_thread_atomics", "shared_atomics")},
+        **{k: counts[k] for k in ("tma_loads", "tma_stores", "local", "atomics", "one_thread_atomics")},
+        shared_atomics=counts["shared_atomics"],
         **{k: counts[k] for k in ("float_conversions", "fp32_math", "fp64_math", "half_math", "special", "barriers")},
     )

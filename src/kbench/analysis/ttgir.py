@@ -68,12 +68,15 @@ class DotOp(Model):
 
     @property
     def copies(self) -> int:
-        """How many times the CTA computes the product: warps along a dimension cover more rows (columns) than the
-        product has, and the warps beyond it hold copies of the same tile (each warpgroup computes it whole)."""
-        if len(self.warps) < 2 or len(self.instr) < 2:
+        """How many times the CTA computes the product: its warps along M cover more rows than it has (a warpgroup
+        MMA takes 64 rows, 16 a warp; a warp-level one 16), and the warps beyond them hold copies of the same tile
+        (each warpgroup computes it whole); likewise along N. A tile under one instruction's rows is padding, not a
+        copy."""
+        if len(self.warps) < 2 or len(self.instr) < 2 or not self.m or not self.n:
             return 1
-        along_m = max(1, self.warps[0] * self.instr[0] // self.m) if self.m else 1
-        along_n = max(1, self.warps[1] * self.instr[1] // self.n) if self.n else 1
+        unit = 4 * self.instr[0] if self.version == 3 else self.instr[0]  # rows one warpgroup (warp) covers
+        along_m = max(1, self.warps[0] * self.instr[0] // max(self.m, unit))
+        along_n = max(1, self.warps[1] * self.instr[1] // max(self.n, self.instr[1]))
         return along_m * along_n
 
     @property
@@ -99,7 +102,7 @@ def _clean(line: str) -> str:
 
 def _parse(text: str) -> _Ir:
     ir = _Ir()
-    frames: list[int | None | bool] = []  # per open region: a loop's trips (int / None) or False for any other
+    frames: list[int | bool | None] = []  # per open region: a loop's trips (int / None) or False for any other
     for raw in text.splitlines():
         line = raw.strip()
         if m := _LOC_DEF.match(line):
@@ -111,16 +114,14 @@ def _parse(text: str) -> _Ir:
         if line.startswith("tt.func"):
             for arg in re.findall(r"(%[\w$.-]+):", line):
                 ir.defs[arg] = ("argument", [])
-        if line.startswith("}"):
-            if frames:
-                frames.pop()
+        if line.startswith("}") and frames:
+            frames.pop()
         if line.startswith("^bb"):
             for arg in re.findall(r"(%[\w$.-]+):", line):
                 ir.defs[arg] = ("block", [])
         body = _clean(line)
         if (loop := _FOR.search(body)) is not None:
-            iv, lb, ub, step = loop.groups()
-            ir.defs[iv] = ("loop", [])
+            ir.defs[loop[1]] = ("loop", [])
             if (it := _ITER_ARGS.search(body)) is not None:
                 for carried in re.findall(r"(%[\w$.-]+)\s*=", it[1]):
                     ir.defs[carried] = ("loop", [])
@@ -134,7 +135,7 @@ def _parse(text: str) -> _Ir:
                 ir.consts[name] = int(c[1])
             elif op == "arith.constant" and re.search(r"arith\.constant\s+(true|dense<true>)", body):
                 ir.consts[name] = 1
-        ir.lines.append((raw, tuple(f for f in frames if f is not False)))  # type: ignore[misc]
+        ir.lines.append((raw, tuple(f for f in frames if f is not False)))
         if body.endswith("{") and not body.startswith("}"):
             frames.append(_trips(ir, loop.groups()[1:]) if loop is not None else False)
         elif body.endswith("{"):  # "} else {": the region closed above, another opens
@@ -210,7 +211,7 @@ def _product(trips: tuple[int | None, ...]) -> int | None:
 
 def atomics(text: str) -> list[AtomicOp]:
     """Every tl.atomic_* call of the kernel, as one program executes it."""
-    ir, seen = _parse(text), {}
+    ir, seen = _parse(text), dict[str, frozenset[str]]()
     found: dict[tuple[str, str], AtomicOp] = {}
     for raw, trips in ir.lines:
         body = _clean(raw)
@@ -279,8 +280,17 @@ def dots(text: str) -> list[DotOp]:
             continue
         version, warps, instr = layout
         out.append(
-            DotOp(m=m_n[0], n=m_n[1], k=int(a[2]), line=_line(ir, raw), version=version, warps=warps, instr=instr,
-                  a_registers="dot_op" in a_type, trips=_product(trips))  # fmt: skip
+            DotOp(
+                m=m_n[0],
+                n=m_n[1],
+                k=int(a[2]),
+                line=_line(ir, raw),
+                version=version,
+                warps=warps,
+                instr=instr,
+                a_registers="dot_op" in a_type,
+                trips=_product(trips),
+            )
         )
     return out
 
