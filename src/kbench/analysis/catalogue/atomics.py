@@ -39,8 +39,7 @@ def _from_ttgir(e: Evidence, a: AtomicOp, programs: int, ns: float) -> Contentio
         what += f"; {a.op}: {a.lowered} ops under exclusive masks, one executes"
     executed = float(programs * each)
     counted = (
-        f"{programs} programs x {what} (TTGIR, `tl.atomic` {a.op.split('/')[0]} at {a.line}); one address: its pointer "
-        "is a kernel argument with no program, lane or loop offset"
+        f"{programs} programs x {what} (TTGIR); one address: a kernel argument's pointer, no program or lane offset"
     )
     return Contention(executed, 1, executed * ns / 1e3, counted, a.line, a.scalar)
 

@@ -1,0 +1,115 @@
+"""Counting what executes: the atomic-contention entry (programs x atomics each program executes, at the addresses
+they hit) and the repeat by warpgroups read from the compiled kernel's layouts, on the H100 runs of the atomics and
+chain pairs (tests/data/validation_h100_1125) with the TTGIR facts of the same kernels (Triton 3.9 for sm_90 on a
+CPU, tests/data/ttgir_triton39_sm90: those runs predate the TTGIR's record), and on the issue's two atomics cases."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kbench.analysis import opportunities
+from kbench.analysis.catalogue.atomics import contention
+from kbench.analysis.devices import load_devices, resolve
+from kbench.analysis.opportunities import Opportunity
+from kbench.analysis.ptx import instruction_mix
+from kbench.analysis.ttgir import AtomicOp, compiled_facts
+from kbench.modes.base import Context
+from kbench.modes.event import EVENT
+from tests.conftest import DATA
+from tests.test_catalogue import evidence
+from tests.test_diagnosis import NEW, folder_of, plan_of
+
+TTGIR = DATA / "ttgir_triton39_sm90"
+
+
+def items(run: str, ttgir: str | None, monkeypatch: pytest.MonkeyPatch) -> list[Opportunity]:
+    """Every item event mode names for a committed H100 run whose tiling record carries ``ttgir``'s facts."""
+    folder = folder_of(f"{NEW}/{run}", "event")
+    device = json.loads((folder / "result.json").read_text())["device"]
+    ctx = Context(plan_of(folder), load_devices(), resolve(load_devices(), device))
+    tiling = {p.stem: json.loads(p.read_text()) for p in (folder / "tiling").glob("*.json")}
+    if ttgir is not None:
+        for record in tiling.values():
+            record.update(compiled_facts((TTGIR / ttgir).read_text()))
+    seen: list[Opportunity] = []
+    ranked = opportunities.rank
+
+    def spy(candidates: Any, **kw: Any) -> Any:
+        seen.extend(c for c in candidates if c is not None)
+        return ranked(candidates, **kw)
+
+    monkeypatch.setattr(opportunities, "rank", spy)
+    capture = EVENT.open(folder / "timings.json")
+    EVENT.analyse(type(capture)(files=capture.files, live=False, tiling=tiling), ctx)
+    return sorted(seen, key=lambda o: -o.gain_pct)
+
+
+def test_per_element_atomics_are_counted_per_element_of_every_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 16384 programs x 1024 atomics each (a block of 1024 on one address): 1.68e7, 30199 us serialized at 1.8 ns
+    found = items("atomics-per_element", "per_element.ttgir", monkeypatch)
+    top = found[0]
+    assert top.name.startswith("Atomic contention in sum at _common.py:23: 1.68e+07 atomics executed at 1 address")
+    assert "16384 programs x 1024 per program, one per element of a block (masked: at most)" in top.name
+    assert top.value == "1.68e+07" and 99.0 < top.gain_pct < 100.0
+    assert top.change is not None and "tl.sum over the block" in top.change
+
+
+def test_the_scalar_contention_case_is_named_with_programs_x_1() -> None:
+    # the issue's case: 524,288 programs each adding one scalar into one address; at 1.8 ns that is 943 us of the
+    # 1,035-us stage, which the per-thread PTX count (1 < 2) did not name
+    (one,) = [AtomicOp.model_validate(a) for a in compiled_facts((TTGIR / "scalar_add.ttgir").read_text())["atomics"]]
+    e = evidence(1035.0, nbytes=524288 * 128.0, ctas=524288, warps=1, atomics=[one], atomic_serial_ns=1.8)
+    found = contention(e)
+    assert found is not None and found.value == "5.24e+05"
+    assert "5.24e+05 atomics executed at 1 address take 944 us serialized (1.8 ns each) of the kernel's 1035 us" in (
+        found.name
+    )
+    assert "524288 programs x one scalar atomic per program" in found.name
+    assert found.change is not None and "second small kernel" in found.change
+    # the fixed kernel needs its other work (1035 - 944 us) or its roof time (17 us): 944 of 1035 us
+    assert abs(found.gain_pct - 100.0 * (1035.0 - (1035.0 - 524288 * 1.8e-3)) / 1035.0) < 1e-6
+
+
+def test_a_predicated_scalar_atomic_max_whose_serialized_time_is_small_gets_no_item() -> None:
+    # one tl.atomic_max per program (two exclusive ops, each predicated to thread 0): 4096 programs x 1 = 7.4 us
+    # serialized in a 100-us kernel; the PTX alone read it as 2 per thread, 1.05e6 in all
+    facts = compiled_facts((TTGIR / "max_one.ttgir").read_text())["atomics"]
+    mix = instruction_mix((TTGIR / "max_one.ptx").read_text())
+    kw: dict[str, Any] = {"ctas": 4096, "warps": 4, "atomic_serial_ns": 1.8, "instructions": mix}
+    assert contention(evidence(100.0, atomics=[AtomicOp.model_validate(a) for a in facts], **kw)) is None
+    assert contention(evidence(100.0, **kw)) is None  # without the TTGIR: no atomic left once per thread
+    # the same kernel where its programs' atomics do take the time: named, one per program
+    named = contention(evidence(10.0, atomics=[AtomicOp.model_validate(a) for a in facts], **kw))
+    assert named is not None and named.value == "4.1e+03" and "max/umin: 2 ops under exclusive masks" in named.name
+
+
+def test_atomics_at_addresses_not_known_are_not_counted_as_one() -> None:
+    # out_ptr + pid % 4: the distinct addresses depend on the program; a scalar in range(n): trips not known
+    for name in ("max_mod.ttgir", "loops.ttgir"):
+        facts = [AtomicOp.model_validate(a) for a in compiled_facts((TTGIR / name).read_text())["atomics"]]
+        assert contention(evidence(10.0, ctas=1 << 20, warps=4, atomics=facts, atomic_serial_ns=1.8)) is None
+
+
+def test_the_repeat_by_warpgroups_follows_the_layouts_not_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    # chain split (BLOCK_M=64 on 8 warps): the scores lie over warpsPerCTA [8, 1], 2 copies: 1.60x the model's
+    # tensor FLOPs (ncu counted 1.60x on the H100); its twin on 4 warps copies nothing
+    split = [o for o in items("chain-split", "chain_split.ttgir", monkeypatch) if "repeated" in o.metric]
+    (rep,) = split
+    assert rep.name.startswith("Work repeated by warpgroups in attention: each of its 2 warpgroups (num_warps=8)")
+    assert "1.60x the model's tensor FLOPs from the TTGIR's layouts" in rep.name and "warpsPerCTA [8, 1]" in rep.name
+    assert not rep.structural and rep.change is not None and "num_warps=4" in rep.change
+    whole = items("chain-whole", "chain_whole.ttgir", monkeypatch)
+    assert not any("repeated" in o.metric for o in whole)
+    # the same config (BLOCK_M=64 < 64 x 2 warpgroups) compiled to layouts that copy nothing: no item
+    assert not any("repeated" in o.metric for o in items("chain-split", "chain_whole.ttgir", monkeypatch))
+
+
+def test_at_d512_the_repeat_is_ranked_with_what_was_tried(monkeypatch: pytest.MonkeyPatch) -> None:
+    # mla_decode v2 (d=512): one warpgroup would hold 64 x 512 fp32 accumulators, 256 per thread: no tile change, but
+    # a rewrite reaches it: not structural
+    (rep,) = [o for o in items("mla_decode-v2-s16", "mla_v2_d512.ttgir", monkeypatch) if "repeated" in o.metric]
+    assert not rep.structural and rep.change is not None
+    assert "needs 256 fp32 registers per thread" in rep.change and "what reaches it is a rewrite" in rep.change

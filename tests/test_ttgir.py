@@ -1,0 +1,76 @@
+"""What the compiled kernel executes, read from Triton's TTGIR (tests/data/ttgir_triton39_sm90: kernels Triton 3.9 lowered
+for sm_90 on a CPU): atomics per program (a scalar one once, a block's once per element, times the loop's trips), one
+address or not, the float max lowered to two exclusive ops; each dot's accumulator layout and the copies the warps
+make of it; and in the PTX, the atomics predicated to one thread."""
+
+from __future__ import annotations
+
+from kbench.analysis.ptx import instruction_mix
+from kbench.analysis.ttgir import atomics, compiled_facts, dots
+from tests.conftest import DATA
+
+TTGIR = DATA / "ttgir_triton39_sm90"
+
+
+def read(name: str) -> str:
+    return (TTGIR / name).read_text()
+
+
+def test_a_block_atomic_runs_once_per_element_and_a_scalar_once_per_program() -> None:
+    (block,) = atomics(read("per_element.ttgir"))
+    assert (block.op, block.line, block.scalar, block.elements, block.trips) == (
+        "fadd",
+        "_common.py:23",
+        False,
+        1024,
+        1,
+    )
+    assert block.masked and block.one_address and block.per_program == 1024  # out_ptr + zeros: out_ptr splat
+    (scalar,) = atomics(read("per_cta.ttgir"))
+    assert (scalar.line, scalar.scalar, scalar.per_program, scalar.masked) == ("_common.py:21", True, 1, False)
+    assert scalar.one_address
+    (one,) = atomics(read("scalar_add.ttgir"))
+    assert one.scalar and one.per_program == 1 and one.one_address
+
+
+def test_a_float_atomic_max_is_two_exclusive_ops_and_one_atomic() -> None:
+    # tl.atomic_max on a float: a signed max where the value is positive, an unsigned min where negative
+    (at_one,) = atomics(read("max_one.ttgir"))
+    assert at_one.lowered == 2 and at_one.op == "max/umin" and at_one.per_program == 1 and at_one.one_address
+    (by_program,) = atomics(read("max_mod.ttgir"))
+    assert by_program.address == ["program"] and not by_program.one_address  # out_ptr + pid % 4
+
+
+def test_loops_repeat_atomics_by_their_constant_trips_and_unknown_otherwise() -> None:
+    block, scalar = atomics(read("loops.ttgir"))
+    assert block.trips == 8 and block.per_program == 8 * 128 and block.address == ["lanes"]
+    assert scalar.trips is None and scalar.per_program is None and scalar.address == ["loop"]  # range(n)
+
+
+def test_the_ptx_counts_the_atomics_predicated_to_one_thread() -> None:
+    # `@%p atom` with %p = setp.eq (%tid.x [& mask >= the CTA's threads]), 0, alone or and-ed (the float max)
+    counts = {n: instruction_mix(read(f"{n}.ptx")) for n in ("per_element", "per_cta", "scalar_add", "max_one")}
+    assert (counts["per_element"].atomics, counts["per_element"].one_thread_atomics) == (8, 0)
+    assert (counts["per_cta"].atomics, counts["per_cta"].one_thread_atomics) == (1, 1)
+    assert (counts["scalar_add"].atomics, counts["scalar_add"].one_thread_atomics) == (1, 1)  # tid & 31 on 32 threads
+    assert (counts["max_one"].atomics, counts["max_one"].one_thread_atomics) == (2, 2)
+
+
+def test_dot_layouts_say_which_products_the_warpgroups_copy() -> None:
+    # chain split: the scores (64 x 64) over warpsPerCTA [8, 1]: two warpgroups for 64 rows, each computes it whole;
+    # P.V (64 x 128, A in registers) over [4, 2]: split. On 4 warps nothing is copied
+    split = dots(read("chain_split.ttgir"))
+    assert [(d.m, d.n, d.k, d.warps, d.copies, d.a_registers) for d in split] == [
+        (64, 64, 128, [8, 1], 2, False),
+        (64, 64, 64, [8, 1], 2, False),
+        (64, 128, 64, [4, 2], 1, True),
+    ]
+    assert all(d.version == 3 and d.line.startswith("_triton.py:") for d in split)
+    assert all(d.copies == 1 for d in dots(read("chain_whole.ttgir")))
+    assert [d.copies for d in dots(read("mla_v2_d512.ttgir"))] == [2, 2, 1]
+
+
+def test_the_tiling_record_keeps_the_facts_or_none_without_a_ttgir() -> None:
+    facts = compiled_facts(read("per_cta.ttgir"))
+    assert isinstance(facts["atomics"], list) and facts["atomics"][0]["scalar"] is True and facts["dots"] == []
+    assert compiled_facts(None) == {"atomics": None, "dots": None}
