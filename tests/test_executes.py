@@ -15,7 +15,7 @@ from kbench.analysis.catalogue.atomics import contention
 from kbench.analysis.devices import load_devices, resolve
 from kbench.analysis.opportunities import Opportunity
 from kbench.analysis.ptx import instruction_mix
-from kbench.analysis.ttgir import AtomicOp, compiled_facts
+from kbench.analysis.ttgir import AtomicOp, atomics, compiled_facts
 from kbench.modes.base import Context
 from kbench.modes.event import EVENT
 from tests.conftest import DATA
@@ -23,6 +23,10 @@ from tests.test_catalogue import evidence
 from tests.test_diagnosis import NEW, folder_of, plan_of
 
 TTGIR = DATA / "ttgir_triton39_sm90"
+
+
+def calls(name: str) -> list[AtomicOp]:
+    return atomics((TTGIR / name).read_text())
 
 
 def items(run: str, ttgir: str | None, monkeypatch: pytest.MonkeyPatch) -> list[Opportunity]:
@@ -60,7 +64,7 @@ def test_per_element_atomics_are_counted_per_element_of_every_program(monkeypatc
 def test_the_scalar_contention_case_is_named_with_programs_x_1() -> None:
     # the issue's case: 524,288 programs each adding one scalar into one address; at 1.8 ns that is 943 us of the
     # 1,035-us stage, which the per-thread PTX count (1 < 2) did not name
-    (one,) = [AtomicOp.model_validate(a) for a in compiled_facts((TTGIR / "scalar_add.ttgir").read_text())["atomics"]]
+    (one,) = calls("scalar_add.ttgir")
     e = evidence(1035.0, nbytes=524288 * 128.0, ctas=524288, warps=1, atomics=[one], atomic_serial_ns=1.8)
     found = contention(e)
     assert found is not None and found.value == "5.24e+05"
@@ -76,20 +80,20 @@ def test_the_scalar_contention_case_is_named_with_programs_x_1() -> None:
 def test_a_predicated_scalar_atomic_max_whose_serialized_time_is_small_gets_no_item() -> None:
     # one tl.atomic_max per program (two exclusive ops, each predicated to thread 0): 4096 programs x 1 = 7.4 us
     # serialized in a 100-us kernel; the PTX alone read it as 2 per thread, 1.05e6 in all
-    facts = compiled_facts((TTGIR / "max_one.ttgir").read_text())["atomics"]
+    facts = calls("max_one.ttgir")
     mix = instruction_mix((TTGIR / "max_one.ptx").read_text())
     kw: dict[str, Any] = {"ctas": 4096, "warps": 4, "atomic_serial_ns": 1.8, "instructions": mix}
-    assert contention(evidence(100.0, atomics=[AtomicOp.model_validate(a) for a in facts], **kw)) is None
+    assert contention(evidence(100.0, atomics=facts, **kw)) is None
     assert contention(evidence(100.0, **kw)) is None  # without the TTGIR: no atomic left once per thread
     # the same kernel where its programs' atomics do take the time: named, one per program
-    named = contention(evidence(10.0, atomics=[AtomicOp.model_validate(a) for a in facts], **kw))
+    named = contention(evidence(10.0, atomics=facts, **kw))
     assert named is not None and named.value == "4.1e+03" and "max/umin: 2 ops under exclusive masks" in named.name
 
 
 def test_atomics_at_addresses_not_known_are_not_counted_as_one() -> None:
     # out_ptr + pid % 4: the distinct addresses depend on the program; a scalar in range(n): trips not known
     for name in ("max_mod.ttgir", "loops.ttgir"):
-        facts = [AtomicOp.model_validate(a) for a in compiled_facts((TTGIR / name).read_text())["atomics"]]
+        facts = calls(name)
         assert contention(evidence(10.0, ctas=1 << 20, warps=4, atomics=facts, atomic_serial_ns=1.8)) is None
 
 

@@ -1,7 +1,7 @@
 """What the compiled kernel executes, read from Triton's TTGIR (tests/data/ttgir_triton39_sm90: kernels Triton 3.9
-lowered for sm_90 on a CPU): atomics per program (a scalar one once, a block's once per element, times the loop's trips), one
-address or not, the float max lowered to two exclusive ops; each dot's accumulator layout and the copies the warps
-make of it; and in the PTX, the atomics predicated to one thread."""
+lowered for sm_90 on a CPU): atomics per program (a scalar one once, a block's once per element, times the loop's
+trips), one address or not, the float max lowered to two exclusive ops; each dot's accumulator layout and the copies
+the warps make of it; and in the PTX, the atomics predicated to one thread."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from kbench.model import Model
 
@@ -295,7 +296,7 @@ def dots(text: str) -> list[DotOp]:
     return out
 
 
-def compiled_facts(ttgir: object) -> dict[str, object]:
+def compiled_facts(ttgir: object) -> dict[str, list[dict[str, Any]] | None]:
     """The TTGIR's facts for the tiling record: its atomics and its dots (None each where there is no TTGIR)."""
     if not isinstance(ttgir, str):
         return {"atomics": None, "dots": None}
