@@ -74,3 +74,17 @@ def test_the_tiling_record_keeps_the_facts_or_none_without_a_ttgir() -> None:
     facts = compiled_facts(read("per_cta.ttgir"))
     assert isinstance(facts["atomics"], list) and facts["atomics"][0]["scalar"] is True and facts["dots"] == []
     assert compiled_facts(None) == {"atomics": None, "dots": None}
+
+
+def test_the_tiling_record_gets_them_from_the_compiled_kernel() -> None:
+    # kernel_facts on a CompiledKernel's surface (metadata, asm, the cubin's registers): the TTGIR's and the PTX's facts
+    from types import SimpleNamespace
+
+    from kbench.capture.artifacts import kernel_facts
+
+    meta = SimpleNamespace(name="atomic_sum_kernel", num_warps=4, num_stages=3, shared=2048)
+    asm = {"ptx": read("per_cta.ptx"), "ttgir": read("per_cta.ttgir")}
+    compiled = SimpleNamespace(metadata=meta, asm=asm, _init_handles=lambda: None, n_regs=24, n_spills=0)
+    facts = kernel_facts(compiled)
+    assert facts["atomics"][0]["scalar"] is True and facts["atomics"][0]["line"] == "_common.py:21"
+    assert facts["instructions"]["one_thread_atomics"] == 1 and facts["dots"] == []
