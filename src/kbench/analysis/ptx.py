@@ -111,6 +111,9 @@ class InstructionMix(Model):
         }
         plural = {"local-memory access": "local-memory accesses"}
         parts += [f"{n} {what if n == 1 else plural.get(what, what + 's')}" for what, n in others.items() if n]
+        if self.one_thread_atomics:  # a scalar atomic: once per CTA, not once per thread
+            at = next(i for i, p in enumerate(parts) if p.endswith(("global atomic", "global atomics")))
+            parts[at] += f" ({self.one_thread_atomics} predicated to one thread)"
         return "; ".join(parts)
 
 
