@@ -64,7 +64,7 @@ def test_per_element_atomics_are_counted_per_element_of_every_program(monkeypatc
 def test_the_scalar_contention_case_is_named_with_programs_x_1() -> None:
     # the issue's case: 524,288 programs each adding one scalar into one address; at 1.8 ns that is 943 us of the
     # 1,035-us stage, which the per-thread PTX count (1 < 2) did not name
-    (one,) = calls("scalar_add.ttgir")
+    (one,) = calls("scalar_atomic_per_program.ttgir")
     e = evidence(1035.0, nbytes=524288 * 128.0, ctas=524288, warps=1, atomics=[one], atomic_serial_ns=1.8)
     found = contention(e)
     assert found is not None and found.value == "5.24e+05"
@@ -78,16 +78,18 @@ def test_the_scalar_contention_case_is_named_with_programs_x_1() -> None:
 
 
 def test_a_predicated_scalar_atomic_max_whose_serialized_time_is_small_gets_no_item() -> None:
-    # one tl.atomic_max per program (two exclusive ops, each predicated to thread 0): 4096 programs x 1 = 7.4 us
-    # serialized in a 100-us kernel; the PTX alone read it as 2 per thread, 1.05e6 in all
-    facts = calls("max_one.ttgir")
-    mix = instruction_mix((TTGIR / "max_one.ptx").read_text())
-    kw: dict[str, Any] = {"ctas": 4096, "warps": 4, "atomic_serial_ns": 1.8, "instructions": mix}
-    assert contention(evidence(100.0, atomics=facts, **kw)) is None
-    assert contention(evidence(100.0, **kw)) is None  # without the TTGIR: no atomic left once per thread
+    # absmax (tests/data/validation/absmax) at 2^26: one tl.atomic_max per program (two exclusive ops, each predicated
+    # to thread 0): 4096 programs x 1 = 7.4 us serialized in a kernel that reads 268 MB (87 us at the roof); the PTX
+    # alone read it as 2 per thread x 256 threads, 2.1e6 in all
+    facts = calls("absmax_fused.ttgir")
+    mix = instruction_mix((TTGIR / "absmax_fused.ptx").read_text())
+    kw: dict[str, Any] = {"ctas": 4096, "warps": 8, "atomic_serial_ns": 1.8, "instructions": mix}
+    assert contention(evidence(100.0, nbytes=2.68e8, atomics=facts, **kw)) is None
+    assert contention(evidence(100.0, nbytes=2.68e8, **kw)) is None  # no TTGIR: no atomic left once per thread
     # the same kernel where its programs' atomics do take the time: named, one per program
     named = contention(evidence(10.0, atomics=facts, **kw))
     assert named is not None and named.value == "4.1e+03" and "max/umin: 2 ops under exclusive masks" in named.name
+    assert "(masked: at most)" not in named.name
 
 
 def test_atomics_at_addresses_not_known_are_not_counted_as_one() -> None:

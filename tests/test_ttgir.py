@@ -29,14 +29,17 @@ def test_a_block_atomic_runs_once_per_element_and_a_scalar_once_per_program() ->
     (scalar,) = atomics(read("per_cta.ttgir"))
     assert (scalar.line, scalar.scalar, scalar.per_program, scalar.masked) == ("_common.py:21", True, 1, False)
     assert scalar.one_address
-    (one,) = atomics(read("scalar_add.ttgir"))
-    assert one.scalar and one.per_program == 1 and one.one_address
+    for name in ("scalar_atomic_per_program", "scalar_atomic_wide"):  # 32 elements on 1 warp, 4096 on 8
+        (one,) = atomics(read(f"{name}.ttgir"))
+        assert one.scalar and one.per_program == 1 and one.one_address and one.line == "_common.py:19"
 
 
 def test_a_float_atomic_max_is_two_exclusive_ops_and_one_atomic() -> None:
-    # tl.atomic_max on a float: a signed max where the value is positive, an unsigned min where negative
-    (at_one,) = atomics(read("max_one.ttgir"))
+    # tl.atomic_max on a float: a signed max where the sign bit is clear, an unsigned min where set (masks cmpi eq /
+    # cmpi ne on the same operands): exactly one runs, not "at most"
+    (at_one,) = atomics(read("absmax_fused.ttgir"))
     assert at_one.lowered == 2 and at_one.op == "max/umin" and at_one.per_program == 1 and at_one.one_address
+    assert not at_one.masked and at_one.line == "_common.py:21"
     (by_program,) = atomics(read("max_mod.ttgir"))
     assert by_program.address == ["program"] and not by_program.one_address  # out_ptr + pid % 4
 
@@ -49,11 +52,13 @@ def test_loops_repeat_atomics_by_their_constant_trips_and_unknown_otherwise() ->
 
 def test_the_ptx_counts_the_atomics_predicated_to_one_thread() -> None:
     # `@%p atom` with %p = setp.eq (%tid.x [& mask >= the CTA's threads]), 0, alone or and-ed (the float max)
-    counts = {n: instruction_mix(read(f"{n}.ptx")) for n in ("per_element", "per_cta", "scalar_add", "max_one")}
+    names = ("per_element", "per_cta", "scalar_atomic_per_program", "absmax_fused")
+    counts = {n: instruction_mix(read(f"{n}.ptx")) for n in names}
     assert (counts["per_element"].atomics, counts["per_element"].one_thread_atomics) == (8, 0)
     assert (counts["per_cta"].atomics, counts["per_cta"].one_thread_atomics) == (1, 1)
-    assert (counts["scalar_add"].atomics, counts["scalar_add"].one_thread_atomics) == (1, 1)  # tid & 31 on 32 threads
-    assert (counts["max_one"].atomics, counts["max_one"].one_thread_atomics) == (2, 2)
+    one_warp = counts["scalar_atomic_per_program"]
+    assert (one_warp.atomics, one_warp.one_thread_atomics) == (1, 1)  # tid & 31 on 32 threads
+    assert (counts["absmax_fused"].atomics, counts["absmax_fused"].one_thread_atomics) == (2, 2)
 
 
 def test_dot_layouts_say_which_products_the_warpgroups_copy() -> None:

@@ -92,6 +92,7 @@ class _Ir:
 
     defs: dict[str, tuple[str, list[str]]] = field(default_factory=dict)  # value -> (op, operand values)
     consts: dict[str, int] = field(default_factory=dict)
+    compares: dict[str, str] = field(default_factory=dict)  # value -> its arith.cmpi predicate (eq, ne, slt, ...)
     locs: dict[str, str] = field(default_factory=dict)
     layouts: dict[str, tuple[str, str]] = field(default_factory=dict)  # #name -> (kind, body)
     lines: list[tuple[str, tuple[int | None, ...]]] = field(default_factory=list)  # (line, trips of its loops)
@@ -132,6 +133,8 @@ def _parse(text: str) -> _Ir:
                 ir.defs[name] = ("loop", [])
             else:
                 ir.defs[name] = (op, [v.split("#")[0] for v in _VALUE.findall(rest)])
+            if op == "arith.cmpi":
+                ir.compares[name] = rest.split(",", 1)[0].strip()
             if (c := _INT_CONST.search(body)) is not None and op == "arith.constant":
                 ir.consts[name] = int(c[1])
             elif op == "arith.constant" and re.search(r"arith\.constant\s+(true|dense<true>)", body):
@@ -210,10 +213,23 @@ def _product(trips: tuple[int | None, ...]) -> int | None:
     return None if any(t is None for t in trips) else math.prod(t for t in trips if t is not None)
 
 
+# arith.cmpi predicates that are each other's negation: two ops masked by such a pair on the same operands run one
+NEGATION = {"eq": "ne", "ne": "eq", "slt": "sge", "sge": "slt", "sgt": "sle", "sle": "sgt", "ult": "uge", "uge": "ult",
+            "ugt": "ule", "ule": "ugt"}  # fmt: skip
+
+
+def _exclusive(ir: _Ir, a: str | None, b: str | None) -> bool:
+    """Two masks that are each other's negation (a float max lowered to a signed max and an unsigned min)."""
+    if a is None or b is None or a not in ir.compares or b not in ir.compares:
+        return False
+    return NEGATION.get(ir.compares[a]) == ir.compares[b] and ir.defs[a][1] == ir.defs[b][1]
+
+
 def atomics(text: str) -> list[AtomicOp]:
     """Every tl.atomic_* call of the kernel, as one program executes it."""
     ir, seen = _parse(text), dict[str, frozenset[str]]()
     found: dict[tuple[str, str], AtomicOp] = {}
+    masks: dict[tuple[str, str], str | None] = {}
     for raw, trips in ir.lines:
         body = _clean(raw)
         m = re.search(r"tt\.atomic_(rmw|cas)\s+(.*)$", body)
@@ -241,8 +257,11 @@ def atomics(text: str) -> list[AtomicOp]:
         )
         key = (where, pointer)
         if key in found:  # one call lowered to several ops on one pointer under exclusive masks: one executes
-            atom = found[key].model_copy(update={"lowered": found[key].lowered + 1, "op": f"{found[key].op}/{op}"})
+            first = found[key]
+            masked = first.masked and not _exclusive(ir, masks[key], mask)
+            atom = first.model_copy(update={"lowered": first.lowered + 1, "op": f"{first.op}/{op}", "masked": masked})
         found[key] = atom
+        masks[key] = mask
     return list(found.values())
 
 
