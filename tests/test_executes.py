@@ -6,6 +6,7 @@ CPU, tests/data/ttgir_triton39_sm90: those runs predate the TTGIR's record), and
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from kbench.analysis.ptx import instruction_mix
 from kbench.analysis.ttgir import AtomicOp, atomics, compiled_facts
 from kbench.modes.base import Context
 from kbench.modes.event import EVENT
-from tests.conftest import DATA
+from tests.conftest import DATA, HAS_CUDA
 from tests.test_catalogue import evidence
 from tests.test_diagnosis import NEW, folder_of, plan_of
 
@@ -119,3 +120,35 @@ def test_at_d512_the_repeat_is_ranked_with_what_was_tried(monkeypatch: pytest.Mo
     (rep,) = [o for o in items("mla_decode-v2-s16", "mla_v2_d512.ttgir", monkeypatch) if "repeated" in o.metric]
     assert not rep.structural and rep.change is not None
     assert "needs 256 fp32 registers per thread" in rep.change and "what reaches it is a rewrite" in rep.change
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="the CPU interpreter path")
+def test_addresses_that_depend_on_the_program_are_counted_where_the_access_run_traced_them() -> None:
+    # out + pid % 4 under the CPU interpreter, every program traced: 4 distinct addresses for the catalogue
+    os.environ["TRITON_INTERPRET"] = "1"
+    import torch
+    import triton
+    import triton.language as tl
+
+    from kbench.analysis.access import sites
+    from kbench.analysis.access_facts import Predicted
+    from kbench.capture import access
+
+    @triton.jit  # type: ignore[untyped-decorator]
+    def spread_sum(x, out, B: tl.constexpr):
+        pid = tl.program_id(0)
+        tl.atomic_add(out + pid % 4, tl.sum(tl.load(x + pid * B + tl.arange(0, B)), axis=0))
+
+    x, out = torch.ones(64 * 32), torch.zeros(4)
+    with access.traced(access.allocations_of({"x": x, "out": out})) as trace:
+        spread_sum[(64,)](x, out, B=32)
+    predicted = Predicted.of(sites(trace.accesses), "at the test's size, 64 of 64 programs traced")
+    assert predicted is not None and list(predicted.atomic_addresses.values()) == [4]
+    (line,) = predicted.atomic_addresses
+    # what the TTGIR says of that call (max_mod.ttgir: a scalar per program, its address depending on the program)
+    call = AtomicOp(op="fadd", line=line, scalar=True, elements=1, masked=False, trips=1, address=["program"])
+    kw: dict[str, Any] = {"ctas": 1 << 20, "warps": 1, "atomic_serial_ns": 1.8, "atomics": [call]}
+    assert contention(evidence(800.0, **kw)) is None  # not traced: the addresses are not known
+    found = contention(evidence(800.0, predicted=predicted, **kw))
+    assert found is not None and "at 4 addresses take 472 us serialized" in found.name
+    assert "4 distinct addresses predicted on CPU at the test's size" in found.name

@@ -28,8 +28,11 @@ class Contention:
 def _from_ttgir(e: Evidence, a: AtomicOp, programs: int, ns: float) -> Contention | None:
     """One call's contention from its TTGIR facts; None where its count or its addresses are not known."""
     each = a.per_program
-    if each is None or not a.one_address:
-        return None  # a loop of unknown trips, or addresses that differ by program, lane or data: not counted here
+    p = e.predicted
+    traced = p.atomic_addresses.get(a.line) if p is not None and not a.one_address else None
+    if each is None or not (a.one_address or traced):
+        return None  # a loop of unknown trips, or addresses that differ by program, lane or data and were not traced
+    addresses = 1 if a.one_address else traced or 1
     what = "one scalar atomic per program" if a.scalar else f"{a.elements} per program, one per element of a block"
     if a.trips and a.trips > 1:
         what += f", x{a.trips} loop trips"
@@ -38,10 +41,13 @@ def _from_ttgir(e: Evidence, a: AtomicOp, programs: int, ns: float) -> Contentio
     if a.lowered > 1:
         what += f"; {a.op}: {a.lowered} ops under exclusive masks, one executes"
     executed = float(programs * each)
-    counted = (
-        f"{programs} programs x {what} (TTGIR); one address: a kernel argument's pointer, no program or lane offset"
+    where = (
+        "one address: a kernel argument's pointer, no program or lane offset"
+        if a.one_address
+        else f"{addresses} distinct addresses predicted on CPU {p.where if p else ''}"
     )
-    return Contention(executed, 1, executed * ns / 1e3, counted, a.line, a.scalar)
+    counted = f"{programs} programs x {what} (TTGIR); {where}"
+    return Contention(executed, addresses, executed * ns / 1e3 / addresses, counted, a.line, a.scalar)
 
 
 def _from_ptx(e: Evidence, ns: float) -> Contention | None:
