@@ -93,3 +93,23 @@ def test_the_tiling_record_gets_them_from_the_compiled_kernel() -> None:
     facts = kernel_facts(compiled)
     assert facts["atomics"][0]["scalar"] is True and facts["atomics"][0]["line"] == "_common.py:21"
     assert facts["instructions"]["one_thread_atomics"] == 1 and facts["dots"] == []
+
+
+def test_an_atomic_under_a_branch_runs_at_most_its_count() -> None:
+    # the TTGIR Triton 3.9 writes for `if pid == 0: tl.atomic_add(out, 1.0)` (an scf.if around the atomic)
+    text = """
+  tt.func public @k(%out_ptr: !tt.ptr<f32> loc("out_ptr"(#loc))) attributes {noinline = false} {
+    %cst = arith.constant 1.000000e+00 : f32 loc(#loc1)
+    %true = arith.constant true loc(#loc1)
+    %c0_i32 = arith.constant 0 : i32 loc(#loc1)
+    %pid = tt.get_program_id x : i32 loc(#loc2)
+    %0 = arith.cmpi eq, %pid, %c0_i32 : i32 loc(#loc3)
+    scf.if %0 {
+      %1 = tt.atomic_rmw fadd, acq_rel, gpu, %out_ptr, %cst, %true : (!tt.ptr<f32>, f32, i1) -> f32 loc(#loc4)
+    } loc(#loc3)
+    tt.return loc(#loc)
+  } loc(#loc)
+#loc4 = loc("k.py":7:9)
+"""
+    (one,) = atomics(text)
+    assert one.masked and one.scalar and one.per_program == 1 and one.one_address and one.line == "k.py:7"

@@ -38,7 +38,7 @@ class AtomicOp(Model):
     line: str  # the kernel's source line, file:line
     scalar: bool  # a scalar atomic: once per program (one thread); else once per element of a block
     elements: int  # atomics per program per execution: 1 for a scalar, the block's size for a tensor
-    masked: bool  # a mask that is not constant true: ``elements`` is the most it runs
+    masked: bool  # a mask that is not constant true, or inside an scf.if: ``elements`` is the most it runs
     trips: int | None  # times the enclosing loops run it (1 outside any loop; None: a loop bound not constant)
     address: list[str]  # what its pointer depends on: [] for one address every program shares; else of "program",
     # "lanes", "loop", "data" (an address loaded from memory), "other"
@@ -96,6 +96,7 @@ class _Ir:
     locs: dict[str, str] = field(default_factory=dict)
     layouts: dict[str, tuple[str, str]] = field(default_factory=dict)  # #name -> (kind, body)
     lines: list[tuple[str, tuple[int | None, ...]]] = field(default_factory=list)  # (line, trips of its loops)
+    conditional: set[int] = field(default_factory=set)  # indices of ``lines`` inside an scf.if: they may not run
 
 
 def _clean(line: str) -> str:
@@ -104,7 +105,7 @@ def _clean(line: str) -> str:
 
 def _parse(text: str) -> _Ir:
     ir = _Ir()
-    frames: list[int | bool | None] = []  # per open region: a loop's trips (int / None) or False for any other
+    frames: list[int | str | None] = []  # per open region: a loop's trips (int / None), "if", or "" for any other
     for raw in text.splitlines():
         line = raw.strip()
         if m := _LOC_DEF.match(line):
@@ -139,11 +140,13 @@ def _parse(text: str) -> _Ir:
                 ir.consts[name] = int(c[1])
             elif op == "arith.constant" and re.search(r"arith\.constant\s+(true|dense<true>)", body):
                 ir.consts[name] = 1
-        ir.lines.append((raw, tuple(f for f in frames if f is not False)))
+        if "if" in frames:
+            ir.conditional.add(len(ir.lines))
+        ir.lines.append((raw, tuple(f for f in frames if not isinstance(f, str))))
         if body.endswith("{") and not body.startswith("}"):
-            frames.append(_trips(ir, loop.groups()[1:]) if loop is not None else False)
+            frames.append(_trips(ir, loop.groups()[1:]) if loop is not None else "if" if "scf.if" in body else "")
         elif body.endswith("{"):  # "} else {": the region closed above, another opens
-            frames.append(False)
+            frames.append("if")
     return ir
 
 
@@ -230,7 +233,7 @@ def atomics(text: str) -> list[AtomicOp]:
     ir, seen = _parse(text), dict[str, frozenset[str]]()
     found: dict[tuple[str, str], AtomicOp] = {}
     masks: dict[tuple[str, str], str | None] = {}
-    for raw, trips in ir.lines:
+    for index, (raw, trips) in enumerate(ir.lines):
         body = _clean(raw)
         m = re.search(r"tt\.atomic_(rmw|cas)\s+(.*)$", body)
         if m is None:
@@ -251,7 +254,7 @@ def atomics(text: str) -> list[AtomicOp]:
             line=where,
             scalar="tensor<" not in result,
             elements=_elements(result),
-            masked=mask is not None and ir.consts.get(mask) != 1,
+            masked=(mask is not None and ir.consts.get(mask) != 1) or index in ir.conditional,
             trips=_product(trips),
             address=sorted(src - UNIFORM),
         )

@@ -32,7 +32,7 @@ def _from_ttgir(e: Evidence, a: AtomicOp, programs: int, ns: float) -> Contentio
     traced = p.atomic_addresses.get(a.line) if p is not None and not a.one_address else None
     if each is None or not (a.one_address or traced):
         return None  # a loop of unknown trips, or addresses that differ by program, lane or data and were not traced
-    addresses = 1 if a.one_address else traced or 1
+    addresses = traced if traced else 1
     what = "one scalar atomic per program" if a.scalar else f"{a.elements} per program, one per element of a block"
     if a.trips and a.trips > 1:
         what += f", x{a.trips} loop trips"
@@ -88,10 +88,12 @@ def contention(e: Evidence) -> Opportunity | None:
     floor = max(e.kernel_us - c.serial_us, (e.bound_us or 0.0) * e.share)
     at = f" at {c.line}" if c.line else ""
     if c.scalar:
+        now = f" (now {e.config})" if e.config else ""
         change = (
-            f"give each program of {e.where} more of the data and fewer programs (a loop over several blocks, "
-            "summed on chip before its one atomic), or write one partial result per program and reduce them in a "
-            "second small kernel; or spread the atomics over several addresses (out[pid % k]) and sum those k"
+            f"make each program of {e.where} reduce more on chip before its one atomic{at}: a larger BLOCK or a loop "
+            f"over several blocks, so that fewer programs meet at the address{now}; or write one partial result per "
+            "program and reduce them in a second small kernel; or spread the atomics over k addresses (out[pid % k]) "
+            "and sum those k"
         )
     else:
         change = (
