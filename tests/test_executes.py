@@ -19,6 +19,7 @@ from kbench.analysis.ptx import instruction_mix
 from kbench.analysis.ttgir import AtomicOp, atomics, compiled_facts
 from kbench.modes.base import Context
 from kbench.modes.event import EVENT
+from kbench.plan.discovery import load_version
 from tests.conftest import DATA, HAS_CUDA
 from tests.test_catalogue import evidence
 from tests.test_diagnosis import NEW, folder_of, plan_of
@@ -152,3 +153,59 @@ def test_addresses_that_depend_on_the_program_are_counted_where_the_access_run_t
     found = contention(evidence(800.0, predicted=predicted, **kw))
     assert found is not None and "at 4 addresses take 472 us serialized" in found.name
     assert "4 distinct addresses predicted on CPU at the test's size" in found.name
+
+
+ISSUE42 = DATA / "issue42_h100"
+
+
+def issue42(run: str, compiled: str, *, ttgir: bool = True) -> list[Opportunity]:
+    """Every item event mode names for a run of issue 42's pairs (H100, Triton 3.6), its tiling record given the
+    facts of the TTGIR and PTX that run compiled (compiled/<run>/): as a live run records them now. ``ttgir=False``:
+    the PTX's facts alone (a record without the TTGIR's)."""
+    folder = ISSUE42 / "event" / run
+    result = json.loads((folder / "result.json").read_text())
+    plan = load_version(result["kernel"], result["version"], [str(DATA / "validation")]).from_values(result["params"])
+    ctx = Context(plan, load_devices(), resolve(load_devices(), result["device"]))
+    tiling = {p.stem: json.loads(p.read_text()) for p in (folder / "tiling").glob("*.json")}
+    code = ISSUE42 / "compiled" / run / compiled
+    for record in tiling.values():
+        record["instructions"] = instruction_mix(code.with_suffix(".ptx").read_text()).model_dump(mode="json")
+        if ttgir:
+            record.update(compiled_facts(code.with_suffix(".ttgir").read_text()))
+    seen: list[Opportunity] = []
+    ranked = opportunities.rank
+
+    def spy(candidates: Any, **kw: Any) -> Any:
+        seen.extend(c for c in candidates if c is not None)
+        return ranked(candidates, **kw)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(opportunities, "rank", spy)
+        capture = EVENT.open(folder / "timings.json")
+        EVENT.analyse(type(capture)(files=capture.files, live=False, tiling=tiling), ctx)
+    return sorted(seen, key=lambda o: -o.gain_pct)
+
+
+def test_the_h100_scalar_contention_pair() -> None:
+    # scalar_atomic per_program on the H100: 524,288 programs x ONE scalar atomic (TTGIR: f32 result; PTX: predicated
+    # to thread 0) into out[0]: 944 us serialized at 1.8 ns of the 925-us stage (the code before said "too few bytes
+    # in flight"); the wide twin (4096 programs: 7.4 us of 26 us) gets no atomics item
+    top = issue42("scalar_atomic-per_program", "tile_sum_kernel")[0]
+    assert top.name.startswith("Atomic contention in sum at _common.py:19: 5.24e+05 atomics executed at 1 address")
+    assert "524288 programs x one scalar atomic per program (TTGIR)" in top.name and top.value == "5.24e+05"
+    assert top.change is not None and "a larger BLOCK" in top.change and "BLOCK=32" in top.change
+    assert 90.0 < top.gain_pct < 100.0  # realized: 1 - 25.8 / 924.8 = 97.2%
+    for ttgir in (True, False):
+        wide = issue42("scalar_atomic-wide", "tile_sum_kernel", ttgir=ttgir)
+        assert not any("atomic" in o.metric for o in wide), [o.name for o in wide]
+
+
+def test_the_h100_absmax_pair_gets_no_atomics_item() -> None:
+    # one scalar tl.atomic_max per program (two exclusive ops, each predicated to thread 0): 4096 programs, 7.4 us
+    # serialized; the code before read "2 per thread" from the PTX. Neither twin gets an atomics item, from the TTGIR
+    # or from the PTX alone; ragged chunked's atomics go to an address loaded from memory: not counted as one
+    for run in ("absmax-fused", "absmax-torch_abs"):
+        for ttgir in (True, False):
+            found = issue42(run, "absmax_kernel", ttgir=ttgir)
+            assert not any("atomic" in o.metric for o in found), [o.name for o in found]
+    assert not any("atomic" in o.metric for o in issue42("ragged-chunked", "chunk_kernel"))

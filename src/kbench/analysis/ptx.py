@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from kbench.model import Model
 
@@ -150,35 +151,74 @@ _DEF = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)\s+(%\w+)\s*,\s*([^;]*);", r
 _PREDICATED_ATOM = re.compile(r"^\s*@(%\w+)\s+(?:atom|red)\.global", re.MULTILINE)
 
 
+# integer ops on the thread index a predicate is built from, per thread (values as Python ints, 32-bit)
+_INT_OPS: dict[str, Callable[[int, int], int]] = {
+    "and": lambda a, b: a & b,
+    "or": lambda a, b: a | b,
+    "xor": lambda a, b: a ^ b,
+    "shr": lambda a, b: a >> b,
+    "shl": lambda a, b: (a << b) & 0xFFFFFFFF,
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+}
+_COMPARE: dict[str, Callable[[int, int], bool]] = {
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+}
+
+
 def one_thread_atomics(ptx: str) -> int:
-    """Global atomics predicated to one thread of the CTA: their predicate is ``setp.eq R, 0`` on the thread index
-    (R = %tid.x, or %tid.x masked by at least the CTA's threads), alone or and-ed with others (how Triton emits a
-    scalar atomic: once per program, not once per thread)."""
+    """Global atomics predicated to at most one thread of the CTA (how Triton emits a scalar atomic: once per program,
+    not once per thread). Each ``@%p atom`` predicate is evaluated for every thread of the CTA (``.reqntid``) through
+    the integer ops it is built from on %tid.x; a value that depends on anything else (a parameter, loaded data) may
+    be true in any thread, so only a predicate the thread index alone narrows to one thread counts."""
     ntid = re.search(r"\.reqntid\s+(\d+)", ptx)
-    threads = int(ntid[1]) if ntid else None
+    if ntid is None:
+        return 0
+    threads = range(int(ntid[1]))
     defs = {dst: (op, [t.strip() for t in rest.split(",")]) for op, dst, rest in _DEF.findall(ptx)}
+    memo: dict[str, list[int] | None] = {}
 
-    def is_tid(reg: str, depth: int = 0) -> bool:
-        op, args = defs.get(reg, ("", []))
-        if depth > 8 or not args:
-            return False
-        if op.startswith(("mov.", "cvt.")):
-            return args[0].startswith("%tid.x") or is_tid(args[0], depth + 1)
-        if op.startswith("and.b") and len(args) == 2 and args[1].isdigit() and threads is not None:
-            return int(args[1]) + 1 >= threads and is_tid(args[0], depth + 1)  # tid & mask keeps every thread apart
-        return False
+    def value(arg: str, depth: int = 0) -> list[int] | None:
+        """The operand's value in each thread; None where it depends on more than the thread index."""
+        if arg.lstrip("-").isdigit():
+            return [int(arg)] * len(threads)
+        if arg == "%tid.x":
+            return list(threads)
+        if arg in memo or depth > 16:
+            return memo.get(arg)
+        op, args = defs.get(arg, ("", []))
+        head = op.split(".")[0]
+        out: list[int] | None = None
+        if op in ("and.pred", "or.pred") and len(args) == 2:
+            a, b = value(args[0], depth + 1), value(args[1], depth + 1)
+            if op == "and.pred":  # false wherever a known side is false
+                known = [v for v in (a, b) if v is not None]
+                out = [int(all(v[t] for v in known)) for t in threads] if known else None
+            else:
+                out = None if a is None or b is None else [x | y for x, y in zip(a, b, strict=True)]
+        elif head in ("mov", "cvt") and len(args) == 1:
+            out = value(args[0], depth + 1)
+        elif head in _INT_OPS and len(args) == 2:
+            a, b = value(args[0], depth + 1), value(args[1], depth + 1)
+            out = None if a is None or b is None else [_INT_OPS[head](x, y) for x, y in zip(a, b, strict=True)]
+        elif head == "setp" and len(args) == 2 and op.split(".")[1] in _COMPARE:
+            a, b = value(args[0], depth + 1), value(args[1], depth + 1)
+            test = _COMPARE[op.split(".")[1]]
+            out = None if a is None or b is None else [int(test(x, y)) for x, y in zip(a, b, strict=True)]
+        memo[arg] = out
+        return out
 
-    def one_thread(pred: str, depth: int = 0) -> bool:
-        op, args = defs.get(pred, ("", []))
-        if depth > 8 or not args:
-            return False
-        if op.startswith("setp.eq.") and len(args) == 2:
-            return args[1] == "0" and is_tid(args[0])
-        if op == "and.pred":
-            return any(one_thread(a, depth + 1) for a in args)
-        return False
-
-    return sum(1 for pred in _PREDICATED_ATOM.findall(ptx) if one_thread(pred))
+    found = 0
+    for pred in _PREDICATED_ATOM.findall(ptx):
+        where = value(pred)
+        found += where is not None and sum(1 for v in where if v) <= 1
+    return found
 
 
 def instruction_mix(ptx: str) -> InstructionMix:

@@ -9,6 +9,7 @@ lanes and memory beyond the model come from the prediction only."""
 from __future__ import annotations
 
 from kbench.analysis import bottleneck as b
+from kbench.analysis.catalogue.atomics import contention
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
 
 
@@ -185,6 +186,8 @@ def few_bytes_in_flight(e: Evidence) -> Opportunity | None:
     achieved = s.dram_bytes / (e.us * 1e3)  # GB/s
     if per_sm >= needed or achieved > b.IN_FLIGHT_MODEL_SLACK * reach:
         return None  # enough in flight, or the kernel moves more than the static count allows (the model misses)
+    if contention(e) is not None:
+        return None  # atomics serialized at one address set the time, not the loads (the contention item says it)
     return finding(
         e,
         f"Too few bytes in flight in {e.name}: {per_sm / 1024:.1f} KiB per SM ({words}) where {c.gbps:g} GB/s "
