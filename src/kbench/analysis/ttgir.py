@@ -288,7 +288,7 @@ def dots(text: str) -> list[DotOp]:
     out = []
     for raw, trips in ir.lines:
         body = _clean(raw)
-        if not re.search(r"=\s*(tt\.dot|ttng\.warp_group_dot)\s", body):
+        if not re.search(r"=\s*(tt\.dot|\w+\.warp_group_dot)\s", body):  # ttng. or triton_nvidia_gpu.
             continue
         types = body.split(" : ", 1)[-1]
         operands, _, result = types.rpartition("->")
