@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,3 +211,26 @@ def test_the_h100_absmax_pair_gets_no_atomics_item() -> None:
             found = issue42(run, "absmax_kernel", ttgir=ttgir)
             assert not any("atomic" in o.metric for o in found), [o.name for o in found]
     assert not any("atomic" in o.metric for o in issue42("ragged-chunked", "chunk_kernel"))
+
+
+def test_a_run_folder_made_before_reads_its_compiled_kernel_again(tmp_path: Path) -> None:
+    # absmax torch_abs's event run (its record holds the PTX's counts of before: 2 atomics, none said to be one
+    # thread's) with the TTGIR and PTX that run kept in compiled/<stage>/: read back, the record says one scalar
+    # atomic_max per program and both atomics predicated to one thread
+    from kbench.analysis import records
+    from kbench.report.folder import tiling_beside
+
+    shutil.copytree(ISSUE42 / "event" / "absmax-torch_abs", tmp_path / "run")
+    (tmp_path / "run" / "compiled" / "amax").mkdir(parents=True)
+    for suffix in ("ttgir", "ptx"):
+        code = ISSUE42 / "compiled" / "absmax-torch_abs" / f"absmax_kernel.{suffix}"
+        shutil.copy(code, tmp_path / "run" / "compiled" / "amax" / code.name)
+    before = json.loads((tmp_path / "run" / "tiling" / "amax.json").read_text())
+    assert "atomics" not in before and "one_thread_atomics" not in before["instructions"]
+    record = records.launches(tiling_beside(tmp_path / "run" / "timings.json"), tmp_path / "run")["amax"]
+    (call,) = record["atomics"]
+    assert call["scalar"] and call["lowered"] == 2 and call["address"] == [] and call["line"] == "_common.py:21"
+    assert record["instructions"]["atomics"] == 2 and record["instructions"]["one_thread_atomics"] == 2
+    # without the compiled kernel, the record stays as it was
+    shutil.rmtree(tmp_path / "run" / "compiled")
+    assert "atomics" not in tiling_beside(tmp_path / "run" / "timings.json")["amax"]
