@@ -159,8 +159,8 @@ PAIRS = [
     (
         f"{NEW}/atomics-per_element",
         f"{NEW}/atomics-per_cta",
-        "Per-element global atomics in sum: 8 per thread, 1.68e+07 in all",
-        "one tl.atomic_add per CTA",
+        "Atomic contention in sum: 1.68e+07 atomics executed at 1 address",
+        "one tl.atomic_add per program",
         "ea",
     ),
     (
@@ -333,13 +333,16 @@ def test_narrow_tiles_offer_fewer_warpgroups_only_where_registers_allow(monkeypa
 def test_work_repeated_by_warpgroups_is_recognised_from_the_ptx(monkeypatch: pytest.MonkeyPatch) -> None:
     # mla_decode v2 on 8 warps: both warpgroups compute the whole Q.K^T (wgmma m64n32k16, A from shared memory) that
     # feeds P.V (m64n256k16, A in registers), which they split: the PTX predicts 1.53x the model's FLOPs, ncu counted
-    # 1.53x. One warpgroup would need 256 accumulator registers per thread (255 the most): structural, and no
-    # "work beyond the model" item says it again; trimm's excess (masked tiles) has no such chain
-    for mode, counted in (("annotation", ", 1.53x counted by ncu"), ("event", "")):
+    # 1.53x. One warpgroup would need 256 accumulator registers per thread (255 the most): no tile change reaches it,
+    # a rewrite does (issue 42: one reached it on an H100), so it is ranked, not structural, its change saying what
+    # was tried; no "work beyond the model" item says it again; trimm's excess (masked tiles) has no such chain. These
+    # records predate the TTGIR: the event run's repeat is inferred from the config, and says so
+    for mode, how in (("annotation", ", 1.53x counted by ncu"), ("event", " and BLOCK_M=64 (no TTGIR recorded)")):
         opps = every_item(f"{NEW}/mla_decode-v2-s16", mode, monkeypatch)
         (rep,) = [o for o in opps if o.metric == "attention.repeated_tensor_work"]
-        assert rep.name.endswith(f"1.53x the model's tensor FLOPs expected from the PTX{counted}")
-        assert rep.structural and rep.change is not None and "needs 256 fp32 registers per thread" in rep.change
+        assert rep.name.endswith(f"1.53x the model's tensor FLOPs expected from the PTX{how}")
+        assert not rep.structural and rep.change is not None and "needs 256 fp32 registers per thread" in rep.change
+        assert "what reaches it is a rewrite" in rep.change
         assert not any(o.metric == "attention.flops_over_model" for o in opps)
         assert 30.0 < rep.gain_pct < 40.0
     trimm = every_item(f"{NEW}/trimm-full", "annotation", monkeypatch)
@@ -348,15 +351,16 @@ def test_work_repeated_by_warpgroups_is_recognised_from_the_ptx(monkeypatch: pyt
 
 
 def test_the_fused_mla_decode_is_told_what_is_structural_and_what_is_left() -> None:
-    # mla_decode v2 at s=16: the only item over 1% an edit of the Triton kernel can act on comes first (128 CTAs on
-    # 132 SMs); the repeated product and the narrow tiles explain the rest of the distance but are structural
-    # (registers, shared memory, Triton's layout of a dot that feeds a dot): said under the list, not ranked
+    # mla_decode v2 at s=16: the repeated product comes first (a rewrite reaches it), then the underfilled grid (128
+    # CTAs on 132 SMs); the narrow tiles explain more of the distance but are structural (shared memory and registers
+    # full): said under the list, not ranked
     for mode in MODES.values():
         folder = folder_of(f"{NEW}/mla_decode-v2-s16", mode)
         device = json.loads((folder / "result.json").read_text())["device"]
         assert device
         opps, _ = top(f"{NEW}/mla_decode-v2-s16", mode)
-        assert opps[0].name.startswith("Underfilled grid in attention: 128 CTAs on 132 SMs") and opps[0].gain_pct < 5
+        assert opps[0].name.startswith("Work repeated by warpgroups in attention") and 30 < opps[0].gain_pct < 40
+        assert any(o.name.startswith("Underfilled grid in attention: 128 CTAs on 132 SMs") for o in opps)
         assert not any(o.structural for o in opps)
         assert all(o.gain_pct < 1.0 for o in opps if o.rest)
 
@@ -386,14 +390,14 @@ def test_kbench_analyze_reads_the_launch_records_beside_a_capture(tmp_path: Path
 
     folder = folder_of(f"{NEW}/mla_decode-v2-s16", "annotation")
     r = pipeline.analyze(folder / "profile.ncu-rep", "annotation", tmp_path, plan_of(folder))
-    assert "Work repeated by warpgroups in attention" in (r.figures.opportunities_note or "")
+    assert any(o.name.startswith("Work repeated by warpgroups in attention") for o in r.figures.opportunities)
     assert "wgmma m64n256k16" in (Path(r.out_dir) / "report.md").read_text()
     # the same capture alone: no launch records, no instruction mix: only ncu's count of work beyond the model
     alone = tmp_path / "alone" / "profile.ncu-rep"
     alone.parent.mkdir()
     alone.write_bytes((folder / "profile.ncu-rep").read_bytes())
     r = pipeline.analyze(alone, "annotation", tmp_path / "out", plan_of(folder))
-    assert "Work repeated by warpgroups" not in (r.figures.opportunities_note or "")
+    assert not any("Work repeated by warpgroups" in o.name for o in r.figures.opportunities)
     assert any(o.metric == "attention.flops_over_model" for o in r.figures.opportunities)
 
 

@@ -64,7 +64,8 @@ def test_the_tiling_section_shows_each_kernels_mix_in_one_line() -> None:
     assert tiling.instructions() == [
         (
             "mm",
-            "mma m16n8k8 f32.tf32.tf32.f32 x32; global loads: ld 4 B x64; global stores: st 4 B x32; 1 global atomic; "
+            "mma m16n8k8 f32.tf32.tf32.f32 x32; global loads: ld 4 B x64; global stores: st 4 B x32; 1 global atomic "
+            "(1 predicated to one thread); "
             "32 special-function instructions",
         )
     ]

@@ -98,6 +98,8 @@ class Predicted:
     # check parameters (said in ``beyond_where``); None where neither ran whole
     beyond_model: float | None = None
     beyond_where: str = ""
+    # per atomic line (file:line): the distinct addresses its active lanes hit, where every program ran
+    atomic_addresses: dict[str, int] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,4 +141,9 @@ class Predicted:
             requested_bytes=sum(f.bytes for f in facts),
             distinct_bytes=None if None in distinct else sum(d or 0 for d in distinct),
             config=dict(config or {}),
+            atomic_addresses={
+                f.line: f.distinct_bytes * f.active // f.bytes
+                for f in facts
+                if f.kind == "atomic" and f.distinct_bytes is not None and f.bytes
+            },
         )

@@ -103,11 +103,11 @@ REGISTERS_FULL = 224
 # this many times (bandwidth x idle latency) in flight.
 IN_FLIGHT_ENOUGH = 1.5
 IN_FLIGHT_MODEL_SLACK = 1.5
-# A kernel whose PTX holds this many global atomic instructions per thread updates per element (a block of values),
-# not once per CTA after a reduction (a scalar tl.atomic_add is one predicated instruction).
+# Without the TTGIR (records made before it was kept): a kernel whose PTX holds this many global atomic instructions
+# per thread, not predicated to one thread, updates per element (a block of values).
 PER_ELEMENT_ATOMICS = 2
-# ... and they meet at one address when the stage takes at least this share of the time they would take serialized
-# (conf/devices.json's measured atomic_same_address_ns each).
+# Atomic contention is named when the atomics as executed, serialized at their addresses (conf/devices.json's measured
+# atomic_same_address_ns each), take at least this share of the kernel's time.
 ATOMIC_SERIAL_SHARE = 0.5
 # FP64 arithmetic in a stage of another precision is named when its time at the SM's FP64 rate is at least this share
 # of the stage's distance to its roof.

@@ -26,6 +26,7 @@ from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
+from kbench.analysis.ttgir import AtomicOp, DotOp
 from kbench.errors import KbenchError
 from kbench.model import Model
 from kbench.plan.base import Stage
@@ -146,6 +147,8 @@ class Facts:
             "tensor_cores": t.get("tensor_cores"),
             "launches": (t.get("dataflow") or {}).get("kernels"),
             "instructions": mix,
+            "atomics": [AtomicOp.model_validate(a) for a in t["atomics"]] if t.get("atomics") is not None else None,
+            "dots": [DotOp.model_validate(d) for d in t["dots"]] if t.get("dots") is not None else None,
             "limits": self.limits,
             "dram_latency_ns": self.dram_latency_ns,
             "atomic_serial_ns": self.atomic_serial_ns,

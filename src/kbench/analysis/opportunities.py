@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kbench.analysis import bottleneck as b
-from kbench.analysis.catalogue import compute, kernels, launch, memory, stalls
+from kbench.analysis.catalogue import atomics, compute, kernels, launch, memory, stalls
 from kbench.analysis.catalogue.compute import tensor_cores_idle
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding, roof_words
 from kbench.analysis.catalogue.launch import launch_bound, measured_tail, spills, tail, underfilled
@@ -119,7 +119,7 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     memory.masked_lanes,
     memory.touched_beyond_model,
     memory.few_bytes_in_flight,
-    memory.per_element_atomics,
+    atomics.contention,
     kernels.undeclared,
 )
 # entries about time outside the stage's Duration (host time where CUPTI timed the kernels): not part of its

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from kbench.model import Model
 
@@ -72,7 +73,8 @@ class InstructionMix(Model):
     tma_loads: int  # cp.async.bulk.tensor global -> shared (the Tensor Memory Accelerator)
     tma_stores: int
     local: int  # ld.local / st.local in the PTX: local arrays (ptxas's register spills come later, not here)
-    atomics: int  # atom / red on global memory
+    atomics: int  # atom / red on global memory, as written (each thread runs each once, where not predicated)
+    one_thread_atomics: int = 0  # of which predicated to one thread of the CTA (a scalar atomic: once a program)
     shared_atomics: int
     float_conversions: int  # cvt between float types (precision changes)
     fp32_math: int  # fma / mul / add .f32
@@ -110,6 +112,9 @@ class InstructionMix(Model):
         }
         plural = {"local-memory access": "local-memory accesses"}
         parts += [f"{n} {what if n == 1 else plural.get(what, what + 's')}" for what, n in others.items() if n]
+        if self.one_thread_atomics:  # a scalar atomic: once per CTA, not once per thread
+            at = next(i for i, p in enumerate(parts) if p.endswith(("global atomic", "global atomics")))
+            parts[at] += f" ({self.one_thread_atomics} predicated to one thread)"
         return "; ".join(parts)
 
 
@@ -140,6 +145,80 @@ def precision(types: str) -> str | None:
     (mma.sync): f32.bf16.bf16 -> bf16; None where A and B differ or are not known."""
     found = {OPERAND_PRECISION.get(t) for t in types.split(".")[1:3]}
     return found.pop() if len(found) == 1 else None
+
+
+_DEF = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)\s+(%\w+)\s*,\s*([^;]*);", re.MULTILINE)
+_PREDICATED_ATOM = re.compile(r"^\s*@(%\w+)\s+(?:atom|red)\.global", re.MULTILINE)
+
+
+# integer ops on the thread index a predicate is built from, per thread (values as Python ints, 32-bit)
+_INT_OPS: dict[str, Callable[[int, int], int]] = {
+    "and": lambda a, b: a & b,
+    "or": lambda a, b: a | b,
+    "xor": lambda a, b: a ^ b,
+    "shr": lambda a, b: a >> b,
+    "shl": lambda a, b: (a << b) & 0xFFFFFFFF,
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+}
+_COMPARE: dict[str, Callable[[int, int], bool]] = {
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+}
+
+
+def one_thread_atomics(ptx: str) -> int:
+    """Global atomics predicated to at most one thread of the CTA (how Triton emits a scalar atomic: once per program,
+    not once per thread). Each ``@%p atom`` predicate is evaluated for every thread of the CTA (``.reqntid``) through
+    the integer ops it is built from on %tid.x; a value that depends on anything else (a parameter, loaded data) may
+    be true in any thread, so only a predicate the thread index alone narrows to one thread counts."""
+    ntid = re.search(r"\.reqntid\s+(\d+)", ptx)
+    if ntid is None:
+        return 0
+    threads = range(int(ntid[1]))
+    defs = {dst: (op, [t.strip() for t in rest.split(",")]) for op, dst, rest in _DEF.findall(ptx)}
+    memo: dict[str, list[int] | None] = {}
+
+    def value(arg: str, depth: int = 0) -> list[int] | None:
+        """The operand's value in each thread; None where it depends on more than the thread index."""
+        if arg.lstrip("-").isdigit():
+            return [int(arg)] * len(threads)
+        if arg == "%tid.x":
+            return list(threads)
+        if arg in memo or depth > 16:
+            return memo.get(arg)
+        op, args = defs.get(arg, ("", []))
+        head = op.split(".")[0]
+        out: list[int] | None = None
+        if op in ("and.pred", "or.pred") and len(args) == 2:
+            a, b = value(args[0], depth + 1), value(args[1], depth + 1)
+            if op == "and.pred":  # false wherever a known side is false
+                known = [v for v in (a, b) if v is not None]
+                out = [int(all(v[t] for v in known)) for t in threads] if known else None
+            else:
+                out = None if a is None or b is None else [x | y for x, y in zip(a, b, strict=True)]
+        elif head in ("mov", "cvt") and len(args) == 1:
+            out = value(args[0], depth + 1)
+        elif head in _INT_OPS and len(args) == 2:
+            a, b = value(args[0], depth + 1), value(args[1], depth + 1)
+            out = None if a is None or b is None else [_INT_OPS[head](x, y) for x, y in zip(a, b, strict=True)]
+        elif head == "setp" and len(args) == 2 and op.split(".")[1] in _COMPARE:
+            a, b = value(args[0], depth + 1), value(args[1], depth + 1)
+            test = _COMPARE[op.split(".")[1]]
+            out = None if a is None or b is None else [int(test(x, y)) for x, y in zip(a, b, strict=True)]
+        memo[arg] = out
+        return out
+
+    found = 0
+    for pred in _PREDICATED_ATOM.findall(ptx):
+        where = value(pred)
+        found += where is not None and sum(1 for v in where if v) <= 1
+    return found
 
 
 def instruction_mix(ptx: str) -> InstructionMix:
@@ -175,6 +254,7 @@ def instruction_mix(ptx: str) -> InstructionMix:
             counts["special"] += 1
         elif head in ("bar", "barrier"):
             counts["barriers"] += 1
+    counts["one_thread_atomics"] = one_thread_atomics(ptx)
     copies = Counter(int(size, 0) for size in _CP_SIZE.findall(ptx))
     a_from = {_tensor_op(name): "registers" if brace == "{" else "shared" for name, brace in _WGMMA_A.findall(ptx)}
     ops = [
@@ -188,6 +268,7 @@ def instruction_mix(ptx: str) -> InstructionMix:
         global_loads=dict(sorted(loads.items())),
         global_stores=dict(sorted(stores.items())),
         cp_async=dict(sorted(copies.items())),
-        **{k: counts[k] for k in ("tma_loads", "tma_stores", "local", "atomics", "shared_atomics")},
+        **{k: counts[k] for k in ("tma_loads", "tma_stores", "local", "atomics", "one_thread_atomics")},
+        shared_atomics=counts["shared_atomics"],
         **{k: counts[k] for k in ("float_conversions", "fp32_math", "fp64_math", "half_math", "special", "barriers")},
     )

@@ -13,6 +13,7 @@ from pydantic import ConfigDict, NonNegativeInt, StrictBool, TypeAdapter, Valida
 
 from kbench.analysis.access_facts import Predicted
 from kbench.analysis.ptx import InstructionMix
+from kbench.analysis.ttgir import AtomicOp, DotOp
 from kbench.errors import ConfigError
 from kbench.model import Model, first_error
 
@@ -44,6 +45,8 @@ class _Compiled(Model):
     shared_bytes: NonNegativeInt | None = None
     tensor_cores: StrictBool | None = None
     instructions: InstructionMix | None = None
+    atomics: list[AtomicOp] | None = None
+    dots: list[DotOp] | None = None
 
 
 class _Launch(_Compiled):

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis.ptx import instruction_mix
+from kbench.analysis.ttgir import compiled_facts
 from kbench.capture.prepare import Launched, PreparedStage
 from kbench.fsutil import write_json_atomic
 
@@ -41,6 +42,7 @@ def kernel_facts(compiled: Any) -> dict[str, Any]:
     mix = instruction_mix(ptx) if isinstance(ptx, str) else None
     facts["tensor_cores"] = None if mix is None else mix.tensor_cores
     facts["instructions"] = None if mix is None else mix.model_dump(mode="json")
+    facts.update(compiled_facts(getattr(compiled, "asm", {}).get("ttgir")))  # what one program executes: atomics, dots
     return facts
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import traceback
 from collections.abc import Iterator
@@ -12,7 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kbench.fsutil import json_object, pid_alive, write_json_atomic, write_text_atomic
+from kbench.fsutil import json_object, pid_alive, read_nofollow, write_json_atomic, write_text_atomic
+from kbench.inputs import TooLarge
 
 DEFAULT_ROOT = Path("out") / "profiles"
 RESULT = "result.json"
@@ -135,8 +137,31 @@ def tiling_beside(capture: Path) -> dict[str, dict[str, Any]]:
         return out
     for p in sorted((capture.parent / "tiling").glob("*.json")):
         if (record := json_object(p)) is not None:
-            out[p.stem] = record
+            out[p.stem] = {**record, **compiled_beside(capture.parent, p.stem, record)}
     return out
+
+
+def compiled_beside(run: Path, stage: str, record: dict[str, Any]) -> dict[str, Any]:
+    """For a launch record made before the TTGIR's facts were kept: what the compiled kernel kbench kept beside it
+    (compiled/<stage>/<kernel>.ttgir and .ptx) says, read by today's code; {} where the record has them or the
+    files are not there."""
+    kernel = record.get("kernel")
+    if "atomics" in record or not isinstance(kernel, str) or not re.fullmatch(r"\w[\w.$-]*", kernel):
+        return {}
+    from kbench.analysis.ptx import instruction_mix
+    from kbench.analysis.ttgir import compiled_facts
+
+    def text(suffix: str) -> str | None:
+        try:
+            return read_nofollow(run / "compiled" / stage / f"{kernel}.{suffix}").decode()
+        except (OSError, UnicodeDecodeError, TooLarge):
+            return None
+
+    ttgir, ptx = text("ttgir"), text("ptx")
+    found: dict[str, Any] = compiled_facts(ttgir) if ttgir is not None else {}
+    if ptx is not None:
+        found["instructions"] = instruction_mix(ptx).model_dump(mode="json")
+    return found
 
 
 def stamped(name: str) -> bool:

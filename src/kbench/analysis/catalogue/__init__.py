@@ -2,8 +2,8 @@
 its gain model and its change (docs/diagnosis.md's table). kbench.analysis.opportunities runs them and ranks.
 
 - ``evidence``: what a mode measured of one stage (``Evidence``), the item it yields (``Opportunity``), the gain cap;
-- ``memory``: DRAM traffic beyond the compulsory bytes, uncoalesced access, too few bytes in flight, per-element
-  atomics;
+- ``memory``: DRAM traffic beyond the compulsory bytes, uncoalesced access, too few bytes in flight;
+- ``atomics``: atomics meeting at one address, counted as they execute (programs x atomics per program);
 - ``compute``: tensor cores idle, tensor work in a lower precision, warp-level MMA, narrow tensor tiles, unpipelined
   operand loads, measured work beyond the model, FP64 arithmetic, too few warps to hide arithmetic latency;
 - ``launch``: register spills, an underfilled grid, a partial last wave, launch-bound stages;

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from kbench.analysis import bottleneck as b
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
-from kbench.analysis.ptx import OPERAND_BYTES, TensorOp
+from kbench.analysis.ptx import OPERAND_BYTES
+from kbench.analysis.ttgir import DotOp
 
 
 def tensor_cores_idle(e: Evidence) -> Opportunity | None:
@@ -204,19 +205,54 @@ def excess_work(e: Evidence) -> Opportunity | None:
 @dataclass(frozen=True)
 class _Repeat:
     groups: int  # warpgroups per CTA
-    ratio: float  # tensor FLOPs done over those the model needs, from the PTX
+    ratio: float  # tensor FLOPs done over those the model needs, from the compiled kernel
     counted: float | None  # the same ratio counted by ncu
-    second: TensorOp  # the register-operand wgmma the repeated product feeds
+    acc: int  # fp32 registers per thread one warpgroup needs to hold the fed product's whole accumulator
+    half: int  # of which a warpgroup holds now (its share of that accumulator)
+    fed: str  # the product the repeated one feeds, in words
+    how: str  # how the repeat is known, in words
+
+
+def _count_agrees(e: Evidence, ratio: float) -> tuple[bool, float | None]:
+    """Where ncu counted tensor FLOPs, whether the count agrees with ``ratio`` (within REPEATED_MATCH)."""
+    counted = sum(e.tensor_paths.values())
+    by_count = counted / e.stage.flops if counted and e.stage.flops else None
+    return by_count is None or abs(ratio / by_count - 1.0) <= b.REPEATED_MATCH, by_count
+
+
+def _repeat_from_layouts(e: Evidence, dots: list[DotOp]) -> _Repeat | None:
+    """From the TTGIR: a product whose accumulator layout puts more warpgroups along M than its rows fill
+    (``DotOp.copies``): each of them computes it whole. FLOPs done over needed: sum(copies x FLOPs) / sum(FLOPs)."""
+    groups = (e.warps or 0) // 4
+    copied = [d for d in dots if d.copies > 1 and d.version == 3]
+    if groups < 2 or not copied:
+        return None
+    ratio = sum(d.flops * d.copies for d in dots) / sum(d.flops for d in dots)
+    agrees, by_count = _count_agrees(e, ratio)
+    if not agrees:
+        return None
+    fed = max((d for d in dots if d.a_registers), key=lambda d: d.m * d.n, default=None)
+    held = fed or max(copied, key=lambda d: d.flops)
+    acc = held.m * held.n // (32 * 4)  # fp32 accumulators of the whole tile over one warpgroup's 128 threads
+    first = max(copied, key=lambda d: d.flops)
+    what = f"the {held.m} x {held.n} product at {held.line} (A in registers)" if fed else "it"
+    how = (
+        f"from the TTGIR's layouts: the {first.m} x {first.n} product at {first.line} lies over warpsPerCTA "
+        f"{first.warps} (instrShape {first.instr}), {first.copies} copies"
+    )
+    return _Repeat(groups, ratio, by_count, acc, acc // max(1, fed.warps[1] if fed else 1), what, how)
 
 
 def _repeat(e: Evidence) -> _Repeat | None:
-    """A product chained into a wgmma that reads its A operand from registers, in a CTA of several warpgroups that
-    split the second product: Triton gives a dot that feeds another dot all its warps along M (the rows), and where
-    the rows are too few for each warpgroup to own 64 of them (a wgmma's M) every warpgroup computes the first
-    product whole. From the PTX's tensor FLOPs per warpgroup, f1 (A from shared memory: the first product) and f2
-    (A from registers: the second), the CTA does groups x (f1 + f2) where groups x f2 + f1 would do. Known from the
-    rows per CTA (the config's BLOCK_M) or, where ncu counted tensor FLOPs, from the count agreeing with that ratio
-    (within REPEATED_MATCH)."""
+    """A product every warpgroup of the CTA computes whole. Read from the compiled kernel's layouts (the TTGIR's
+    dots) where the run recorded them. Without them (a record made before): a product chained into a wgmma that
+    reads its A operand from registers, in a CTA of several warpgroups that split the second product (Triton gives a
+    dot that feeds another dot all its warps along M), from the PTX's tensor FLOPs per warpgroup, f1 (A from shared
+    memory: the first product) and f2 (A from registers: the second): the CTA does groups x (f1 + f2) where groups x
+    f2 + f1 would do; known from the rows per CTA (the config's BLOCK_M) or, where ncu counted tensor FLOPs, from the
+    count agreeing with that ratio (within REPEATED_MATCH)."""
+    if e.dots is not None:
+        return _repeat_from_layouts(e, e.dots)
     mix, groups = e.instructions, (e.warps or 0) // 4
     if mix is None or groups < 2:
         return None
@@ -231,62 +267,53 @@ def _repeat(e: Evidence) -> _Repeat | None:
     if not f1 or not f2:
         return None
     ratio = groups * (f1 + f2) / (f1 + groups * f2)
-    counted = sum(e.tensor_paths.values())
-    by_count = counted / e.stage.flops if counted and e.stage.flops else None
-    if by_count is not None:
-        if abs(ratio / by_count - 1.0) > b.REPEATED_MATCH:
-            return None
-    else:
-        rows = e.tile.get("BLOCK_M")
-        if not isinstance(rows, int) or rows >= b.WGMMA_M * groups:
-            return None
-    return _Repeat(groups, ratio, by_count, max(second, key=lambda o: o.dims[1] if o.dims else 0))
+    agrees, by_count = _count_agrees(e, ratio)
+    rows = e.tile.get("BLOCK_M")
+    if not agrees or (by_count is None and (not isinstance(rows, int) or rows >= b.WGMMA_M * groups)):
+        return None
+    wide = max(second, key=lambda o: o.dims[1] if o.dims else 0)
+    n = wide.dims[1] if wide.dims else 0
+    how = "expected from the PTX" + ("" if by_count is not None else f" and BLOCK_M={rows} (no TTGIR recorded)")
+    return _Repeat(groups, ratio, by_count, groups * n // 2, n // 2, f"the register-operand wgmma {wide.shape}", how)
 
 
 def repeated_by_warpgroups(e: Evidence) -> Opportunity | None:
     """The product every warpgroup repeats (``_repeat``): without the repeat the stage takes 1 / ratio of its time.
-    The change depends on registers: one warpgroup holding the second product's whole accumulator needs groups x
-    n / 2 fp32 registers per thread for it (n: the register-operand wgmma's width, m64nNk16 leaving N/2 accumulator
-    registers per thread); past what a thread can hold (THREAD_REGISTERS), no tile change in Triton removes the
-    repeat (structural)."""
+    The change depends on registers: one warpgroup holding the fed product's whole accumulator (num_warps=4, or 64
+    rows per warpgroup) needs ``acc`` fp32 registers per thread for it. Past what a thread can hold no tile change
+    reaches it, but a rewrite does (the warpgroups split the first product and exchange it through memory): never
+    structural, the change says what was tried."""
     rep = _repeat(e)
     if rep is None or e.memory_limited:
         return None
-    assert rep.second.dims is not None
-    n = rep.second.dims[1]
-    acc = rep.groups * n // 2  # one warpgroup's accumulator registers per thread for the whole second product
     counted = f", {rep.counted:.2f}x counted by ncu" if rep.counted is not None else ""
     now = f" (now {e.config})" if e.config else ""
     name = (
-        f"Work repeated by warpgroups in {e.name}: each of its {rep.groups} warpgroups (num_warps={e.warps}) computes "
-        f"the whole product that feeds the register-operand wgmma {rep.second.shape}, which they split: "
-        f"{rep.ratio:.2f}x the model's tensor FLOPs expected from the PTX{counted}"
+        f"Work repeated by warpgroups in {e.where}: each of its {rep.groups} warpgroups (num_warps={e.warps}) computes "
+        f"the whole product that feeds {rep.fed}, which they split: {rep.ratio:.2f}x the model's tensor FLOPs "
+        f"{rep.how}{counted}"
     )
     saved = e.us * (1.0 - 1.0 / rep.ratio)
     trigger = (f"{e.name}.repeated_tensor_work", f"{rep.ratio:.2f}x")
-    if acc >= b.THREAD_REGISTERS:
-        return finding(
-            e,
-            name,
-            saved,
-            trigger,
-            f"no tile change in Triton removes it{now}: one warpgroup holding the second product's whole accumulator "
-            f"needs {acc} fp32 registers per thread for it alone ({b.THREAD_REGISTERS} the most), and Triton does "
-            "not split a product that feeds another between warpgroups (it gives it every warp along M), so they "
-            "cannot pass it to each other through shared memory; passing it through global memory (store, "
-            "tl.debug_barrier, load, every iteration) stops the loop's software pipelining and cost more than the "
-            "repeat on an H100 (docs/kernels/mla_decode.md, v4). A kernel with explicit shared memory and "
-            "warpgroups (Gluon, CUTLASS) shares it",
-            structural=True,
+    if rep.acc >= b.THREAD_REGISTERS:
+        change = (
+            f"no tile change removes it{now}: one warpgroup holding the fed product's whole accumulator (num_warps=4, "
+            f"or {b.WGMMA_M} rows per warpgroup) needs {rep.acc} fp32 registers per thread for it alone "
+            f"({b.THREAD_REGISTERS} the most); what reaches it is a rewrite: have the warpgroups split the first "
+            "product's columns (Triton splits a product that does not feed a dot from registers) and pass it to each "
+            "other through shared or global memory, keeping the loop pipelined (mla_decode v4 passed it through a "
+            "global scratch with tl.debug_barrier, which stopped the pipelining and ran slower: "
+            "docs/kernels/mla_decode.md), or write the kernel with explicit warpgroups (Gluon, CUTLASS)"
         )
-    need = f", about {e.registers + acc - n // 2:.0f} registers per thread" if e.registers else ""
+        return finding(e, name, saved, trigger, change)
+    need = f", about {e.registers + rep.acc - rep.half:.0f} registers per thread" if e.registers else ""
     return finding(
         e,
         name,
         saved,
         trigger,
         f"compute that product once per CTA{now}: one warpgroup per block of rows (num_warps=4{need}: the whole "
-        f"{acc}-register accumulator in one warpgroup), or a BLOCK_M of {b.WGMMA_M * rep.groups} so that each "
+        f"{rep.acc}-register accumulator in one warpgroup), or a BLOCK_M of {b.WGMMA_M * rep.groups} so that each "
         f"warpgroup owns {b.WGMMA_M} rows",
     )
 

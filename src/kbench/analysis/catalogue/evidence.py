@@ -12,7 +12,10 @@ from kbench.analysis.devices import SmLimits
 from kbench.analysis.kernels import StageKernels
 from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.stages import StageFigures
+from kbench.analysis.ttgir import AtomicOp, DotOp
 from kbench.model import Model
+
+ALONE_SHARE = 0.95  # a main kernel holding this share of its stage is named as the stage
 
 
 class Opportunity(Model):
@@ -54,6 +57,8 @@ class Evidence:
     tensor_cores: bool | None = None  # tensor-core work seen (ncu's tensor FLOPs, or mma in the kernel's PTX)
     tensor_paths: dict[str, float] = field(default_factory=dict)  # ncu: tensor FLOPs by operand precision
     instructions: InstructionMix | None = None  # the compiled kernel's PTX by instruction class (static)
+    atomics: list[AtomicOp] | None = None  # its tl.atomic_* calls as one program executes them (TTGIR; None: none read)
+    dots: list[DotOp] | None = None  # its tl.dot products with their accumulator layouts (TTGIR; None: none read)
     stalls: dict[str, float] = field(default_factory=dict)  # warp-stall reason -> stalled warps per issue (ncu)
     stall_unit: str = "stalled warps per issued instruction"  # what ``stalls`` counts (PC sampling: samples)
     hot_lines: tuple[str, ...] = ()  # the source lines with the most stall samples (ncu mode)
@@ -80,8 +85,9 @@ class Evidence:
 
     @property
     def where(self) -> str:
-        """The stage, and in a stage of several kernels the kernel the facts describe (items name it)."""
-        if self.kernel and self.kernels is not None and len(self.kernels.kernels) > 1:
+        """The stage, and in a stage of several kernels the kernel the facts describe (items name it), unless it holds
+        nearly all of the stage's time (a memset beside it is not worth a word)."""
+        if self.kernel and self.kernels is not None and len(self.kernels.kernels) > 1 and self.share < ALONE_SHARE:
             return f"{self.name} (kernel {self.kernel}, {100.0 * self.share:.0f}% of the stage)"
         return self.name
 

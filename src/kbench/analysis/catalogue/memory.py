@@ -1,6 +1,6 @@
 """The memory family: DRAM traffic beyond the compulsory bytes, global accesses that waste sectors, lanes masked off
-at the loads and stores, more memory touched than the model says, too few bytes in flight for the DRAM's latency,
-per-element atomics meeting at one address. Pure.
+at the loads and stores, more memory touched than the model says, too few bytes in flight for the DRAM's latency
+(atomics meeting at one address: ``atomics``). Pure.
 
 Where an access run traced the stage's loads and stores on a CPU (``Evidence.predicted``), the uncoalesced entry
 names the worst line and, without ncu's counts, stands on the prediction alone, saying "predicted on CPU"; masked
@@ -9,6 +9,7 @@ lanes and memory beyond the model come from the prediction only."""
 from __future__ import annotations
 
 from kbench.analysis import bottleneck as b
+from kbench.analysis.catalogue.atomics import contention
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
 
 
@@ -185,6 +186,8 @@ def few_bytes_in_flight(e: Evidence) -> Opportunity | None:
     achieved = s.dram_bytes / (e.us * 1e3)  # GB/s
     if per_sm >= needed or achieved > b.IN_FLIGHT_MODEL_SLACK * reach:
         return None  # enough in flight, or the kernel moves more than the static count allows (the model misses)
+    if contention(e) is not None:
+        return None  # atomics serialized at one address set the time, not the loads (the contention item says it)
     return finding(
         e,
         f"Too few bytes in flight in {e.name}: {per_sm / 1024:.1f} KiB per SM ({words}) where {c.gbps:g} GB/s "
@@ -195,29 +198,4 @@ def few_bytes_in_flight(e: Evidence) -> Opportunity | None:
         f"give each SM of {e.name} at least {needed / 1024:.0f} KiB of loads in flight: more elements per thread "
         "per iteration (a larger BLOCK, 16-byte loads), more warps per CTA, and a grid of several CTAs per SM "
         f"instead of a loop inside few CTAs{f' (now {e.config})' if e.config else ''}",
-    )
-
-
-def per_element_atomics(e: Evidence) -> Opportunity | None:
-    """Global atomics issued per element (a tl.atomic_add on a block of values: several atom / red instructions per
-    thread) that meet at one address: they serialize in L2, one every ``atomic_serial_ns`` (measured). Named when the
-    stage takes at least ATOMIC_SERIAL_SHARE of what its atomics would take serialized (atomics spread over many
-    addresses run far faster); the change removes them, so the whole distance to the roof is the gain."""
-    mix = e.instructions
-    if mix is None or mix.atomics < b.PER_ELEMENT_ATOMICS or not e.atomic_serial_ns:
-        return None
-    executed = e.executed(mix.atomics)
-    if executed is None:
-        return None
-    serial_us = executed * e.atomic_serial_ns / 1e3
-    if e.us < b.ATOMIC_SERIAL_SHARE * serial_us:
-        return None
-    return finding(
-        e,
-        f"Per-element global atomics in {e.name}: {mix.atomics} per thread, {executed:.3g} in all; serialized on one "
-        f"address they take {serial_us:.0f} us at {e.atomic_serial_ns:g} ns each, and the stage took {e.us:.0f} us",
-        e.gap_us,
-        (f"{e.name}.global_atomics", f"{executed:.3g}"),
-        f"reduce on chip first in {e.name}: tl.sum over the block, then one tl.atomic_add per CTA (or per output "
-        "element), or write per-CTA partial results and reduce them in a second stage",
     )
