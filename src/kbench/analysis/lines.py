@@ -13,6 +13,7 @@ branch jumps back to), the ones a run repeats.
 
 from __future__ import annotations
 
+import linecache
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -116,11 +117,9 @@ def _code(read: Callable[[str], list[str]], file: str, line: int) -> str:
 
 
 def read_source(file: str) -> list[str]:
-    """A source file's lines, or none where it is not on this machine (a capture analysed elsewhere)."""
-    try:
-        return Path(file).read_text(errors="replace").splitlines()
-    except OSError:
-        return []
+    """A source file's lines: in a live run the very text compiled (plan.sources puts it in linecache), else the
+    file on this machine, none where it is not here."""
+    return linecache.getlines(file)
 
 
 @dataclass

@@ -4,9 +4,12 @@ where the named items leave most of the distance to the roof unexplained. Pure.
 
 Gain model of the hottest-line item: the time the line holds, its share of the kernel's warp-state samples (PC
 samples fall on warps in proportion to the time they spend there) times the kernel's time, capped by what the
-named items leave of the stage's distance to its practical roof. A static model (event mode: no samples) weighs
-the line by its share of the instructions inside loops as written, and names an item only where those are of a
-costly kind (special functions, conversions, division sequences, atomics) that would explain the rest.
+named items leave of the stage's distance to its practical roof. It is named only where the line holds at least
+HOT_LINE_SHARE of the time, the named items explain less than half of the distance, the stage is at least
+HEALTHY_GAP from its roof, and its opcodes name a cheaper way (never the loads and stores of a memory-bound stage).
+A static model (event mode: no samples) weighs the line by its share of the instructions inside loops as written,
+and names an item only where those are of a costly kind (special functions, conversions, division sequences,
+atomics) holding STATIC_COSTLY_SHARE of them, said "static".
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ HOT_LINE_SHARE = 0.5  # a line holding at least this share of the kernel's time 
 UNNAMED_SHARE = 0.5  # ... when the named items explain less than this share of the distance to the roof
 STATIC_COSTLY_SHARE = 0.25  # static: the line's costly instructions, of the loops' instructions as written
 ATOMICS = ("atom", "atomg", "red", "redg", "atoms")  # SASS and PTX, lower-cased
-NOTABLE = 0.1
-HEALTHY_GAP = 0.25  # a stage this close to its roof (the distance, of its time) gets no line item  # an opcode class holding this share of a line's instructions names its cause
+NOTABLE = 0.1  # an opcode class holding this share of a line's instructions names its cause
+HEALTHY_GAP = 0.25  # a stage closer to its roof than this share of its time gets no line item
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,7 @@ def hottest(e: Evidence, left_pct: float, explained_pct: float) -> Opportunity |
     found = cause(x, e.shared_conflicts)
     if found is None or (found.memory and e.memory_limited):
         return None  # no cheaper way to name, or the loads and stores a memory-bound stage exists to make
+    if model.static:
         if not found.costly or not x.looped or share < STATIC_COSTLY_SHARE:
             return None  # a static mix explains nothing unless a loop is dominated by costly instructions
         holds = f"{100 * share:.0f}% of the instructions inside {model.kernel}'s loops as written (static)"
