@@ -324,3 +324,28 @@ def test_annotation_and_event_runs_write_their_line_files(tmp_path: Path) -> Non
     EVENT.write(analysis, result, tmp_path)  # the result is not read: lines/<stage>.md from the analysis
     text = (tmp_path / "lines" / "mm.md").read_text()
     assert lines.STATIC in text and "| _triton.py:51 | 31 | 31 | 23.3% | integer ALU 58%, tensor cores 23%" in text
+
+
+def test_a_memory_item_names_the_lines_that_access_memory_and_is_capped_by_the_memory_waits() -> None:
+    # issue 42's other unseen pair: "uncoalesced global loads, est. 70%" while 97% of the samples sat on a line of
+    # special functions. With the lines, the item names the load line and can save no more than the time warps
+    # waited on memory (long_scoreboard, lg_throttle, drain: 30 of 1330 samples); the hot line becomes an item
+    model = lines.measured("k", SFU_ROWS, SOURCE)
+    e = evidence(ld_sectors=1e7, ld_use=4.0, lines=model)
+    bare = next(o for o in op.diagnose(replace(e, lines=None)) if "bytes_per_sector" in o.metric)
+    assert bare.gain_pct == pytest.approx(80.0)  # 7/8 of the sectors wasted: the whole distance
+    found = op.diagnose(e)
+    item = next(o for o in found if "bytes_per_sector" in o.metric)
+    assert item.gain_pct == pytest.approx(100 * 30 / 1330)
+    assert (
+        item.change is not None
+        and "its global accesses in s: k.py:3 `v = tl.load(x + offs)` (LDG x1000)" in item.change
+    )
+    assert "warps waited on memory in 2% of the stall samples" in item.change
+    hot = next(o for o in found if o.metric == "s.line_5_share")
+    assert hot.gain_pct == pytest.approx(80.0 - 100 * 30 / 1330)  # what the named item leaves of the distance
+    # a memory-bound kernel whose warps wait on memory keeps its estimate (full_add: 86% of its samples)
+    add = ncu_source.line_model(ncu.load_actions(REPS / "full_add.ncu-rep")[0])
+    assert add is not None
+    kept = next(o for o in op.diagnose(replace(e, lines=add)) if "bytes_per_sector" in o.metric)
+    assert kept.gain_pct == pytest.approx(80.0) and "capped" not in (kept.change or "")

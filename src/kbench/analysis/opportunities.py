@@ -130,7 +130,7 @@ def diagnose(e: Evidence) -> list[Opportunity]:
     would show it."""
     if (done := at_roof(e)) is not None:
         return [done]
-    found = [o for check in CATALOGUE if (o := check(e)) is not None]
+    found = [lines.attributed(e, o) for check in CATALOGUE if (o := check(e)) is not None]
     gap = e.gain(e.gap_us)
     found += stalls.stalled(e, gap - sum(o.gain_pct for o in found))
     named = sum(o.gain_pct for o in found)

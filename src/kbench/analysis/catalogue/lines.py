@@ -166,3 +166,42 @@ def hottest(e: Evidence, left_pct: float, explained_pct: float) -> Opportunity |
         f"{found.change} ({listed} lists every line)",
     )
     return o.model_copy(update={"gain_pct": min(o.gain_pct, left_pct)})
+
+
+# warp-stall reasons of warps waiting on global (or local) memory and its queue: the time a memory item can save
+MEMORY_WAITS = ("long_scoreboard", "lg_throttle", "drain")
+# the items built on a global-memory aggregate (bytes per sector, bytes in flight, bytes over the model), by metric
+MEMORY_ITEMS = ("bytes_per_sector", "bytes_in_flight", "bytes_over_model")
+GLOBAL_OPS = ("LDG", "STG", "LDGSTS", "UTMALDG", "UTMASTG", "UBLKCP", "ATOM", "ATOMG", "RED", "REDG", "ld.global",
+              "st.global", "cp.async", "atom.global", "red.global")  # fmt: skip
+
+
+def _global(x: Line) -> float:
+    return sum(n for o, n in x.opcodes.items() if _global_op(o))
+
+
+def attributed(e: Evidence, o: Opportunity) -> Opportunity:
+    """An item built on a global-memory aggregate with the lines that issue those accesses, and, where warp-state
+    samples were taken, its gain capped by the time warps waited on memory (its mechanism cannot save more)."""
+    model = e.lines
+    if model is None or not any(k in o.metric for k in MEMORY_ITEMS):
+        return o
+    issuing = sorted((x for x in model.lines if _global(x)), key=_global, reverse=True)[:2]
+    if not issuing:
+        return o
+    words = "; ".join(
+        f"{x.where} `{x.code}` ({', '.join(f'{op} x{n:.0f}' for op, n in x.opcodes.items() if _global_op(op))})"
+        for x in issuing
+    )
+    change = f"{o.change}; its global accesses in {e.where}: {words}{' (static)' if model.static else ''}"
+    if model.static or not model.samples:
+        return o.model_copy(update={"change": change})
+    waiting = sum(x.stalls.get(r, 0.0) for x in model.lines for r in MEMORY_WAITS) / model.samples
+    cap = e.gain(e.kernel_us * waiting)
+    if cap < o.gain_pct:
+        change += f"; warps waited on memory in {100 * waiting:.0f}% of the stall samples: the gain is capped there"
+    return o.model_copy(update={"change": change, "gain_pct": min(o.gain_pct, cap)})
+
+
+def _global_op(op: str) -> bool:
+    return op.split(".")[0] in GLOBAL_OPS or op in GLOBAL_OPS
