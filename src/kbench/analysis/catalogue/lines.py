@@ -123,7 +123,7 @@ def carried(e: Evidence, reason: str) -> tuple[str, Cause | None]:
     found = model.carrying(reason)
     if not found:
         return "", None
-    words = "; ".join(f"{x.where} `{x.code}` ({100 * s:.0f}% of its samples; {x.opcode_words()})" for x, s in found)
+    words = "; ".join(f"{x.quoted} ({100 * s:.0f}% of its samples; {x.opcode_words()})" for x, s in found)
     return f"; carried in {e.where} by {words}", cause(found[0][0], e.shared_conflicts)
 
 
@@ -190,8 +190,7 @@ def attributed(e: Evidence, o: Opportunity) -> Opportunity:
     if not issuing:
         return o
     words = "; ".join(
-        f"{x.where} `{x.code}` ({', '.join(f'{op} x{n:.0f}' for op, n in x.opcodes.items() if _global_op(op))})"
-        for x in issuing
+        f"{x.quoted} ({', '.join(f'{op} x{n:.0f}' for op, n in x.opcodes.items() if _global_op(op))})" for x in issuing
     )
     change = f"{o.change}; its global accesses in {e.where}: {words}{' (static)' if model.static else ''}"
     if model.static or not model.samples:
