@@ -338,8 +338,7 @@ def test_a_memory_item_names_the_lines_that_access_memory_and_is_capped_by_the_m
     item = next(o for o in found if "bytes_per_sector" in o.metric)
     assert item.gain_pct == pytest.approx(100 * 30 / 1330)
     assert (
-        item.change is not None
-        and "its global accesses in s: k.py:3 `v = tl.load(x + offs)` (LDG x1000)" in item.change
+        item.change is not None and "its instructions in s: k.py:3 `v = tl.load(x + offs)` (LDG x1000)" in item.change
     )
     assert "warps waited on memory in 2% of the stall samples" in item.change
     hot = next(o for o in found if o.metric == "s.line_5_share")
@@ -349,3 +348,32 @@ def test_a_memory_item_names_the_lines_that_access_memory_and_is_capped_by_the_m
     assert add is not None
     kept = next(o for o in op.diagnose(replace(e, lines=add)) if "bytes_per_sector" in o.metric)
     assert kept.gain_pct == pytest.approx(80.0) and "capped" not in (kept.change or "")
+
+
+def test_other_aggregate_items_name_the_lines_that_carry_them() -> None:
+    # an FP64 item names the line of the DFMAs; a spill item the line of the local loads; no cap on either
+    from kbench.analysis.catalogue.lines import attributed
+
+    model = lines.measured(
+        "k",
+        [
+            row(3, "LDG.E.64 R4, desc[UR4][R2.64]", 1e3, {"long_scoreboard": 5}),
+            row(5, "DFMA R4, R6, R8, R4", 4e5, {"wait": 500}),
+            row(5, "STL.64 [R1+0x8], R4", 1e5, {"lg_throttle": 50}),
+            row(6, "LDL.64 R4, [R1+0x8]", 2e5, {"long_scoreboard": 100}),
+        ],
+        SOURCE,
+    )
+    e = evidence(lines=model)
+    fp64 = op.Opportunity(name="FP64", gain_pct=40.0, metric="s.fp64_instructions", value="1", change="use fp32")
+    got = attributed(e, fp64)
+    assert got.gain_pct == 40.0 and got.change == (
+        "use fp32; its instructions in s: k.py:5 `v = tl.exp(v) / (1.0 + tl.exp(v))` (DFMA x400000)"
+    )
+    spill = op.Opportunity(name="spills", gain_pct=9.0, metric="s.local_memory_bytes", value="1", change="c")
+    assert attributed(e, spill).change == (
+        "c; its instructions in s: k.py:6 `idx = offs // d` (LDL x200000); k.py:5 `v = tl.exp(v) / (1.0 + tl.exp(v))` "
+        "(STL x100000)"
+    )
+    other = op.Opportunity(name="waves", gain_pct=3.0, metric="s.waves", value="1", change="c")
+    assert attributed(e, other) is other

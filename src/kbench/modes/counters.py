@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench import ncu_preload
-from kbench.analysis import ncu, ncu_source
+from kbench.analysis import lines, ncu, ncu_source
 from kbench.analysis.counters import StageModel, combine
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_counters
@@ -88,13 +88,14 @@ def conformance(plan: KernelPlan, grouped: Grouped, tiling: dict[str, Any]) -> l
 
 
 def stage_lines(rep: Path, grouped: Grouped) -> dict[str, list[LineModel]]:
-    """Each stage's kernels' time by source line, its longest kernel first (the one Evidence describes); a stage
-    whose report has no source counters has none."""
+    """Each stage's kernels' time by source line, its longest kernel first (the one Evidence describes); where the
+    report has no source counters, the static mix of the kernel compiled beside it (compiled/<stage>/), else none."""
     actions = ncu.load_actions(rep)
     out: dict[str, list[LineModel]] = {}
     for name, ks in grouped:
         ordered = sorted(ks, key=lambda k: k.duration_us or 0.0, reverse=True)
-        out[name] = [m for k in ordered if (m := ncu_source.line_model(actions[k.index])) is not None]
+        found = [m for k in ordered if (m := ncu_source.line_model(actions[k.index])) is not None]
+        out[name] = found or lines.compiled(rep.parent / "compiled" / name)
     return out
 
 
@@ -183,7 +184,7 @@ class CounterMode:
         device = resolve(ctx.table, kernels[0].device or "unknown device")  # the GPU the report names
         grouped = group(kernels, plan)
         counters = [combine(name, ks) for name, ks in grouped]
-        lines = stage_lines(rep, grouped)
+        per_line = stage_lines(rep, grouped)
         models = (
             {
                 s.name: StageModel(flops=s.flops, dram_bytes=s.dram_bytes, precision=s.precision)
@@ -200,7 +201,7 @@ class CounterMode:
             roofline_known=device.known,
             rules={name: [r for k in ks for r in k.rules] for name, ks in grouped} if self.deep else None,
             facts=Facts.of(device, capture.tiling, capture.predicted).measured_by(
-                {name: {"lines": ms[0]} for name, ms in lines.items() if ms}
+                {name: {"lines": ms[0]} for name, ms in per_line.items() if ms}
             ),
         )
         passes = max((c.replay_passes or 0) for c in counters)
@@ -232,20 +233,20 @@ class CounterMode:
             chart=chart.FILE if device.spec and chart.placed(figures, ceilings) else None,
             notes=notes,
             record=record,
-            data=(grouped, lines),
+            data=(grouped, per_line),
             clock_note=f"SM {clock} MHz while ncu profiled (sm__cycles_elapsed.avg.per_second)" if mhz else None,
         )
 
     def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None:
         """kernels.csv and rules.csv (the tidy tables), the roofline chart, and in ncu mode report-verbose.md,
         source/<stage>.md and sass/<stage>-<kernel>.csv."""
-        grouped, lines = analysis.data
+        grouped, stage_models = analysis.data
         ncu_files.tables(grouped, run_dir)
         if self.deep:
             ncu_files.deep_dive(result, grouped, run_dir)
-        for stage, models in lines.items():  # time by source line (annotation collects it too: ncu_argv)
+        for stage, models in stage_models.items():  # time by source line (annotation collects it too: ncu_argv)
             if models or self.deep:
-                write_lines(run_dir, "source", stage, models)
+                write_lines(run_dir, "lines" if any(m.static for m in models) else "source", stage, models)
         device = analysis.device
         if analysis.chart and device.spec is not None:
             title = f"{result.kernel} {result.version} on {device.name}"  # as the report's Device line names it

@@ -14,6 +14,7 @@ atomics) holding STATIC_COSTLY_SHARE of them, said "static".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kbench.analysis import opcodes as oc
@@ -176,31 +177,43 @@ GLOBAL_OPS = ("LDG", "STG", "LDGSTS", "UTMALDG", "UTMASTG", "UBLKCP", "ATOM", "A
               "st.global", "cp.async", "atom.global", "red.global")  # fmt: skip
 
 
-def _global(x: Line) -> float:
-    return sum(n for o, n in x.opcodes.items() if _global_op(o))
+def _global_op(op: str) -> bool:
+    return op.split(".")[0] in GLOBAL_OPS or op in GLOBAL_OPS
+
+
+# every other item built on an aggregate, by a fragment of its metric: the opcodes that carry it
+CARRIERS: tuple[tuple[tuple[str, ...], Callable[[str], bool]], ...] = (
+    (MEMORY_ITEMS, _global_op),
+    (("flops_over_model", "tensor_", "repeated_tensor_work"), lambda op: oc.pipe(op) in (oc.TENSOR, oc.FMA)),
+    (("fp64_instructions",), lambda op: oc.pipe(op) == oc.FP64),
+    (("local_memory_bytes", "spilled_registers"), lambda op: op.split(".")[0] in ("LDL", "STL", "ld", "st")
+     and (op.startswith(("LDL", "STL")) or op.endswith("local"))),
+    (("global_atomics",), lambda op: op.split(".")[0].lower() in ATOMICS),
+)  # fmt: skip
 
 
 def attributed(e: Evidence, o: Opportunity) -> Opportunity:
-    """An item built on a global-memory aggregate with the lines that issue those accesses, and, where warp-state
-    samples were taken, its gain capped by the time warps waited on memory (its mechanism cannot save more)."""
+    """An item built on an aggregate with the lines whose instructions carry it; a global-memory item's gain, where
+    warp-state samples were taken, capped by the time warps waited on memory (its mechanism cannot save more)."""
     model = e.lines
-    if model is None or not any(k in o.metric for k in MEMORY_ITEMS):
+    kind = next((pick for frags, pick in CARRIERS if any(f in o.metric for f in frags)), None)
+    if model is None or kind is None:
         return o
-    issuing = sorted((x for x in model.lines if _global(x)), key=_global, reverse=True)[:2]
-    if not issuing:
+
+    def count(x: Line) -> float:
+        return sum(n for op, n in x.opcodes.items() if kind(op))
+
+    carrying = sorted((x for x in model.lines if count(x)), key=count, reverse=True)[:2]
+    if not carrying:
         return o
     words = "; ".join(
-        f"{x.quoted} ({', '.join(f'{op} x{n:.0f}' for op, n in x.opcodes.items() if _global_op(op))})" for x in issuing
+        f"{x.quoted} ({', '.join(f'{op} x{n:.0f}' for op, n in x.opcodes.items() if kind(op))})" for x in carrying
     )
-    change = f"{o.change}; its global accesses in {e.where}: {words}{' (static)' if model.static else ''}"
-    if model.static or not model.samples:
+    change = f"{o.change}; its instructions in {e.where}: {words}{' (static)' if model.static else ''}"
+    if kind is not _global_op or model.static or not model.samples:
         return o.model_copy(update={"change": change})
     waiting = sum(x.stalls.get(r, 0.0) for x in model.lines for r in MEMORY_WAITS) / model.samples
     cap = e.gain(e.kernel_us * waiting)
     if cap < o.gain_pct:
         change += f"; warps waited on memory in {100 * waiting:.0f}% of the stall samples: the gain is capped there"
     return o.model_copy(update={"change": change, "gain_pct": min(o.gain_pct, cap)})
-
-
-def _global_op(op: str) -> bool:
-    return op.split(".")[0] in GLOBAL_OPS or op in GLOBAL_OPS
