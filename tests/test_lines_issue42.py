@@ -95,6 +95,10 @@ def test_annotation_with_source_counters_moves_the_estimate_to_the_modulo_line()
     hot = model.hottest
     assert hot.line == 22 and model.sample_share(hot) == pytest.approx(8176 / 12439)
     assert {"I2F", "MUFU.RCP", "IMAD.HI"} <= set(hot.opcodes)
+    # the weight the static model gives a PTX division: the loop's 104 SASS instructions for the PTX's 8 rem.s32
+    in_loop = [r for r in ncu_source.sass_rows(rep) if r["line"] == 22 and r["inst_executed"] == 524416]
+    assert len(in_loop) == 8 * lines.PTX_DIVISION_SASS
+    assert (H42 / "compiled" / "divmod-modulo" / "window_kernel.ptx").read_text().count("rem.s32") == 8
     # before: "uncoalesced global loads 7.8 of 32 bytes, est. 75.7%" first (false: its twin got it too)
     bare = op.diagnose(evidence("annotation", "divmod-modulo", None))
     assert bare[0].metric == "window.global_ld_bytes_per_sector" and bare[0].gain_pct == pytest.approx(75.7, abs=0.1)
