@@ -311,7 +311,7 @@ def test_annotation_and_event_runs_write_their_line_files(tmp_path: Path) -> Non
         result.figures.opportunities
         and "| workloads.py:16 | 6995968 | 16.9% | 9365 | 41.2% | long_scoreboard |" in text
     )
-    assert "| Stall samples | Share | Top stall | Pipes | Opcodes | Code |" in text
+    assert "| Stall samples | Share | Top stall | Pipes | Opcodes | What | Code |" in text
     assert "UIADD3 x1572864 (uniform datapath)" in text
     # an event run folder with its compiled PTX: lines/<stage>.md, said static
     folder = DATA / "examples_h100_1122" / "event-matmul-v2"

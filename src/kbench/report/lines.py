@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kbench.analysis import opcodes as oc
-from kbench.analysis.lines import LineModel
+from kbench.analysis.catalogue.lines import cause
+from kbench.analysis.lines import Line, LineModel
 from kbench.fsutil import safe, write_text_atomic
 
 ROWS = 40  # lines per kernel: the hottest; the rest hold little
@@ -17,23 +18,34 @@ def _cell(text: str) -> str:
     return text.strip().replace("|", "/").replace("`", "'")
 
 
+def _code(x: Line) -> str:
+    return f"`{_cell(x.code)}`" if x.code else "(source not at hand)"
+
+
+def _what(x: Line) -> str:
+    """What the line's instructions are, as the catalogue names them (catalogue/lines.py)."""
+    found = cause(x)
+    return _cell(found.what) if found else ""
+
+
 def table(model: LineModel) -> list[str]:
     """One kernel's lines as a markdown table, hottest first."""
     if model.static:
-        head = "| File:line | Instructions (static) | In loops | Share of loop instructions | Pipes | Opcodes | Code |"
+        head = "| File:line | Instructions (static) | In loops | Share of loops | Pipes | Opcodes | What | Code |"
         rows = [
             f"| {x.where} | {x.instructions:.0f} | {x.looped:.0f} | {pct(x.looped, model.looped)} | "
-            f"{_pipes(x.pipes)} | {_cell(x.opcode_words())} | `{_cell(x.code)}` |"
+            f"{_pipes(x.pipes)} | {_cell(x.opcode_words())} | {_what(x)} | {_code(x)} |"
             for x in model.lines[:ROWS]
         ]
     else:
         head = (
-            "| File:line | Instructions executed | Share | Stall samples | Share | Top stall | Pipes | Opcodes | Code |"
+            "| File:line | Instructions executed | Share | Stall samples | Share | Top stall | Pipes | Opcodes | What "
+            "| Code |"
         )
         rows = [
             f"| {x.where} | {x.instructions:.0f} | {pct(x.instructions, model.instructions)} | {x.samples or 0:.0f} | "
             f"{pct(x.samples or 0.0, model.samples)} | {x.top_stall or 'n/a'} | {_pipes(x.pipes)} | "
-            f"{_cell(x.opcode_words())} | `{_cell(x.code)}` |"
+            f"{_cell(x.opcode_words())} | {_what(x)} | {_code(x)} |"
             for x in model.lines[:ROWS]
         ]
     more = len(model.lines) - ROWS
@@ -53,11 +65,15 @@ def _pipes(pipes: dict[str, float]) -> str:
 def write(run_dir: Path, folder: str, stage: str, models: Sequence[LineModel]) -> Path:
     """``folder``/<stage>.md with each kernel's table (``folder``: "source" measured, "lines" static)."""
     static = any(m.static for m in models)
+    order = (
+        "as written, those inside loops first"
+        if static
+        else "executed and the warp-state samples on them, hottest first"
+    )
     intro = (
-        "Each source line of the compiled kernel with its instructions, "
-        f"{'as written' if static else 'executed, and the warp-state samples on them'} "
-        f"({models[0].source if models else 'no line information'}), "
-        f"{'those inside loops first' if static else 'hottest first'}; the pipes and opcodes of its instructions."
+        f"Each source line of the compiled kernel with its instructions {order}"
+        "; the pipes and opcodes of its instructions, and what the catalogue makes of them. Source: "
+        f"{models[0].source if models else 'none (no per-line information in this capture)'}."
     )
     out = [f"# Time by source line: stage {stage}", "", intro, ""]
     for m in models:
