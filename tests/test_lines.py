@@ -214,8 +214,12 @@ def test_the_stall_item_names_the_line_and_its_change_follows_the_opcodes() -> N
     assert "k.py:5 `v = tl.exp(v) / (1.0 + tl.exp(v))` (100% of its samples; " in stall.change
     assert "MUFU.EX2 x400000 (special-function unit (XU))" in stall.change
     assert "bank conflicts" not in stall.change and "xu (special functions" in stall.change
-    # without per-line samples the reason's own change stands
-    plain = next(o for o in op.diagnose(replace(e, lines=None)) if o.metric == "s.stall_mio_throttle")
+    # without per-line samples, the special-function unit only where its pipe is the busiest; else the reason's own
+    # change stands
+    busy = next(o for o in op.diagnose(replace(e, lines=None)) if o.metric == "s.stall_mio_throttle")
+    assert busy.change is not None and busy.change.startswith("fewer special functions per element")
+    fma = replace(e, lines=None, pipes={"fma": 60.0, "xu": 20.0})
+    plain = next(o for o in op.diagnose(fma) if o.metric == "s.stall_mio_throttle")
     assert plain.change is not None and plain.change.startswith("fewer, wider shared-memory instructions")
 
 

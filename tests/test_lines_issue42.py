@@ -110,3 +110,15 @@ def test_annotation_with_source_counters_moves_the_estimate_to_the_modulo_line()
     # the loads' item keeps only the time warps waited on memory (6% of the samples), naming the load line
     loads = next(o for o in found if o.metric == "window.global_ld_bytes_per_sector")
     assert loads.gain_pct < 7.0 and "_common.py:25 (LDG x4195328)" in (loads.change or "")
+
+
+def test_without_lines_a_busy_special_function_pipe_still_sets_the_stall_change() -> None:
+    # sfu per_term in annotation mode (no source counters then): mio_throttle was named with a change about shared
+    # memory while its own evidence had the special-function pipe 79% busy, the busiest
+    found = op.diagnose(evidence("annotation", "sfu-per_term", None))
+    mio = next(o for o in found if o.metric == "expsum.stall_mio_throttle")
+    assert "special-function work (its pipe 79% busy, the busiest)" in mio.name
+    assert mio.change is not None and mio.change.startswith("fewer special functions per element")
+    # divmod modulo's busiest pipe is the integer ALU (71%): its stall items keep their own changes
+    div = op.diagnose(evidence("annotation", "divmod-modulo", None))
+    assert not any("special-function" in (o.change or "") for o in div)

@@ -66,13 +66,7 @@ def cause(x: Line, shared_conflicts: float | None = None) -> Cause | None:
             costly=True,
         )
     if _share(x, (oc.XU,)) >= NOTABLE:
-        return Cause(
-            f"special-function work ({_named(x, oc.XU)}) on the special-function unit, a sixteenth of the FP32 rate",
-            "fewer special functions per element: hoist them out of the loop or compute them once per row, use exp2 "
-            "with log2(e) folded into a constant (tl.math.exp2(x * C)) instead of exp, and multiply by a reciprocal "
-            "computed once instead of dividing",
-            costly=True,
-        )
+        return _special(_named(x, oc.XU))
     if _share(x, (oc.CONVERSION,)) >= NOTABLE:
         return Cause(
             f"type conversions ({_named(x, oc.CONVERSION)})",
@@ -115,15 +109,32 @@ _BY_PIPE = {
 }
 
 
+def _special(ops: str) -> Cause:
+    return Cause(
+        f"special-function work ({ops}) on the special-function unit, a sixteenth of the FP32 rate",
+        "fewer special functions per element: hoist them out of the loop or compute them once per row, use exp2 "
+        "with log2(e) folded into a constant (tl.math.exp2(x * C)) instead of exp, and multiply by a reciprocal "
+        "computed once instead of dividing",
+        costly=True,
+    )
+
+
+# the reasons a saturated special-function unit shows as (its queue is the MIO's; its results are short-scoreboard
+# waits), and how busy its pipe must be to name it without per-line samples
+XU_REASONS = ("mio_throttle", "short_scoreboard", "math_pipe_throttle")
+XU_BUSY_PCT = 50.0
+
+
 def carried(e: Evidence, reason: str) -> tuple[str, Cause | None]:
     """The line(s) that carry stall ``reason`` (" carried by line L `code` (X% of its samples; opcodes ...)") and
-    what the instructions of the first are; ("", None) without per-line samples."""
+    what the instructions of the first are; without per-line samples, the special-function unit where its pipe is
+    the busiest and at least XU_BUSY_PCT busy on a reason it shows as; else ("", None)."""
     model = e.lines
-    if model is None or model.static:
-        return "", None
-    found = model.carrying(reason)
+    found = [] if model is None or model.static else model.carrying(reason)
     if not found:
-        return "", None
+        busiest = max(e.pipes.items(), key=lambda kv: kv[1], default=("", 0.0))
+        xu = reason in XU_REASONS and busiest[0] == "xu" and busiest[1] >= XU_BUSY_PCT
+        return "", _special(f"its pipe {busiest[1]:.0f}% busy, the busiest") if xu else None
     words = "; ".join(f"{x.quoted} ({100 * s:.0f}% of its samples; {x.opcode_words()})" for x, s in found)
     return f"; carried in {e.where} by {words}", cause(found[0][0], e.shared_conflicts)
 
