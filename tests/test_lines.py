@@ -159,6 +159,9 @@ def test_source_counters_alone_give_the_model_and_a_short_list_none() -> None:
     # annotation mode's short list (before this collection) has no per-PC counts: no model, no source/<stage>.md
     short = ncu.load_actions(DATA / "kbench_h100" / "annotation_vector_add_base.ncu-rep")[0]
     assert ncu_source.line_model(short) is None
+    # cuBLAS's kernel (sol_streams) carries no line information: no model, where add_kernel beside it has one
+    streams = ncu.load_actions(REPS / "sol_streams.ncu-rep")
+    assert [ncu_source.line_model(a) is None for a in streams[:2]] == [False, True]
 
 
 def test_the_static_mix_of_real_ptx_finds_the_loops() -> None:

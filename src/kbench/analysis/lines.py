@@ -105,14 +105,16 @@ class LineModel:
 
     @property
     def hottest(self) -> Line | None:
-        return self.lines[0] if self.lines else None
+        """The hottest line of the source (instructions without line information are no line of it)."""
+        return next((x for x in self.lines if x.line > 0), None)
 
     def carrying(self, reason: str, least: float = 0.2, most: int = 2) -> list[tuple[Line, float]]:
         """The lines holding at least ``least`` of the samples stalled on ``reason``, with that share."""
         total = sum(x.stalls.get(reason, 0.0) for x in self.lines)
         if total <= 0:
             return []
-        ranked = sorted(self.lines, key=lambda x: x.stalls.get(reason, 0.0), reverse=True)[:most]
+        placed = [x for x in self.lines if x.line > 0]
+        ranked = sorted(placed, key=lambda x: x.stalls.get(reason, 0.0), reverse=True)[:most]
         return [(x, x.stalls[reason] / total) for x in ranked if x.stalls.get(reason, 0.0) / total >= least]
 
 

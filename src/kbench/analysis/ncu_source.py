@@ -55,11 +55,15 @@ def sources(action: Any) -> dict[str, list[str]]:
 
 
 def line_model(action: Any) -> LineModel | None:
-    """Time by source line of one profiled kernel; None without source counters (no per-PC instructions)."""
+    """Time by source line of one profiled kernel; None without source counters (no per-PC instructions) or line
+    information."""
     m = action.metric_by_name("inst_executed")
     if m is None or not m.has_correlation_ids():
         return None
-    return lines.measured(str(action.name()), sass_rows(action), sources(action))
+    rows = sass_rows(action)
+    if not any(r["line"] for r in rows):
+        return None  # compiled without line information (a library kernel): no source line to attribute to
+    return lines.measured(str(action.name()), rows, sources(action))
 
 
 def annotated_source(action: Any) -> list[dict[str, Any]]:

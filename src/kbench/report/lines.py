@@ -79,7 +79,7 @@ def write(run_dir: Path, folder: str, stage: str, models: Sequence[LineModel]) -
     for m in models:
         out += [f"## Kernel {m.kernel}", "", *table(m), ""]
     if not models:
-        out += ["(no per-line information in this capture)", ""]
+        out += ["(none: the capture has no source counters, or its kernels no line information, as a library's)", ""]
     path = run_dir / folder / f"{safe(stage)}.md"
     path.parent.mkdir(exist_ok=True)
     write_text_atomic(path, "\n".join(out) + "\n")
