@@ -23,7 +23,7 @@ CHILD = ["/usr/bin/python3", "-m", "kbench.capture.child", "/r/child-spec.json"]
 
 
 def test_annotation_argv_is_exact() -> None:
-    argv = ncu_argv(Path("/opt/ncu"), False, ["partial", "combine"], Path("/r/profile"), CHILD)
+    argv = ncu_argv(Path("/opt/ncu"), False, ["partial", "combine"], Path("/r/profile"), CHILD, lines=False)
     assert argv == [
         "/opt/ncu",
         "--config-file",
@@ -45,6 +45,32 @@ def test_annotation_argv_is_exact() -> None:
         *CHILD,
     ]
     assert len(ANNOTATION_METRICS) == len(set(ANNOTATION_METRICS))
+
+
+def test_annotation_argv_with_time_by_source_line_is_exact() -> None:
+    # the default: the short list plus the two metrics of ncu's SourceCounters section the per-line model reads
+    # (instructions executed per SASS instruction, the warp-state samples), with the source imported
+    argv = ncu_argv(Path("/opt/ncu"), False, ["mm"], Path("/r/profile"), CHILD)
+    assert argv == [
+        "/opt/ncu",
+        "--config-file",
+        "off",
+        "--clock-control",
+        "none",
+        "--cache-control",
+        "all",
+        "--nvtx",
+        "--nvtx-include",
+        "kbench.mm/",
+        "--import-source",
+        "yes",
+        "--metrics",
+        ",".join(ANNOTATION_METRICS) + ",inst_executed,group:smsp__pcsamp_warp_stall_reasons",
+        "--export",
+        "/r/profile",
+        "--force-overwrite",
+        *CHILD,
+    ]
 
 
 def test_ncu_argv_uses_the_full_set_with_source_and_the_flop_counts() -> None:

@@ -134,6 +134,10 @@ ANNOTATION_METRICS: tuple[str, ...] = (
     *(f"sm__inst_executed_pipe_{p}.avg.pct_of_peak_sustained_active" for p in PIPES),
 )
 
+# Time by source line in annotation mode: of ncu's SourceCounters section only the two the per-line model reads,
+# the instructions executed per SASS instruction and the warp-state (PC) samples, with the source imported
+ANNOTATION_SOURCE_METRICS = ("inst_executed", "group:smsp__pcsamp_warp_stall_reasons")
+
 SPEEDUP_TYPES = {0: "unknown", 1: "local", 2: "global"}  # ncu_report.SpeedupType_*
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kbench.analysis import lines
+from kbench.analysis.lines import LineModel
+
 STALL = "smsp__pcsamp_warps_issue_stalled_"
 
 
@@ -40,14 +43,32 @@ def sass_rows(action: Any, with_sass: bool = True) -> list[dict[str, Any]]:
                 "inst_executed": executed.get(pc, 0.0),
                 "stall_samples": sum(by_reason.values()),
                 "top_stall": max(by_reason, key=by_reason.__getitem__) if by_reason else "",
+                "stalls": by_reason,  # per reason (the line model's); the sass/*.csv table leaves it out
             }
         )
     return rows
 
 
+def sources(action: Any) -> dict[str, list[str]]:
+    """The source files the report imported (``--import-source yes``), each as its lines."""
+    return {str(k): str(action.source_files()[k]).splitlines() for k in action.source_files()}
+
+
+def line_model(action: Any) -> LineModel | None:
+    """Time by source line of one profiled kernel; None without source counters (no per-PC instructions) or line
+    information."""
+    m = action.metric_by_name("inst_executed")
+    if m is None or not m.has_correlation_ids():
+        return None
+    rows = sass_rows(action)
+    if not any(r["line"] for r in rows):
+        return None  # compiled without line information (a library kernel): no source line to attribute to
+    return lines.measured(str(action.name()), rows, sources(action))
+
+
 def annotated_source(action: Any) -> list[dict[str, Any]]:
     """Each source line with its instructions executed and sampled stalls (summed over its SASS), hottest first."""
-    files = {str(k): str(action.source_files()[k]).splitlines() for k in action.source_files()}
+    files = sources(action)
     lines: dict[tuple[str, int], dict[str, Any]] = {}
     for r in sass_rows(action, with_sass=False):
         key = (r["file"], int(r["line"]))

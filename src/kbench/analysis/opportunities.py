@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kbench.analysis import bottleneck as b
-from kbench.analysis.catalogue import atomics, compute, kernels, launch, memory, stalls
+from kbench.analysis.catalogue import atomics, compute, kernels, launch, lines, memory, stalls
 from kbench.analysis.catalogue.compute import tensor_cores_idle
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding, roof_words
 from kbench.analysis.catalogue.launch import launch_bound, measured_tail, spills, tail, underfilled
@@ -129,14 +129,18 @@ OUTSIDE: tuple[Callable[[Evidence], Opportunity | None], ...] = (kernels.host_ti
 
 def diagnose(e: Evidence) -> list[Opportunity]:
     """The catalogue's findings for one stage: "stop" when it is at its practical roof; else every mechanism its
-    evidence triggers, then its dominant warp stalls over what those leave of the distance to the roof, then what
-    is still unexplained of that distance and what would show it."""
+    evidence triggers, then its dominant warp stalls over what those leave of the distance to the roof, the hottest
+    source line where those explain less than half of it, then what is still unexplained of that distance and what
+    would show it; the items about the stage outside its kernels' work (host time) whatever its roof."""
     outside = [o for check in OUTSIDE if (o := check(e)) is not None]
     if (done := at_roof(e)) is not None:
         return [done, *outside]
-    found = [o for check in CATALOGUE if (o := check(e)) is not None]
+    found = [lines.attributed(e, o) for check in CATALOGUE if (o := check(e)) is not None]
     gap = e.gain(e.gap_us)
     found += stalls.stalled(e, gap - sum(o.gain_pct for o in found))
+    named = sum(o.gain_pct for o in found)
+    if (line := lines.hottest(e, gap - named, named)) is not None:  # the rest unnamed: the line that holds it
+        found.append(line)
     rest = unexplained(e, sum(o.gain_pct for o in found))
     return [*found, *([rest] if rest is not None else []), *outside]
 

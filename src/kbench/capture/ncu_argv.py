@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbench.analysis.ncu import ANNOTATION_METRICS, SCALAR_FLOPS
+from kbench.analysis.ncu import ANNOTATION_METRICS, ANNOTATION_SOURCE_METRICS, SCALAR_FLOPS
 from kbench.nvtx import stage_range
+
+# annotation mode also collects time by source line (ANNOTATION_SOURCE_METRICS); KBENCH_ANNOTATION_LINES=0: its
+# short list alone (to measure what the per-line collection costs)
+ANNOTATION_LINES = os.environ.get("KBENCH_ANNOTATION_LINES", "1") != "0"
 
 
 def ncu_argv(
@@ -18,9 +23,12 @@ def ncu_argv(
     *,
     clock_control: str = "none",
     cache_control: str = "all",
+    lines: bool | None = None,
 ) -> list[str]:
-    """``deep`` False (annotation mode): a short metric list; True (ncu mode): the full set with source import (plus
-    the FP instruction counts the full set lacks). Only launches inside the stages' NVTX ranges are profiled."""
+    """``deep`` False (annotation mode): a short metric list, with ``lines`` also the per-SASS instruction counts
+    and warp-state samples and the source imported (time by source line); True (ncu mode): the full set with source
+    import (plus the FP instruction counts the full set lacks). Only launches inside the stages' NVTX ranges are
+    profiled."""
     argv = [
         str(ncu),
         "--config-file",
@@ -35,6 +43,8 @@ def ncu_argv(
         argv += ["--nvtx-include", f"{stage_range(s)}/"]
     if deep:
         argv += ["--set", "full", "--import-source", "yes", "--metrics", ",".join(SCALAR_FLOPS)]
+    elif ANNOTATION_LINES if lines is None else lines:
+        argv += ["--import-source", "yes", "--metrics", ",".join((*ANNOTATION_METRICS, *ANNOTATION_SOURCE_METRICS))]
     else:
         argv += ["--metrics", ",".join(ANNOTATION_METRICS)]
     return [*argv, "--export", str(report_base), "--force-overwrite", *child]

@@ -19,16 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from kbench import ncu_preload
-from kbench.analysis import ncu
+from kbench.analysis import lines, ncu, ncu_source
 from kbench.analysis.counters import StageModel, combine
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_counters
+from kbench.analysis.lines import LineModel
 from kbench.analysis.ncu_kernels import stage_kernels
 from kbench.errors import ConfigError, KbenchError, KernelError
 from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
 from kbench.nvtx import stage_range
 from kbench.plan.base import KernelPlan
 from kbench.report import chart, ncu_files
+from kbench.report.lines import write as write_lines
 from kbench.report.models import ProfileResult
 from kbench.report.sections import Conformance, Counters, Sections
 
@@ -87,6 +89,18 @@ def conformance(plan: KernelPlan, grouped: Grouped, tiling: dict[str, Any]) -> l
     return rows
 
 
+def stage_lines(rep: Path, grouped: Grouped) -> dict[str, list[LineModel]]:
+    """Each stage's kernels' time by source line, its longest kernel first (the one Evidence describes); where the
+    report has no source counters, the static mix of the kernel compiled beside it (compiled/<stage>/), else none."""
+    actions = ncu.load_actions(rep)
+    out: dict[str, list[LineModel]] = {}
+    for name, ks in grouped:
+        ordered = sorted(ks, key=lambda k: k.duration_us or 0.0, reverse=True)
+        found = [m for k in ordered if (m := ncu_source.line_model(actions[k.index])) is not None]
+        out[name] = found or lines.compiled(rep.parent / "compiled" / name)
+    return out
+
+
 def _failure(log: str, log_path: Path, code: int) -> KbenchError:
     from kbench.capture import child
 
@@ -121,7 +135,7 @@ class CounterMode:
 
     def capture(self, job: Job) -> Capture:
         from kbench.capture import child, tools
-        from kbench.capture.ncu_argv import ncu_argv
+        from kbench.capture.ncu_argv import ANNOTATION_LINES, ncu_argv
 
         plan, opts, run_dir, env = job.plan, job.opts, job.run_dir, job.env
         stages = [s.name for s in plan.checked_stages()]
@@ -135,7 +149,7 @@ class CounterMode:
         log_path = run_dir / "ncu.log"
         # what the analysis and the report load, loaded while this process only waits on ncu
         ncu_preload.start(run_dir / REPORT)
-        if self.deep:  # the deep dive reads each stage's SASS
+        if self.deep or ANNOTATION_LINES:  # the deep dive and time by source line read each stage's SASS
             ncu_preload.warm_sass()
         chart.import_meanwhile()
         with env.sampled():
@@ -172,6 +186,7 @@ class CounterMode:
         device = resolve(ctx.table, kernels[0].device or "unknown device")  # the GPU the report names
         grouped = group(kernels, plan)
         counters = [combine(name, ks) for name, ks in grouped]
+        per_line = stage_lines(rep, grouped)
         models = (
             {
                 s.name: StageModel(flops=s.flops, dram_bytes=s.dram_bytes, precision=s.precision)
@@ -188,7 +203,9 @@ class CounterMode:
             roofline_known=device.known,
             rules={name: [r for k in ks for r in k.rules] for name, ks in grouped} if self.deep else None,
             facts=replace(
-                Facts.of(device, capture.tiling, capture.predicted),
+                Facts.of(device, capture.tiling, capture.predicted).measured_by(
+                    {name: {"lines": ms[0]} for name, ms in per_line.items() if ms}
+                ),
                 kernels=stage_kernels(
                     grouped, {s.name: list(s.kernels) for s in plan.checked_stages()} if plan else {}
                 ),
@@ -223,17 +240,20 @@ class CounterMode:
             chart=chart.FILE if device.spec and chart.placed(figures, ceilings) else None,
             notes=notes,
             record=record,
-            data=grouped,
+            data=(grouped, per_line),
             clock_note=f"SM {clock} MHz while ncu profiled (sm__cycles_elapsed.avg.per_second)" if mhz else None,
         )
 
     def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None:
         """kernels.csv and rules.csv (the tidy tables), the roofline chart, and in ncu mode report-verbose.md,
         source/<stage>.md and sass/<stage>-<kernel>.csv."""
-        grouped: Grouped = analysis.data
+        grouped, stage_models = analysis.data
         ncu_files.tables(grouped, run_dir)
         if self.deep:
             ncu_files.deep_dive(result, grouped, run_dir)
+        for stage, models in stage_models.items():  # time by source line (annotation collects it too: ncu_argv)
+            if models or self.deep:
+                write_lines(run_dir, "lines" if any(m.static for m in models) else "source", stage, models)
         device = analysis.device
         if analysis.chart and device.spec is not None:
             title = f"{result.kernel} {result.version} on {device.name}"  # as the report's Device line names it

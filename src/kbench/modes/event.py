@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kbench.analysis import lines
 from kbench.analysis.audit import cross_check
 from kbench.analysis.census import stage_kernels
 from kbench.analysis.clocks import probed, sagged, start_mhz, window
@@ -27,6 +28,7 @@ from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
 from kbench.fsutil import write_json_atomic
 from kbench.modes.base import Analysis, Capture, Context, InProcessMode, Job, prepare_in_process
 from kbench.plan.base import KernelPlan
+from kbench.report.lines import write as write_lines
 from kbench.report.models import ProfileResult
 from kbench.report.sections import Sections, Timing
 
@@ -200,13 +202,21 @@ class Event(InProcessMode):
         # a stage's duration: its CUPTI samples where they were taken, else its CUDA-event samples
         stats = {name: TimingStats.of(s.get("cupti_us") or s["samples_us"]) for name, s in timings["stages"].items()}
         kernels, unmeasured = census_kernels(capture, ctx.plan, timings["stages"])
+        # the compiled kernels' static per-line mix, where the run folder kept them (compiled/<stage>/)
+        compiled = capture.files["timings"].parent / "compiled"
+        static = {s.name: lines.compiled(compiled / s.name) for s in ctx.plan.checked_stages()}
         figures = from_timings(
             ctx.plan.checked_stages(),
             stats,
             ceilings,
             roofline_known=device.known,
             device_name=device.name,
-            facts=replace(Facts.of(device, capture.tiling, capture.predicted), kernels=kernels),
+            facts=replace(
+                Facts.of(device, capture.tiling, capture.predicted).measured_by(
+                    {name: {"lines": ms[0]} for name, ms in static.items() if ms}
+                ),
+                kernels=kernels,
+            ),
         )
         whole = timings.get("plan")
         method = timings["method"]
@@ -229,10 +239,14 @@ class Event(InProcessMode):
             ],
             plan_timing=TimingStats.of(whole["samples_us"]) if whole else None,
             sections=Sections(timing=Timing(concurrency=concurrency(ctx.plan))),
+            data=static,
         )
 
     def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None:
-        pass  # timings.json is written by the capture
+        """lines/<stage>.md: the compiled kernels' static per-line mix (timings.json is written by the capture)."""
+        for stage, models in (analysis.data or {}).items():
+            if models:
+                write_lines(run_dir, "lines", stage, models)
 
 
 EVENT = Event()

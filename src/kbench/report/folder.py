@@ -197,6 +197,7 @@ def previous_run(run_dir: Path) -> Path | None:
 # What a reader (often an agent) opens after report.md, in that order: the pattern, then what it holds.
 GUIDE: tuple[tuple[str, str], ...] = (
     ("source/*.md", "the stage's source lines with instructions executed and warp-stall samples, hottest first"),
+    ("lines/*.md", "the stage's compiled kernel line by line, its instructions as written (static), loops first"),
     ("tiling/*.json", "the stage's launch: config, grid, registers, spills, shared memory"),
     ("tiling/*/autotuning.json", "every tuning configuration tried for the stage, with its time"),
     ("timings.json", "every timed repetition, per stage and for the whole plan"),

@@ -45,36 +45,16 @@ def deep_dive(result: ProfileResult, grouped: Grouped, run_dir: Path) -> None:
 
 
 def _source(run_dir: Path, stage: str, kernels: list[tuple[ncu.Kernel, Any]]) -> None:
-    (run_dir / "source").mkdir(exist_ok=True)
+    """sass/<stage>-<kernel>.csv: each SASS instruction's line, executions and stall samples (source/<stage>.md,
+    the same summed by line, is report.lines's)."""
     (run_dir / "sass").mkdir(exist_ok=True)
-    lines = [
-        f"# Annotated source: stage {stage}",
-        "",
-        "Each source line with the instructions it executed and the warp-stall samples of its SASS "
-        "(ncu source counters), hottest first.",
-        "",
-    ]
     for k, action in kernels:
         rows = ncu_source.sass_rows(action)
         with (run_dir / "sass" / f"{safe(stage)}-{k.index}.csv").open("w", newline="") as f:
             writer = csv.DictWriter(
-                f, fieldnames=["pc", "file", "line", "sass", "inst_executed", "stall_samples", "top_stall"]
+                f,
+                fieldnames=["pc", "file", "line", "sass", "inst_executed", "stall_samples", "top_stall"],
+                extrasaction="ignore",
             )
             writer.writeheader()
             writer.writerows(rows)
-        src = ncu_source.annotated_source(action)
-        lines += [
-            f"## Kernel {k.index}: {k.name}",
-            "",
-            "| File:line | Instructions executed | Stall samples | Top stall | Source |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {Path(e['file']).name}:{e['line']} | {e['inst_executed']:.0f} | {e['stall_samples']:.0f} | "
-            f"{e['top_stall'] or 'n/a'} | `{e['source'].strip().replace('|', '/')}` |"
-            for e in src
-        ]
-        lines.append("")
-        if not src:
-            lines += ["(no source counters in this report: profile with --prof_type=ncu, which imports the source)", ""]
-    write_text_atomic(run_dir / "source" / f"{safe(stage)}.md", "\n".join(lines) + "\n")

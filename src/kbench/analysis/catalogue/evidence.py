@@ -10,6 +10,7 @@ from kbench.analysis import roofline as rl
 from kbench.analysis.access_facts import Predicted
 from kbench.analysis.devices import SmLimits
 from kbench.analysis.kernels import StageKernels
+from kbench.analysis.lines import LineModel
 from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.ttgir import AtomicOp, DotOp
@@ -62,6 +63,7 @@ class Evidence:
     stalls: dict[str, float] = field(default_factory=dict)  # warp-stall reason -> stalled warps per issue (ncu)
     stall_unit: str = "stalled warps per issued instruction"  # what ``stalls`` counts (PC sampling: samples)
     hot_lines: tuple[str, ...] = ()  # the source lines with the most stall samples (ncu mode)
+    lines: LineModel | None = None  # time by source line of the main kernel (measured, or static from its code)
     pipes: dict[str, float] = field(default_factory=dict)  # instruction pipe -> % of its peak (ncu)
     shared_wavefronts: float | None = None  # shared-memory data-pipe wavefronts, and those bank conflicts added (ncu)
     shared_conflicts: float | None = None

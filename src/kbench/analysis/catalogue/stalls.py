@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity
+from kbench.analysis.catalogue.lines import carried
 
 DOMINANT_SHARE = 0.25  # a stall reason holding at least this share of a stage's stalled warps is named
 MOST = 2  # reasons named per stage
@@ -126,7 +127,8 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
         if share < DOMINANT_SHARE:
             break
         s = STALLS.get(reason, Stall(f"warps stall on {reason}", "see ncu mode's report-verbose.md"))
-        where = f" (hottest: {'; '.join(e.hot_lines)})" if e.hot_lines else ""
+        line, found = carried(e, reason)  # the line(s) that carry the reason, and what their instructions are
+        where = line or (f" (hottest: {'; '.join(e.hot_lines)})" if e.hot_lines else "")
         if reason in SHARED_BOUND and e.shared_wavefronts:
             conflicts = 100.0 * (e.shared_conflicts or 0.0) / e.shared_wavefronts
             where += f"; bank conflicts add {conflicts:.0f}% of the shared-memory wavefronts"
@@ -137,12 +139,12 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
             )
         out.append(
             Opportunity(
-                name=f"Stall on {reason} in {e.name}: {s.mechanism} ({per:.{digits}f} of {total:.{digits}f} "
-                f"{e.stall_unit}, {100 * share:.0f}%)",
+                name=f"Stall on {reason} in {e.where}: {s.mechanism} ({per:.{digits}f} of {total:.{digits}f} "
+                f"{e.stall_unit}, {100 * share:.0f}%)" + (f"; the line is {found.what}" if found else ""),
                 gain_pct=left_pct * share,
                 metric=f"{e.name}.stall_{reason}",
                 value=f"{per:.{digits}f}",
-                change=f"{s.change}{where}",
+                change=f"{found.change if found else s.change}{where}",
                 named=True,
             )
         )
