@@ -48,8 +48,20 @@ def predicted_of(outcome: dict[str, Any]) -> dict[str, Predicted]:
         facts = [SiteFacts.of(r) for r in stage["sites"]]
         p = Predicted.of(facts, point_words(outcome, stage), stage.get("config"))
         if p is not None:
-            out[name] = replace(p, **_beyond(outcome, name, p))
+            out[name] = replace(p, **_beyond(outcome, name, p), **_programs(stage.get("program_work")))
     return out
+
+
+def _programs(work: dict[str, Any] | None) -> dict[str, Any]:
+    """The per-program work spread of access.json's stage record (absent in runs before it was recorded)."""
+    if not work:
+        return {}
+    longest = tuple(f"program ({', '.join(map(str, p))}): {b:.3g} B" for p, b in work["longest"])
+    return {
+        "program_max_bytes": work["max_bytes"],
+        "program_mean_bytes": work["mean_bytes"],
+        "longest_programs": longest,
+    }
 
 
 def _beyond(outcome: dict[str, Any], name: str, p: Predicted) -> dict[str, Any]:
