@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from kbench.analysis import bottleneck as b
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
+from kbench.analysis.catalogue.stalls import PIPE_WORDS
 from kbench.analysis.stages import StageFigures
 
 # the fewest warp instructions a modelled work needs (the gain model): one FP32 FMA per lane does 2 FLOPs, one
@@ -72,7 +73,8 @@ def place(f: StageFigures, e: Evidence) -> None:
 
 
 def issue_bound(e: Evidence) -> Opportunity | None:
-    """Issued instructions fill the issue roof more than the modelled work fills compute or memory: fewer
+    """Issued instructions fill the issue roof more than the modelled work fills compute or memory, and more than any
+    pipe is busy (ncu's pipe utilisation, where measured): fewer
     instructions per useful FLOP or byte shorten the stage in proportion (time at the issue roof scales with the
     instructions), down to the fewest the modelled work needs (``needed``: an upper bound of what a rewrite removes),
     never below the practical roof."""
@@ -81,7 +83,8 @@ def issue_bound(e: Evidence) -> Opportunity | None:
         return None
     compute, memory = roof_fractions(e)
     need = needed(e)
-    if r.pct <= max(compute, memory) or need is None:
+    # a pipe busier than the issue slots (the special-function unit, FP64) is a nearer ceiling: that pipe sets the time
+    if r.pct <= max(compute, memory, *e.pipes.values()) or need is None:
         return None
     removable = 1.0 - need / r.issued
     if 100.0 * removable < b.REMOVABLE_ISSUE_PCT:
@@ -91,12 +94,14 @@ def issue_bound(e: Evidence) -> Opportunity | None:
     saved = e.us - max(e.bound_us or 0.0, e.us * need / r.issued)
     sms = f" x {e.sm_count} SMs" if e.sm_count else ""
     at = f"; start at {e.hot_lines[0]}" if e.hot_lines else ""
+    busiest = max(e.pipes.items(), key=lambda kv: kv[1], default=None)
+    pipe = f"; busiest pipe: {PIPE_WORDS.get(busiest[0], busiest[0])}, {busiest[1]:.0f}% of peak" if busiest else ""
     return finding(
         e,
         f"Issue-bound {e.where}: {r.issued:.3g} warp instructions issued fill {r.pct:.0f}% of the issue roof "
         f"({r.rate} per clock per SM{sms} x the measured SM clock; compute {compute:.0f}%, memory {memory:.0f}%), "
-        f"{per:.2f} modelled FLOPs per issued instruction; the modelled work needs at least {need:.3g} "
-        f"({100.0 * removable:.0f}% fewer: one FMA per 2 FLOPs, one 16-byte access per 16 bytes, per lane)",
+        f"{per:.2f} modelled FLOPs per issued instruction; the modelled work needs at least {need:.3g} (one FMA per "
+        f"2 FLOPs, one 16-byte access per 16 bytes, per lane): up to {100.0 * removable:.0f}% are removable{pipe}",
         saved,
         (f"{e.name}.issue_roof_pct", f"{r.pct:.1f}%"),
         f"issue fewer instructions per useful FLOP and byte in {e.name}: vectorize loads and stores (contiguous "
