@@ -5,6 +5,8 @@ program of a stage does (access runs) and the uneven-programs item on a triangul
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +174,32 @@ def test_the_annotation_list_asks_for_issued_instructions() -> None:
     c = combine("poly", ncu.kernels(path))
     assert c.inst_counter == "smsp__inst_executed.sum" and c.inst_issued == pytest.approx(34373632.0)
     assert DATA.is_dir()
+
+
+def test_an_access_run_predicts_each_programs_work_and_the_gpu_modes_get_it(tmp_path: Path) -> None:
+    """A causal (triangular) row sum traced under the CPU interpreter: program r sums r + 1 blocks; its paired twin
+    gives every program n + 1 blocks. The spread reaches predicted.json's record and the catalogue."""
+    from kbench.analysis.access_figures import predicted_of
+    from kbench.analysis.records import predictions
+    from tests.test_access_mode import access, report_of
+
+    spreads = {}
+    for version in ("triangular", "paired"):
+        out = tmp_path / version
+        done = access(out, "uneven", version, "--rows=64", kernel_path=str(DATA / "program_kernels"))
+        assert done.returncode == 0, done.stderr
+        run, _ = report_of(out, "uneven")
+        (p,) = predicted_of(json.loads((run / "access.json").read_text())).values()
+        assert predictions({"prefix": p.record()}, run / "predicted.json")["prefix"] == p  # what GPU runs read back
+        spreads[version] = p
+    tri, paired = spreads["triangular"], spreads["paired"]
+    # 64 x 512 B + the 4-byte store against the mean program's 32.5 x 512 + 4
+    assert tri.program_spread == pytest.approx((64 * 512 + 4) / (32.5 * 512 + 4))
+    assert tri.longest_programs[0] == "program (63, 0, 0): 3.28e+04 B" and paired.program_spread == 1.0
+    f = _figures(100.0, 0.0, 3e6)
+    found = programs.uneven_programs(Evidence(stage=f, total_us=100.0, practical=ROOF, sm_count=132, ctas=64,
+                                              ctas_per_sm=1.0, predicted=tri))  # fmt: skip
+    assert found is not None and found.gain_pct == pytest.approx(100.0 * (1 - 1 / (tri.program_spread or 0.0)))
+    assert (
+        programs.uneven_programs(replace(Evidence(stage=f, total_us=100.0, practical=ROOF), predicted=paired)) is None
+    )
