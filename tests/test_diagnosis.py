@@ -26,14 +26,19 @@ KERNELS = [str(DATA / "validation")]
 
 
 def folder_of(run: str, mode: str) -> Path:
-    """``run`` is <kernel>-<version>, or <device>/<kernel>-<version> for a device other than the H100."""
+    """``run`` is <kernel>-<version>, or <device>/<kernel>-<version> for a device other than the H100, or
+    <folder>/<kernel>-<version> for a folder of tests/data holding runs itself (issue42_h100/...)."""
     device, _, name = run.rpartition("/")
+    if device and (DATA / device).is_dir():
+        return DATA / device / name / mode
     return DATA / f"validation_{device or 'h100'}" / name / mode
 
 
 def plan_of(folder: Path):
+    """The run's plan, its kernel found in tests/data/validation or in a kernels/ folder beside the run's folder."""
     params = json.loads((folder / "params.json").read_text())
-    return load_version(params["kernel"], params["version"], KERNELS).from_values(params["params"])
+    beside = [str(p / "kernels") for p in folder.parents if (p / "kernels").is_dir() and DATA in p.parents]
+    return load_version(params["kernel"], params["version"], [*KERNELS, *beside]).from_values(params["params"])
 
 
 def top(run: str, mode: str, tmp: Path = Path("/tmp")) -> tuple[list[Opportunity], float]:
