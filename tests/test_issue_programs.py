@@ -135,6 +135,11 @@ def test_uneven_programs_on_a_triangular_grid_and_a_64x_program() -> None:
     assert found is not None and found.metric == "s.program_work_max_over_mean" and found.value == "1.97"
     assert found.gain_pct == pytest.approx(100.0 * (1.0 - 32.5 / 64))  # one wave: 1 - mean / max
     assert "program (63, 0, 0)" in found.name and "persistent grid" in (found.change or "")
+    # counters add the occupancy the SMs achieved against what the launch limits allow
+    counted = _program_evidence(tri, ctas=64, ctas_per_sm=1.0, theoretical_occupancy_pct=50.0)
+    counted = replace(counted, stage=counted.stage.model_copy(update={"occ_pct": 31.0}))
+    named = programs.uneven_programs(counted)
+    assert named is not None and named.name.endswith("; achieved occupancy 31% of the theoretical 50%")
     heavy = program_work([_access(i, 128) for i in range(64)] + [_access(5, 128) for _ in range(63)])
     found = programs.uneven_programs(_program_evidence(heavy, nbytes=3e6, ctas=64, ctas_per_sm=1.0))
     assert found is not None and found.gain_pct == pytest.approx(100.0 * (1.0 - (127 / 64) / 64))

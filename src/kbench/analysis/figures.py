@@ -244,6 +244,7 @@ def from_counters(
             issued=c.inst_issued,
             issued_counter=c.inst_counter,
             sm_cycles=c.sm_cycles,
+            theoretical_occupancy_pct=c.theoretical_occupancy_pct,
         )
         issue.place(f, e)
         # without a plan the work counted (FLOPs, DRAM bytes) stands in for the model, against the practical roof of

@@ -37,11 +37,13 @@ def uneven_programs(e: Evidence) -> Opportunity | None:
     w = waves(e)
     model = "one wave: 1 - mean / max" if w is None or w <= 1.0 else f"{w:.2f} waves: the makespan model"
     longest = f"; largest {', '.join(p.longest_programs)}" if p.longest_programs else ""
+    occ, cap = e.stage.occ_pct, e.theoretical_occupancy_pct
+    occupancy = f"; achieved occupancy {occ:.0f}% of the theoretical {cap:.0f}%" if occ and cap else ""
     return finding(
         e,
         f"Uneven programs in {e.name}: its largest program loads and stores {spread:.2f}x the mean program's bytes "
         f"(predicted on CPU, {p.where}{longest}); the longest programs, not DRAM ({memory:.0f}% of its roof) or the "
-        f"compute units ({compute:.0f}%), set its end ({model})",
+        f"compute units ({compute:.0f}%), set its end ({model}){occupancy}",
         e.us * loss(spread, w),
         (f"{e.name}.program_work_max_over_mean", f"{spread:.2f}"),
         f"even {e.name}'s work per program: split the longest programs' loops over more programs, pair each long "
