@@ -27,8 +27,11 @@ KERNELS = [str(DATA / "validation")]
 
 def folder_of(run: str, mode: str) -> Path:
     """``run`` is <kernel>-<version>, or <device>/<kernel>-<version> for a device other than the H100, or
-    <folder>/<kernel>-<version> for a folder of tests/data holding runs itself (issue42_h100/...)."""
+    <folder>/<kernel>-<version> for a folder of tests/data holding runs itself, as <folder>/<mode>/<run>
+    (issue42_h100) or <folder>/<run>/<mode>."""
     device, _, name = run.rpartition("/")
+    if device and (DATA / device / mode / name).is_dir():  # issue42_h100/<mode>/<run>
+        return DATA / device / mode / name
     if device and (DATA / device).is_dir():
         return DATA / device / name / mode
     return DATA / f"validation_{device or 'h100'}" / name / mode
@@ -36,7 +39,8 @@ def folder_of(run: str, mode: str) -> Path:
 
 def plan_of(folder: Path):
     """The run's plan, its kernel found in tests/data/validation or in a kernels/ folder beside the run's folder."""
-    params = json.loads((folder / "params.json").read_text())
+    record = folder / "params.json"
+    params = json.loads((record if record.is_file() else folder / "result.json").read_text())  # same three keys
     beside = [str(p / "kernels") for p in folder.parents if (p / "kernels").is_dir() and DATA in p.parents]
     return load_version(params["kernel"], params["version"], [*KERNELS, *beside]).from_values(params["params"])
 

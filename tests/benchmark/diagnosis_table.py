@@ -3,9 +3,10 @@ every before/after pair of tests/test_diagnosis.py, in each mode both versions w
 version's Top 1 (a named mechanism, or the unexplained rest where none was found), its estimated gain, the gain its
 fixed twin realized and their ratio. docs/diagnosis.md carries its output.
 
-Pairs captured for issue 42 (tests/data/issue42_h100/<kernel>-<version>/<mode>/) are listed too: those PAIRS names as
+Pairs captured for issue 42 (tests/data/issue42_h100/<mode>/<kernel>-<version>/) are listed too: those PAIRS names as
 "issue42_h100/<kernel>-<version>", and those its pairs.json lists as [["<before>", "<after>"], ...] (run names
-without the folder). A pair whose analysis fails gets a row saying so; a realized gain of 0 or less has no ratio.
+without the folder). A counter-mode run committed without its .ncu-rep shows the Top 1 its result.json holds, marked
+so (not re-analysed). A pair whose analysis fails gets a row saying so; a realized gain of 0 or less has no ratio.
 
     python -m tests.benchmark.diagnosis_table
 """
@@ -34,24 +35,37 @@ def pairs() -> list[tuple[str, str]]:
 
 
 def unpaired(listed: list[tuple[str, str]]) -> list[str]:
-    """Runs under tests/data/issue42_h100 no pair names: said on stderr, so that none is left out unseen."""
+    """Runs under tests/data/issue42_h100 (as <mode>/<run>) no pair names: said on stderr, so that none is left out
+    unseen."""
     folder = DATA / ISSUE42
     named = {r for p in listed for r in p}
-    runs = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name != "kernels") if folder.is_dir() else []
-    return [r for r in runs if f"{ISSUE42}/{r}" not in named]
+    runs = {r.name for m in MODES.values() if (folder / m).is_dir() for r in (folder / m).iterdir() if r.is_dir()}
+    return sorted(r for r in runs if f"{ISSUE42}/{r}" not in named)
+
+
+def committed(before: str, mode: str) -> tuple[str, float] | None:
+    """The Top 1 a counter-mode run's committed result.json holds, where no .ncu-rep was committed to re-analyse."""
+    folder = folder_of(before, mode)
+    if mode == "event" or any((folder / f).exists() for f in ("profile.ncu-rep", "profile.ncu-rep.xz")):
+        return None
+    first = json.loads((folder / "result.json").read_text())["figures"]["opportunities"][0]
+    return f"[as captured, no .ncu-rep committed] {first['name']}", float(first["gain_pct"])
 
 
 def row(before: str, after: str, mode: str, tmp: Path) -> str:
     pair = f"{before} -> {after.rpartition('/')[2]}"
     try:
-        opps, _ = top(before, mode, tmp)
+        found = committed(before, mode)
+        if found is None:
+            first = top(before, mode, tmp)[0][0]
+            found = first.name, first.gain_pct
         gain = realized(before, after, mode)
     except Exception as e:  # a row that says why, and the rest of the table still printed
         return f"| {pair} | {mode} | (not analysed: {type(e).__name__}: {str(e)[:80]}) | n/a | n/a | n/a |"
-    first = opps[0]
-    name = first.name if len(first.name) <= 110 else first.name[:107] + "..."
-    ratio = f"{first.gain_pct / gain:.2f}" if gain > 0 else "n/a (no gain realized)"
-    return f"| {pair} | {mode} | {name} | {first.gain_pct:.1f}% | {gain:.1f}% | {ratio} |"
+    name, est = found
+    name = name if len(name) <= 110 else name[:107] + "..."
+    ratio = f"{est / gain:.2f}" if gain > 0 else "n/a (no gain realized)"
+    return f"| {pair} | {mode} | {name} | {est:.1f}% | {gain:.1f}% | {ratio} |"
 
 
 def rows(tmp: Path) -> list[str]:
