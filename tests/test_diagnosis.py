@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from kbench.analysis.access_figures import predicted_of
 from kbench.analysis.devices import load_devices, resolve
 from kbench.analysis.opportunities import Opportunity
 from kbench.modes import registry
@@ -54,7 +55,7 @@ def top(run: str, mode: str, tmp: Path = Path("/tmp")) -> tuple[list[Opportunity
     if mode == "event":
         tiling = {p.stem: json.loads(p.read_text()) for p in (folder / "tiling").glob("*.json")}
         capture = EVENT.open(folder / "timings.json")
-        capture = type(capture)(files=capture.files, live=False, tiling=tiling)
+        capture = type(capture)(files=capture.files, live=False, tiling=tiling, predicted=predicted(run))
         analysis = EVENT.analyse(capture, ctx)
     else:
         report = folder / "profile.ncu-rep"
@@ -65,6 +66,14 @@ def top(run: str, mode: str, tmp: Path = Path("/tmp")) -> tuple[list[Opportunity
         tiling = {p.stem: json.loads(p.read_text()) for p in (folder / "tiling").glob("*.json")}
         analysis = backend.analyse(replace(backend.open(report), tiling=tiling), ctx)
     return analysis.figures.opportunities, analysis.figures.total_us
+
+
+def predicted(run: str) -> dict[str, Any]:
+    """The access run committed beside a run (<folder>/access/<run>/access.json, made on a CPU at the run's
+    parameters), as the GPU modes read it from predicted.json; {} where none was committed."""
+    device, _, name = run.rpartition("/")
+    path = DATA / device / "access" / name / "access.json"
+    return predicted_of(json.loads(path.read_text())) if device and path.is_file() else {}
 
 
 def realized(before: str, after: str, mode: str) -> float:

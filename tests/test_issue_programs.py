@@ -208,3 +208,58 @@ def test_an_access_run_predicts_each_programs_work_and_the_gpu_modes_get_it(tmp_
     assert (
         programs.uneven_programs(replace(Evidence(stage=f, total_us=100.0, practical=ROOF), predicted=paired)) is None
     )
+
+
+def test_one_long_program_is_named_in_event_mode_with_an_access_run_of_the_same_point() -> None:
+    """ragged per_segment on the H100 (event mode, tests/data/issue42_h100): segment 0 holds half of x, one program
+    per segment; the access run at the same parameters (CPU) predicts program 0 moves 512x the mean program's bytes.
+    Its chunked twin (equal chunks) realized 99.3%; it gets no such item."""
+    from tests.test_diagnosis import realized, top
+
+    opps, _ = top("issue42_h100/ragged-per_segment", "event")
+    first = opps[0]
+    assert first.name.startswith("Uneven programs in segsum: its largest program loads and stores 512.41x")
+    assert "program (0, 0, 0): 3.36e+07 B)" in first.name  # the ordinary programs beside it are not listed
+    gain = realized("issue42_h100/ragged-per_segment", "issue42_h100/ragged-chunked", "event")
+    assert 0.67 <= first.gain_pct / gain <= 1.5, (first.gain_pct, gain)
+    twin, _ = top("issue42_h100/ragged-chunked", "event")
+    assert not any(o.name.startswith("Uneven programs") for o in twin)
+
+
+def _csv_kernels(run: str) -> list[ncu.Kernel]:
+    """An ncu-mode run's kernels.csv (every metric kbench reads, one row per kernel) as ncu.Kernel records."""
+    import csv
+
+    text = (DATA / "issue42_h100" / "ncu" / run / "kernels.csv").read_text()
+    rows = list(csv.DictReader(text.splitlines()))
+    num = lambda v: float(v) if v not in ("", "n/a", None) else None  # noqa: E731
+    return [
+        ncu.Kernel(
+            index=int(r["index"]),
+            name=r["kernel"],
+            nvtx=[],
+            grid=None,
+            block=None,
+            metrics={k: num(r[k]) for k in ncu.ALIASES if k in r},
+            tensor_flops=num(r["tensor_flops"]),
+            scalar_flops=num(r["scalar_flops"]),
+        )
+        for r in rows
+    ]
+
+
+def test_the_issue_roof_of_the_h100_pairs_kernels_csv() -> None:
+    """divmod modulo (a % per tap) fills 76% of the issue roof by its executed instructions (ncu's issue slots: 80.5%
+    of active cycles), under ISSUE_BOUND_PCT: no item; sfu per_term's special-function pipe (79%) is busier than its
+    issue slots (78%): the nearer ceiling. Streaming kernels sit far under it."""
+    pct = {}
+    for run in ("divmod-modulo", "sfu-per_term", "convert-torch_cast", "ragged-per_segment"):
+        ks = _csv_kernels(run)
+        c = combine(run, ks[:1])
+        f = _figures(c.duration_us, None, None)
+        e = Evidence(stage=f, total_us=c.duration_us, practical=None, limits=H100.limits, issued=c.inst_issued,
+                     sm_cycles=c.sm_cycles, pipes=c.pipes)  # fmt: skip
+        r = issue.roof(e)
+        assert r is not None and c.inst_counter == "smsp__inst_executed.sum"
+        pct[run] = round(r.pct, 1)
+    assert pct == {"divmod-modulo": 76.4, "sfu-per_term": 78.4, "convert-torch_cast": 51.1, "ragged-per_segment": 0.1}
