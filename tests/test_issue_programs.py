@@ -263,3 +263,21 @@ def test_the_issue_roof_of_the_h100_pairs_kernels_csv() -> None:
         assert r is not None and c.inst_counter == "smsp__inst_executed.sum"
         pct[run] = round(r.pct, 1)
     assert pct == {"divmod-modulo": 76.4, "sfu-per_term": 78.4, "convert-torch_cast": 51.1, "ragged-per_segment": 0.1}
+
+
+def test_the_h100_matmuls_even_ctas_are_not_named() -> None:
+    """matmul v2's 512 CTAs on the H100 (intra mode's record): the slowest took 1.08x the mean: the measured tail
+    item, where it fires, names no longest CTAs."""
+    import lzma
+
+    from kbench.analysis import intra
+
+    trace = lzma.decompress((DATA / "intra_h100" / "v2_intra-mm.json.xz").read_bytes()).decode()
+    a = intra.analyse(intra.from_proton_trace(trace), 132)
+    assert a.longest[0][0] == 142 and a.imbalance == pytest.approx(1.08, abs=0.005)
+    f = _figures(a.span_us, 0.0, 1e3)
+    e = Evidence(
+        stage=f, total_us=a.span_us, practical=ROOF, cta_imbalance=a.imbalance, longest_programs=a.longest_words()
+    )
+    found = measured_tail(e, a.tail_idle_pct)
+    assert found is not None and "longest:" not in found.name and "launch them first" not in (found.change or "")
