@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from kbench.analysis.access_figures import predicted_of
 from kbench.analysis.devices import load_devices, resolve
 from kbench.analysis.opportunities import Opportunity
 from kbench.modes import registry
@@ -26,14 +27,23 @@ KERNELS = [str(DATA / "validation")]
 
 
 def folder_of(run: str, mode: str) -> Path:
-    """``run`` is <kernel>-<version>, or <device>/<kernel>-<version> for a device other than the H100."""
+    """``run`` is <kernel>-<version>, or <device>/<kernel>-<version> for a device other than the H100, or
+    <folder>/<kernel>-<version> for a folder of tests/data holding runs itself, as <folder>/<mode>/<run>
+    (issue42_h100) or <folder>/<run>/<mode>."""
     device, _, name = run.rpartition("/")
+    if device and (DATA / device / mode / name).is_dir():  # issue42_h100/<mode>/<run>
+        return DATA / device / mode / name
+    if device and (DATA / device).is_dir():
+        return DATA / device / name / mode
     return DATA / f"validation_{device or 'h100'}" / name / mode
 
 
 def plan_of(folder: Path):
-    params = json.loads((folder / "params.json").read_text())
-    return load_version(params["kernel"], params["version"], KERNELS).from_values(params["params"])
+    """The run's plan, its kernel found in tests/data/validation or in a kernels/ folder beside the run's folder."""
+    record = folder / "params.json"
+    params = json.loads((record if record.is_file() else folder / "result.json").read_text())  # same three keys
+    beside = [str(p / "kernels") for p in folder.parents if (p / "kernels").is_dir() and DATA in p.parents]
+    return load_version(params["kernel"], params["version"], [*KERNELS, *beside]).from_values(params["params"])
 
 
 def top(run: str, mode: str, tmp: Path = Path("/tmp")) -> tuple[list[Opportunity], float]:
@@ -45,7 +55,7 @@ def top(run: str, mode: str, tmp: Path = Path("/tmp")) -> tuple[list[Opportunity
     if mode == "event":
         tiling = {p.stem: json.loads(p.read_text()) for p in (folder / "tiling").glob("*.json")}
         capture = EVENT.open(folder / "timings.json")
-        capture = type(capture)(files=capture.files, live=False, tiling=tiling)
+        capture = type(capture)(files=capture.files, live=False, tiling=tiling, predicted=predicted(run))
         analysis = EVENT.analyse(capture, ctx)
     else:
         report = folder / "profile.ncu-rep"
@@ -56,6 +66,14 @@ def top(run: str, mode: str, tmp: Path = Path("/tmp")) -> tuple[list[Opportunity
         tiling = {p.stem: json.loads(p.read_text()) for p in (folder / "tiling").glob("*.json")}
         analysis = backend.analyse(replace(backend.open(report), tiling=tiling), ctx)
     return analysis.figures.opportunities, analysis.figures.total_us
+
+
+def predicted(run: str) -> dict[str, Any]:
+    """The access run committed beside a run (<folder>/access/<run>/access.json, made on a CPU at the run's
+    parameters), as the GPU modes read it from predicted.json; {} where none was committed."""
+    device, _, name = run.rpartition("/")
+    path = DATA / device / "access" / name / "access.json"
+    return predicted_of(json.loads(path.read_text())) if device and path.is_file() else {}
 
 
 def realized(before: str, after: str, mode: str) -> float:

@@ -9,6 +9,7 @@ fastest, and 32 consecutive lanes along it stand for a warp.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -126,6 +127,28 @@ def distinct_bytes(accesses: Sequence[Any]) -> dict[str, int]:
         _, where = np.unique(first, return_index=True)
         out[name] = out.get(name, 0) + int(elem[where].sum())
     return out
+
+
+def program_work(accesses: Sequence[Any]) -> dict[str, Any] | None:
+    """How evenly the traced programs share a stage's work: per program, the bytes its active lanes load and store;
+    the largest, the mean over the programs the traced ones stand for (``Access.weight``), how many were traced and
+    the three largest (program and bytes). Programs of several launches with the same index count as one. None
+    where no lane was active."""
+    work: dict[tuple[int, int, int], int] = defaultdict(int)
+    weight: dict[tuple[int, int, int], int] = {}
+    for a in accesses:
+        work[a.program] += int(a.mask.sum()) * a.elem_bytes
+        weight[a.program] = a.weight
+    total = sum(weight.values())
+    if not work or not max(work.values()) or not total:
+        return None
+    longest = sorted(work, key=lambda p: -work[p])[:3]
+    return {
+        "max_bytes": float(max(work.values())),
+        "mean_bytes": sum(work[p] * weight[p] for p in work) / total,
+        "traced": len(work),
+        "longest": [[list(p), work[p]] for p in longest],
+    }
 
 
 MAX_CELLS = 1 << 20  # a picture's cells at most: a larger window is drawn every k-th row (and column)

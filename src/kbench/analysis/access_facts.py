@@ -100,6 +100,18 @@ class Predicted:
     beyond_where: str = ""
     # per atomic line (file:line): the distinct addresses its active lanes hit, where every program ran
     atomic_addresses: dict[str, int] = field(default_factory=dict)
+    # how evenly its programs share the work: the bytes the largest traced program loads and stores, the mean over
+    # the programs (a sample's weighted), and the largest programs in words ("program (63, 0, 0): 2.1e+06 B")
+    program_max_bytes: float | None = None
+    program_mean_bytes: float | None = None
+    longest_programs: tuple[str, ...] = ()
+
+    @property
+    def program_spread(self) -> float | None:
+        """The largest program's work over the mean program's (1: even)."""
+        if not self.program_max_bytes or not self.program_mean_bytes:
+            return None
+        return self.program_max_bytes / self.program_mean_bytes
 
     def record(self) -> dict[str, Any]:
         return asdict(self)

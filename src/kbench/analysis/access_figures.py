@@ -11,6 +11,7 @@ from typing import Any
 
 from kbench.analysis import roofline as rl
 from kbench.analysis.access_facts import Predicted, SiteFacts
+from kbench.analysis.bottleneck import UNEVEN_PROGRAMS
 from kbench.analysis.catalogue import memory
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity
 from kbench.analysis.figures import PlanFigures
@@ -48,8 +49,22 @@ def predicted_of(outcome: dict[str, Any]) -> dict[str, Predicted]:
         facts = [SiteFacts.of(r) for r in stage["sites"]]
         p = Predicted.of(facts, point_words(outcome, stage), stage.get("config"))
         if p is not None:
-            out[name] = replace(p, **_beyond(outcome, name, p))
+            out[name] = replace(p, **_beyond(outcome, name, p), **_programs(stage.get("program_work")))
     return out
+
+
+def _programs(work: dict[str, Any] | None) -> dict[str, Any]:
+    """The per-program work spread of access.json's stage record (absent in runs before it was recorded)."""
+    if not work:
+        return {}
+    # the largest programs that stand out of the mean (the first always)
+    big = [(p, b) for i, (p, b) in enumerate(work["longest"]) if not i or b >= UNEVEN_PROGRAMS * work["mean_bytes"]]
+    longest = tuple(f"program ({', '.join(map(str, p))}): {b:.3g} B" for p, b in big)
+    return {
+        "program_max_bytes": work["max_bytes"],
+        "program_mean_bytes": work["mean_bytes"],
+        "longest_programs": longest,
+    }
 
 
 def _beyond(outcome: dict[str, Any], name: str, p: Predicted) -> dict[str, Any]:

@@ -140,3 +140,14 @@ def plan_class(stages: Iterable[tuple[float, StageClass]]) -> StageClass:
     if not totals:
         raise ValueError("a plan has at least one stage")
     return max(totals.items(), key=lambda kv: kv[1])[0]
+
+
+# Issue roof (catalogue/issue.py): issue-bound when the warp instructions issued fill this share of the issue roof
+# and more of it than of the compute and memory roofs, and at least REMOVABLE_ISSUE_PCT of them lie beyond what the
+# modelled work needs at least (else the instructions are the work: nothing to remove)
+ISSUE_BOUND_PCT = 80.0
+REMOVABLE_ISSUE_PCT = 25.0
+# Uneven programs (catalogue/programs.py): the longest program's work over the mean program's at least this
+UNEVEN_PROGRAMS = 1.25
+# ... unless a unit is this busy (% of its roof): then DRAM or the compute units, not the longest programs, set the time
+UNIT_SETS_TIME_PCT = 80.0

@@ -46,6 +46,11 @@ class StageCounters(Model):
     st_use: float | None = None
     tensor_paths: dict[str, float] = Field(default_factory=dict)  # tensor FLOPs by operand precision, summed
     issue_pct: float | None = None  # issue slots used (smsp__issue_active), weighted by duration
+    # the issue roof's inputs: warp instructions issued (executed where issued was not counted: a floor), summed, and
+    # SM cycles elapsed (SMs x measured SM clock x duration, summed over the kernels)
+    inst_issued: float | None = None
+    inst_counter: str | None = None  # the metric ``inst_issued`` comes from
+    sm_cycles: float | None = None
     pipes: dict[str, float] = Field(default_factory=dict)  # instruction pipe -> % of its peak, weighted by duration
     shared_wavefronts: float | None = None
     shared_conflicts: float | None = None
@@ -108,11 +113,28 @@ def _sector_use(ks: Sequence[Kernel], op: str) -> tuple[float | None, float | No
     return total, sum(n * u for n, u in used) / total
 
 
+def _sm_cycles(k: Kernel) -> float | None:
+    n, hz, us = k.m("sm_count"), k.m("sm_clock_hz"), k.duration_us
+    return None if n is None or hz is None or us is None else n * hz * us * 1e-6
+
+
+def _issued(ks: Sequence[Kernel]) -> tuple[float | None, str | None, float | None]:
+    """Warp instructions issued over the kernels (smsp__inst_issued; else smsp__inst_executed, which leaves out
+    replays), the metric, and SM cycles elapsed: SMs x the SM clock ncu measured x duration, summed."""
+    issued = _sum([k.m("inst_issued") for k in ks])
+    metric = "smsp__inst_issued.sum"
+    if issued is None:
+        issued, metric = _sum([k.m("instructions") for k in ks]), "smsp__inst_executed.sum"
+    cycles = _sum([_sm_cycles(k) for k in ks])
+    return issued, metric if issued is not None else None, cycles
+
+
 def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
     if not ks:
         raise ValueError(f"stage {stage} has no kernels")
     main = max(ks, key=lambda k: k.duration_us or 0.0)  # grid and waves of the kernel that takes the time
     (ld_sectors, ld_use), (st_sectors, st_use) = _sector_use(ks, "ld"), _sector_use(ks, "st")
+    inst_issued, inst_counter, sm_cycles = _issued(ks)
     return StageCounters(
         stage=stage,
         kernels=[k.name for k in ks],
@@ -147,6 +169,9 @@ def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
             if (total := _sum([k.m(f"tensor_flops_{p}") for k in ks])) is not None and total > 0
         },
         issue_pct=_weighted(ks, "issue_pct"),
+        inst_issued=inst_issued,
+        inst_counter=inst_counter,
+        sm_cycles=sm_cycles,
         pipes={p: v for p in PIPES if (v := _weighted(ks, f"pipe_{p}_pct")) is not None},
         shared_wavefronts=_sum([k.m("shared_wavefronts") for k in ks]),
         shared_conflicts=_sum([k.m("shared_bank_conflicts") for k in ks]),

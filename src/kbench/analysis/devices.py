@@ -50,6 +50,7 @@ class SmLimits(Model):
     sm_clock_mhz: PositiveInt | None = None  # the highest SM clock: per-clock rates to per-second ones
     schedulers: PositiveInt | None = None  # warp schedulers per SM (each issues for its own warps)
     fma_latency_cycles: PositiveInt | None = None  # cycles before an FP32 FMA's result can feed the next
+    issue_per_clock: PositiveInt | None = None  # warp instructions an SM issues per clock (the issue roof)
     feed_source: str | None = None
 
     @model_validator(mode="after")
@@ -61,11 +62,12 @@ class SmLimits(Model):
             or self.sm_clock_mhz
             or self.schedulers
             or self.fma_latency_cycles
+            or self.issue_per_clock
         )
         if given and not self.feed_source:
             raise ValueError(
                 "feed_source must name where shared_bytes_per_clock, tensor_flops_per_clock, fp64_per_clock, "
-                "sm_clock_mhz, schedulers and fma_latency_cycles come from"
+                "sm_clock_mhz, schedulers, fma_latency_cycles and issue_per_clock come from"
             )
         return self
 

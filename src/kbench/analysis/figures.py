@@ -15,6 +15,7 @@ from kbench.analysis import opportunities as op
 from kbench.analysis import stages as st
 from kbench.analysis.access_facts import Predicted
 from kbench.analysis.bottleneck import TIMELINE_IDLE_PCT, StageClass, plan_class
+from kbench.analysis.catalogue import issue
 from kbench.analysis.counters import StageCounters, StageModel
 from kbench.analysis.devices import ActiveDevice, SmLimits
 from kbench.analysis.fusion import fusion
@@ -266,7 +267,12 @@ def from_counters(
             pipes=c.pipes or None,
             shared_wavefronts=c.shared_wavefronts,
             shared_conflicts=c.shared_conflicts,
+            issued=c.inst_issued,
+            issued_counter=c.inst_counter,
+            sm_cycles=c.sm_cycles,
+            theoretical_occupancy_pct=c.theoretical_occupancy_pct,
         )
+        issue.place(f, e)
         # without a plan the work counted (FLOPs, DRAM bytes) stands in for the model, against the practical roof of
         # the precision the counters show; without either, the busiest unit's headroom is the distance
         found = op.diagnose(e if f.flops is not None and f.dram_bytes is not None else replace(e, practical=None))

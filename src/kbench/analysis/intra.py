@@ -204,6 +204,11 @@ class IntraAnalysis:
     at_once: Spread | None = None  # per SM, the most CTAs it ran at the same time (as "us" fields)
     cta_shared: Spread | None = None  # CTA time of CTAs that shared their SM most of their span
     cta_alone: Spread | None = None  # CTA time of CTAs that had their SM to themselves (90% of their span or more)
+    longest: tuple[tuple[int, float], ...] = ()  # the three longest CTAs: (CTA index, its span in us), longest first
+
+    def longest_words(self) -> tuple[str, ...]:
+        """The longest CTAs as the catalogue names them ("CTA 12: 41.2 us")."""
+        return tuple(f"CTA {c}: {us:.1f} us" for c, us in self.longest)
 
 
 def analyse(records: list[Record], device_sms: int | None = None) -> IntraAnalysis:
@@ -256,6 +261,7 @@ def analyse(records: list[Record], device_sms: int | None = None) -> IntraAnalys
         at_once=Spread.of(at_once),
         cta_shared=Spread.of(shared) if shared else None,
         cta_alone=Spread.of(alone) if alone else None,
+        longest=tuple(sorted(cta_span.items(), key=lambda kv: -kv[1])[:3]),
     )
 
 

@@ -83,6 +83,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     # issue: the share of cycles an SM sub-partition issued an instruction (the issue-slot ceiling is 100%)
     "issue_pct": ("smsp__issue_active.avg.pct_of_peak_sustained_active",),
     "instructions": ("smsp__inst_executed.sum",),
+    "inst_issued": ("smsp__inst_issued.sum",),  # warp instructions issued (replays included): the issue roof's count
     # shared memory: wavefronts the data pipe processed and the extra ones bank conflicts caused
     "shared_wavefronts": ("l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",),
     "shared_bank_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",),
@@ -127,6 +128,7 @@ ANNOTATION_METRICS: tuple[str, ...] = (
     *(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS),
     "smsp__issue_active.avg.pct_of_peak_sustained_active",
     "smsp__inst_executed.sum",
+    "smsp__inst_issued.sum",
     "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
     "l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum",

@@ -46,6 +46,11 @@ class StageFigures(Model):
     occ_pct: float | None = None
     bottleneck: b.StageClass | None = None
     key_issue: str = ""
+    # the issue roof (counter modes; kbench.analysis.catalogue.issue): % of it the issued warp instructions fill, their
+    # count, and the modelled FLOPs per issued thread instruction
+    issue_roof_pct: float | None = None
+    issued: float | None = None
+    flops_per_issue: float | None = None
 
 
 def _place(f: StageFigures, c: rl.Ceilings, flops: float, nbytes: float) -> None:

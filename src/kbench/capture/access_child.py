@@ -36,7 +36,7 @@ PICTURED = 16  # programs a picture tells apart: the first to run
 def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: int) -> tuple[dict[str, Any], list[Any]]:
     """Step 1 (see the module's docstring): each stage's record for access.json, and every stage's load/store lines
     together."""
-    from kbench.analysis.access import sites, touched
+    from kbench.analysis.access import program_work, sites, touched
     from kbench.capture import access
     from kbench.capture.prepare import built, guarded
     from kbench.report.chart import access_png, traced_at
@@ -66,6 +66,7 @@ def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: in
             "programs": [g[0] * g[1] * g[2] for g in trace.grids],
             "traced_programs": trace.ran,
             "sites": [f.record() for f in facts],
+            "program_work": program_work(trace.accesses),
             "pictures": [],
         }
         drawn_here = touched(trace.accesses, access.named_tensors(ws), PICTURED)

@@ -67,7 +67,11 @@ class IntraMode(InProcessMode):
         sm_count = device.spec.sm_count if device.spec else None
         stages = [_stage(name, s, folder, sm_count) for name, s in record["stages"].items()]
         measured = {
-            s.name: {"tail_idle_pct": s.analysis.tail_idle_pct, "cta_imbalance": s.analysis.imbalance}
+            s.name: {
+                "tail_idle_pct": s.analysis.tail_idle_pct,
+                "cta_imbalance": s.analysis.imbalance,
+                "longest_programs": s.analysis.longest_words(),
+            }
             for s in stages
             if s.analysis is not None
         }

@@ -55,6 +55,11 @@ class StageReport(Model):
     limiting_roof: str | None
     bottleneck: str | None
     key_issue: str
+    # the issue roof (counter modes): warp instructions issued, the % of the issue roof they fill, modelled FLOPs per
+    # issued instruction
+    issued: Value | None = None
+    issue_roof_pct: Value | None = None
+    flops_per_issue: Value | None = None
 
 
 class OpportunityReport(Model):
@@ -195,6 +200,14 @@ def stage_report(r: ProfileResult, s: StageFigures) -> StageReport:
         limiting_roof=s.limiting_roof,
         bottleneck=s.bottleneck,
         key_issue=s.key_issue,
+        issued=_measured(s.issued, "warp instructions", f"{_metric('inst_issued')} (else smsp__inst_executed.sum)"),
+        issue_roof_pct=_derived(
+            s.issue_roof_pct,
+            "%",
+            "100 * issued / (issue_per_clock x SMs x measured SM clock x duration)",
+            issued=s.issued,
+        ),
+        flops_per_issue=_derived(s.flops_per_issue, "FLOP", "flops / issued / 32", flops=s.flops, issued=s.issued),
     )
 
 

@@ -80,6 +80,11 @@ class Evidence:
     kernels: StageKernels | None = None  # what the GPU ran inside the stage (CUPTI, nsys, ncu), largest first
     kernel: str | None = None  # the kernel the launch facts above describe (the stage's main kernel)
     share: float = 1.0  # that kernel's share of the stage's GPU time (1: the only kernel, or not measured)
+    issued: float | None = None  # warp instructions its kernels issued (ncu), and the metric that counted them
+    issued_counter: str | None = None
+    sm_cycles: float | None = None  # SM cycles elapsed over its kernels: SMs x measured SM clock x duration (ncu)
+    longest_programs: tuple[str, ...] = ()  # its longest CTAs, as measured ("CTA 12: 41.2 us"; intra timeline)
+    theoretical_occupancy_pct: float | None = None  # what the launch limits allow, beside the achieved occ_pct (ncu)
 
     @property
     def name(self) -> str:

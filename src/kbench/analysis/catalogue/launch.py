@@ -85,6 +85,8 @@ def measured_tail(e: Evidence, idle_pct: float) -> Opportunity | None:
     if e.ctas and e.sm_count and e.ctas_per_sm:
         waves = f"; {e.ctas} CTAs fill {e.ctas / (e.sm_count * e.ctas_per_sm):.2f} waves"
     uneven = f"; the slowest CTA took {e.cta_imbalance:.2f}x the mean" if (e.cta_imbalance or 0) >= 1.1 else ""
+    if uneven and e.longest_programs:
+        uneven += f" (longest: {', '.join(e.longest_programs)})"
     return finding(
         e,
         f"SMs idle at the end of {e.name}: {idle_pct:.1f}% of its SM time passed after an SM's last CTA ended "
@@ -92,7 +94,8 @@ def measured_tail(e: Evidence, idle_pct: float) -> Opportunity | None:
         e.us * idle_pct / 100.0,
         (f"{e.name}.tail_idle_pct", f"{idle_pct:.1f}%"),
         f"even out {e.name}'s work over the SMs: a grid of whole waves (a persistent grid looping over tiles), "
-        "smaller tiles for a finer last wave, or splitting the longest CTAs' work",
+        "smaller tiles for a finer last wave, or splitting the longest CTAs' work"
+        + (" (the CTAs named: launch them first, or pair each with a short one)" if "longest:" in uneven else ""),
     )
 
 
