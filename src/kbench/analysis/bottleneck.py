@@ -151,3 +151,6 @@ REMOVABLE_ISSUE_PCT = 25.0
 UNEVEN_PROGRAMS = 1.25
 # ... unless a unit is this busy (% of its roof): then DRAM or the compute units, not the longest programs, set the time
 UNIT_SETS_TIME_PCT = 80.0
+# SMs idle while the longest programs run (catalogue/programs.py idle_sms): the average SM's active cycles below this
+# share of what the grid's waves allow
+SM_BUSY_SHARE = 0.8

@@ -51,6 +51,8 @@ class StageCounters(Model):
     inst_issued: float | None = None
     inst_counter: str | None = None  # the metric ``inst_issued`` comes from
     sm_cycles: float | None = None
+    # the longest kernel's SMs: the average SM's active cycles over the busiest SM's, in % (100: evenly busy)
+    sm_busy_pct: float | None = None
     pipes: dict[str, float] = Field(default_factory=dict)  # instruction pipe -> % of its peak, weighted by duration
     shared_wavefronts: float | None = None
     shared_conflicts: float | None = None
@@ -129,6 +131,12 @@ def _issued(ks: Sequence[Kernel]) -> tuple[float | None, str | None, float | Non
     return issued, metric if issued is not None else None, cycles
 
 
+def _busy(k: Kernel) -> float | None:
+    """The average SM's active cycles over the busiest SM's (sm__cycles_active avg / max), in %."""
+    avg, top = k.m("sm_active_avg"), k.m("sm_active_max")
+    return 100.0 * avg / top if avg is not None and top else None
+
+
 def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
     if not ks:
         raise ValueError(f"stage {stage} has no kernels")
@@ -172,6 +180,7 @@ def combine(stage: str, ks: Sequence[Kernel]) -> StageCounters:
         inst_issued=inst_issued,
         inst_counter=inst_counter,
         sm_cycles=sm_cycles,
+        sm_busy_pct=_busy(main),
         pipes={p: v for p in PIPES if (v := _weighted(ks, f"pipe_{p}_pct")) is not None},
         shared_wavefronts=_sum([k.m("shared_wavefronts") for k in ks]),
         shared_conflicts=_sum([k.m("shared_bank_conflicts") for k in ks]),

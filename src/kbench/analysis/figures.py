@@ -271,6 +271,7 @@ def from_counters(
             issued_counter=c.inst_counter,
             sm_cycles=c.sm_cycles,
             theoretical_occupancy_pct=c.theoretical_occupancy_pct,
+            sm_busy_pct=c.sm_busy_pct,
         )
         issue.place(f, e)
         # without a plan the work counted (FLOPs, DRAM bytes) stands in for the model, against the practical roof of

@@ -62,6 +62,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "spill_load_sectors": ("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum",),
     "spill_store_sectors": ("l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",),
     "sm_clock_hz": ("sm__cycles_elapsed.avg.per_second",),
+    # how evenly the SMs were kept busy: the average SM's active cycles against the busiest SM's
+    "sm_active_avg": ("sm__cycles_active.avg",),
+    "sm_active_max": ("sm__cycles_active.max",),
     # coalescing: the bytes a global load / store instruction uses of each 32-byte sector it touches (0 when the
     # kernel issued none of that kind: cp.async and TMA copies are not counted here)
     "ld_bytes_per_sector": ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",),
@@ -117,6 +120,8 @@ ANNOTATION_METRICS: tuple[str, ...] = (
     "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
     "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
     "sm__cycles_elapsed.avg.per_second",
+    "sm__cycles_active.avg",
+    "sm__cycles_active.max",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
     "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",

@@ -105,6 +105,7 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     launch.underfilled,
     launch.tail,
     programs.uneven_programs,
+    programs.idle_sms,
     launch.launch_bound,
     compute.tensor_cores_idle,
     compute.tensor_precision,

@@ -84,6 +84,7 @@ class Evidence:
     issued_counter: str | None = None
     sm_cycles: float | None = None  # SM cycles elapsed over its kernels: SMs x measured SM clock x duration (ncu)
     longest_programs: tuple[str, ...] = ()  # its longest CTAs, as measured ("CTA 12: 41.2 us"; intra timeline)
+    sm_busy_pct: float | None = None  # the average SM's active cycles over the busiest SM's, % (ncu, main kernel)
     theoretical_occupancy_pct: float | None = None  # what the launch limits allow, beside the achieved occ_pct (ncu)
 
     @property
