@@ -28,6 +28,30 @@ for mode in ${MODES:-event annotation}; do
     profile "${spec%%:*}" "${spec#*:}" "$mode"
   done
 done
+if [ -n "${ACCESS:-}" ]; then
+  # uneven programs predicted on CPU: an access run, then event and annotation mode under the same --out
+  for v in per_segment chunked; do
+    $py -m kbench.kernel ragged $v --kernel-path "$val" --prof_type=access --out "$res/access" > "$res/access-ragged-$v.md" 2>&1
+    for mode in event annotation; do
+      $py -m kbench.kernel ragged $v --kernel-path "$val" --prof_type=$mode --out "$res/access" > "$res/$mode-ragged-$v-access.md" 2>&1
+      echo "ragged $v $mode after an access run rc=$?; $(grep -m1 '^1\. ' "$res/$mode-ragged-$v-access.md" | cut -c1-160)"
+    done
+  done
+fi
+if [ -n "${EXTRA:-}" ]; then
+  # the other GPU modes on a stage of two kernels and on an undeclared conversion; what per-line collection costs
+  # annotation mode (KBENCH_ANNOTATION_LINES=0 leaves it out); a shipped plan of two kernels (mla_decode v3, s=1)
+  profile splitk serial_combine nsys
+  profile convert torch_cast nsys
+  KBENCH_ANNOTATION_LINES=0 profile divmod modulo annotation
+  mv "$res/annotation-divmod-modulo.md" "$res/annotation-divmod-modulo-nolines.md"
+  profile divmod modulo annotation
+  for mode in event annotation; do
+    start=$(date +%s%N)
+    $py -m kbench.kernel mla_decode v3 --s=1 --prof_type=$mode --out "$res/profiles" > "$res/$mode-mla_decode-v3.md" 2>&1
+    echo "mla_decode v3 s=1 $mode rc=$? $(( ($(date +%s%N) - start) / 1000000 )) ms; $(grep -m1 '^1\. ' "$res/$mode-mla_decode-v3.md" | cut -c1-160)"
+  done
+fi
 if [ -n "${NCU:-}" ]; then
   for spec in $before; do
     echo "${spec/:/ }" | grep -Eq "$only" || continue
