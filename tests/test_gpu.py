@@ -62,7 +62,9 @@ def test_event_mode_writes_a_contract_report(isolated: Path) -> None:
     # the stage's duration is CUPTI's; CUDA events are kept beside it (launch and event overhead on top)
     assert len(timed["samples_us"]) == 20 and len(timed["cupti_us"]) == 20
     assert statistics.median(timed["cupti_us"]) == stage.timing.median_us
-    assert 0.8 < stage.timing.median_us / statistics.median(timed["samples_us"]) <= 1.01
+    # a fixed few microseconds of launch and event overhead, not a share (an 11.8-us stage on an H200 read 0.80)
+    events = statistics.median(timed["samples_us"])
+    assert stage.timing.median_us <= 1.01 * events and events - stage.timing.median_us < 5.0
     assert r.timing_method.startswith("stage durations from CUPTI")
     assert any(n.startswith("add: CUDA events") for n in r.notes)
 
@@ -203,7 +205,8 @@ def test_annotation_mode_reads_counters_for_each_stage(isolated: Path) -> None:
     assert contract_problems(run / "report.md") == []
     (c,) = r.sections.counters.stages  # type: ignore[union-attr]
     assert c.kernels == ["add_kernel"] and c.dram_pct is not None and c.dram_pct > 50
-    assert c.replay_passes is not None and c.replay_passes <= 21  # 14 for the roofline, 7 for the diagnosis
+    # 14 for the roofline, 7 for the diagnosis, 2 for time by source line (KBENCH_ANNOTATION_LINES=0 leaves them out)
+    assert c.replay_passes is not None and c.replay_passes <= 23
     assert r.stage("add").bottleneck == "Memory" and r.sections.conformance.rows[0]["verdict"] == "as declared"  # type: ignore[union-attr]
     assert (run / "profile.ncu-rep").exists() and (run / "compiled" / "add").is_dir()
     params = json.loads((run / "params.json").read_text())

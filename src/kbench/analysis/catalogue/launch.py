@@ -27,7 +27,7 @@ def spills(e: Evidence) -> Opportunity | None:
     warps = f" on {e.warps} warps" if e.warps else ""
     return finding(
         e,
-        f"Register spills in {e.name}: {regs}{warps} cannot hold the tile, values go through local memory",
+        f"Register spills in {e.where}: {regs}{warps} cannot hold the tile, values go through local memory",
         saved,
         (metric, value),
         f"hold fewer values per thread in {e.name}: smaller BLOCK tiles, or more num_warps for the same "
@@ -42,7 +42,7 @@ def underfilled(e: Evidence) -> Opportunity | None:
     saved = e.us - max(bound, e.us * e.ctas / e.sm_count)  # the same work spread over every SM
     return finding(
         e,
-        f"Underfilled grid in {e.name}: {e.ctas} CTAs on {e.sm_count} SMs leave {e.sm_count - e.ctas} SMs idle",
+        f"Underfilled grid in {e.where}: {e.ctas} CTAs on {e.sm_count} SMs leave {e.sm_count - e.ctas} SMs idle",
         saved,
         (f"{e.name}.grid_ctas", str(e.ctas)),
         f"launch at least {e.sm_count} CTAs in {e.name}: split each CTA's loop over more CTAs (split-K / "
@@ -67,7 +67,7 @@ def tail(e: Evidence) -> Opportunity | None:
     held = f"{e.ctas_per_sm:.0f} per SM{f', limited by {e.ctas_limiter}' if e.ctas_limiter else ''}"
     return finding(
         e,
-        f"Partial last wave in {e.name}: {e.ctas} CTAs fill {waves:.2f} waves of {slots:.0f} "
+        f"Partial last wave in {e.where}: {e.ctas} CTAs fill {waves:.2f} waves of {slots:.0f} "
         f"({held}, on {e.sm_count} SMs)",
         e.us * loss,
         (f"{e.name}.waves", f"{waves:.2f}"),
