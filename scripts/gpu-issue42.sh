@@ -29,9 +29,12 @@ for mode in ${MODES:-event annotation}; do
   done
 done
 if [ -n "${ACCESS:-}" ]; then
-  # uneven programs predicted on CPU: an access run, then event and annotation mode under the same --out
+  # uneven programs predicted on CPU: an access run, then event and annotation mode under the same --out. A folder
+  # .acc of access runs made elsewhere is used as it is (Triton 3.6's interpreter cannot run ragged's loop bounds
+  # loaded from memory; 3.9's can)
+  if [ -d .acc ]; then cp -r .acc "$res/access"; fi
   for v in per_segment chunked; do
-    $py -m kbench.kernel ragged $v --kernel-path "$val" --prof_type=access --out "$res/access" > "$res/access-ragged-$v.md" 2>&1
+    [ -d .acc ] || $py -m kbench.kernel ragged $v --kernel-path "$val" --prof_type=access --out "$res/access" > "$res/access-ragged-$v.md" 2>&1
     for mode in event annotation; do
       $py -m kbench.kernel ragged $v --kernel-path "$val" --prof_type=$mode --out "$res/access" > "$res/$mode-ragged-$v-access.md" 2>&1
       echo "ragged $v $mode after an access run rc=$?; $(grep -m1 '^1\. ' "$res/$mode-ragged-$v-access.md" | cut -c1-160)"
