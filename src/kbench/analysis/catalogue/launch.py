@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from kbench.analysis import bottleneck as b
-from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
+from kbench.analysis.catalogue.evidence import ALONE_SHARE, Evidence, Opportunity, finding
 
 
 def spills(e: Evidence) -> Opportunity | None:
@@ -38,8 +38,10 @@ def spills(e: Evidence) -> Opportunity | None:
 def underfilled(e: Evidence) -> Opportunity | None:
     if not e.ctas or not e.sm_count or e.ctas >= e.sm_count:
         return None
-    bound = e.bound_us or 0.0
-    saved = e.us - max(bound, e.us * e.ctas / e.sm_count)  # the same work spread over every SM
+    # the same work spread over every SM, at most down to the roof; the stage's roof is its whole work's, so a kernel
+    # that holds only part of the stage is bounded by its own spread alone (the stage's gap still caps the gain)
+    bound = (e.bound_us or 0.0) if e.share >= ALONE_SHARE else 0.0
+    saved = e.us - max(bound, e.us * e.ctas / e.sm_count)
     return finding(
         e,
         f"Underfilled grid in {e.where}: {e.ctas} CTAs on {e.sm_count} SMs leave {e.sm_count - e.ctas} SMs idle",

@@ -116,12 +116,13 @@ STALLS: dict[str, Stall] = {
 
 def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
     """The stage's dominant stall reasons, each with ``left_pct`` (the share of the plan the named mechanisms leave
-    of the stage's distance to its roof) times its share of the stalls."""
+    of the stage's distance to its roof) times its share of the stalls; two reasons one line carries, whose
+    instructions call for one change, are one item with both shares (one cause, not two items splitting it)."""
     total = sum(e.stalls.values())
     if total <= 0 or left_pct <= 0:
         return []
     digits = 0 if e.stall_unit.endswith("samples") else 1
-    out = []
+    out: list[tuple[Opportunity, str | None]] = []
     for reason, per in sorted(e.stalls.items(), key=lambda kv: kv[1], reverse=True)[:MOST]:
         share = per / total
         if share < DOMINANT_SHARE:
@@ -137,15 +138,33 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
             where += "; busiest pipes: " + ", ".join(
                 f"{p} ({PIPE_WORDS.get(p, p)}) {v:.0f}% of peak" for p, v in busiest
             )
-        out.append(
-            Opportunity(
-                name=f"Stall on {reason} in {e.where}: {s.mechanism} ({per:.{digits}f} of {total:.{digits}f} "
-                f"{e.stall_unit}, {100 * share:.0f}%)" + (f"; the line is {found.what}" if found else ""),
-                gain_pct=left_pct * share,
-                metric=f"{e.name}.stall_{reason}",
-                value=f"{per:.{digits}f}",
-                change=f"{found.change if found else s.change}{where}",
-                named=True,
-            )
+        item = Opportunity(
+            name=f"Stall on {reason} in {e.where}: {s.mechanism} ({per:.{digits}f} of {total:.{digits}f} "
+            f"{e.stall_unit}, {100 * share:.0f}%)" + (f"; the line is {found.what}" if found else ""),
+            gain_pct=left_pct * share,
+            metric=f"{e.name}.stall_{reason}",
+            value=f"{per:.{digits}f}",
+            change=f"{found.change if found else s.change}{where}",
+            named=True,
         )
-    return out
+        # one cause: the same line (where it is known) and the same change its instructions call for
+        key = f"{line.split(' (')[0]}|{found.change}" if found is not None and line else None
+        twin = next((i for i, (_, k) in enumerate(out) if key is not None and k == key), None)
+        if twin is None:
+            out.append((item, key))
+            continue
+        first = out[twin][0]
+        reasons = f"{first.metric.rsplit('stall_', 1)[1]} and {reason}"
+        both = float(first.value) + per
+        out[twin] = (
+            first.model_copy(
+                update={
+                    "name": f"Stalls on {reasons} in {e.where}, carried by one line: {both:.{digits}f} of "
+                    f"{total:.{digits}f} {e.stall_unit} ({100 * both / total:.0f}%)"
+                    + (f"; the line is {found.what}" if found else ""),
+                    "gain_pct": first.gain_pct + item.gain_pct,
+                }
+            ),
+            key,
+        )
+    return [o for o, _ in out]
