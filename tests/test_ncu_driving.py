@@ -226,3 +226,19 @@ def test_wait_returns_the_exit_code_or_times_out(monkeypatch: pytest.MonkeyPatch
     finally:
         sleeps.kill()
         sleeps.wait()
+
+
+def test_the_per_line_switch_is_read_per_run_not_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a resident kbench imported this module under another command's environment: the switch must follow this one's
+    # (on the H100 a resident run with KBENCH_ANNOTATION_LINES=0 still collected the source counters)
+    def argv() -> list[str]:
+        return ncu_argv(Path("/opt/ncu"), False, ["s"], Path("/r/profile"), CHILD)
+
+    monkeypatch.setenv("KBENCH_ANNOTATION_LINES", "0")
+    assert argv() == ncu_argv(Path("/opt/ncu"), False, ["s"], Path("/r/profile"), CHILD, lines=False)
+    monkeypatch.setenv("KBENCH_ANNOTATION_LINES", "1")
+    assert argv() == ncu_argv(Path("/opt/ncu"), False, ["s"], Path("/r/profile"), CHILD, lines=True) != argv_off()
+
+
+def argv_off() -> list[str]:
+    return ncu_argv(Path("/opt/ncu"), False, ["s"], Path("/r/profile"), CHILD, lines=False)

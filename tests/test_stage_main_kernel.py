@@ -374,7 +374,8 @@ def test_the_real_trace_of_a_two_kernel_stage_gives_the_main_kernels_facts(tmp_p
     assert (e.kernel, e.ctas, e.warps, e.registers, e.shared_bytes, e.launches) == ("combine_kernel", 1, 1, 22, 0, 2)
     assert e.share == pytest.approx(66.657 / (66.657 + 44.161), rel=1e-3)
     assert e.instructions is not None and e.instructions == before.instructions  # the combine's own PTX facts
-    (item,) = [o for o in opportunities.diagnose(e) if o.name.startswith("Underfilled grid in rowsum (kernel combine_kernel, 60% of the stage): 1 CTAs")]
+    named = "Underfilled grid in rowsum (kernel combine_kernel, 60% of the stage): 1 CTAs"
+    (item,) = [o for o in opportunities.diagnose(e) if o.name.startswith(named)]
     # the combine's time spread over every SM, weighed by its share of the stage: the stage's roof is the partial
     # sums' bytes, not the combine's, so it does not bound the combine's spread (the realized gain: 58.8%, H100)
     saved = e.us - e.us / 132

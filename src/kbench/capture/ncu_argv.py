@@ -9,9 +9,12 @@ from pathlib import Path
 from kbench.analysis.ncu import ANNOTATION_METRICS, ANNOTATION_SOURCE_METRICS, SCALAR_FLOPS
 from kbench.nvtx import stage_range
 
-# annotation mode also collects time by source line (ANNOTATION_SOURCE_METRICS); KBENCH_ANNOTATION_LINES=0: its
-# short list alone (to measure what the per-line collection costs)
-ANNOTATION_LINES = os.environ.get("KBENCH_ANNOTATION_LINES", "1") != "0"
+
+def annotation_lines() -> bool:
+    """Whether annotation mode also collects time by source line (ANNOTATION_SOURCE_METRICS); KBENCH_ANNOTATION_LINES=0:
+    its short list alone (to measure what the per-line collection costs). Read per run, not at import: a resident
+    kbench serves commands started with other environments."""
+    return os.environ.get("KBENCH_ANNOTATION_LINES", "1") != "0"
 
 
 def ncu_argv(
@@ -43,7 +46,7 @@ def ncu_argv(
         argv += ["--nvtx-include", f"{stage_range(s)}/"]
     if deep:
         argv += ["--set", "full", "--import-source", "yes", "--metrics", ",".join(SCALAR_FLOPS)]
-    elif ANNOTATION_LINES if lines is None else lines:
+    elif annotation_lines() if lines is None else lines:
         argv += ["--import-source", "yes", "--metrics", ",".join((*ANNOTATION_METRICS, *ANNOTATION_SOURCE_METRICS))]
     else:
         argv += ["--metrics", ",".join(ANNOTATION_METRICS)]

@@ -135,7 +135,7 @@ class CounterMode:
 
     def capture(self, job: Job) -> Capture:
         from kbench.capture import child, tools
-        from kbench.capture.ncu_argv import ANNOTATION_LINES, ncu_argv
+        from kbench.capture.ncu_argv import annotation_lines, ncu_argv
 
         plan, opts, run_dir, env = job.plan, job.opts, job.run_dir, job.env
         stages = [s.name for s in plan.checked_stages()]
@@ -149,7 +149,7 @@ class CounterMode:
         log_path = run_dir / "ncu.log"
         # what the analysis and the report load, loaded while this process only waits on ncu
         ncu_preload.start(run_dir / REPORT)
-        if self.deep or ANNOTATION_LINES:  # the deep dive and time by source line read each stage's SASS
+        if self.deep or annotation_lines():  # the deep dive and time by source line read each stage's SASS
             ncu_preload.warm_sass()
         chart.import_meanwhile()
         with env.sampled():
