@@ -225,7 +225,7 @@ PAIRS = [
         f"{I42}/convert-torch_cast",
         f"{I42}/convert-in_kernel",
         "Kernel unrolled_elementwise_kernel",
-        "plan's kernel",
+        "plan's setup",
         "ea",
     ),
     (f"{I42}/absmax-torch_abs", f"{I42}/absmax-fused", "Kernel vectorized_elementwise_kernel", "plan's kernel", "ea"),
