@@ -85,7 +85,7 @@ def realized(before: str, after: str, mode: str, by_events: bool = False) -> flo
         folder = folder_of(run, mode)
         if by_events:
             stages = json.loads((folder / "timings.json").read_text())["stages"].values()
-            return sum(statistics.median(s["samples_us"]) for s in stages)
+            return float(sum(statistics.median(s["samples_us"]) for s in stages))
         return float(json.loads((folder / "result.json").read_text())["figures"]["total_us"])
 
     times = [took(r) for r in (before, after)]

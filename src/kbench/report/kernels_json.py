@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kbench.analysis.kernels import HostTime, StageKernel, StageKernels
 from kbench.model import Model
-from kbench.report.report_json import Value, _derived, _measured
+from kbench.report.values import Value, _derived, _measured
 
 PER_RUN = "{source}: its activity records, per run of the stage (median over the runs recorded)"
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import Field
-
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.ncu import ALIASES
 from kbench.analysis.stages import StageFigures
@@ -21,19 +19,11 @@ from kbench.analysis.timing_stats import TimingStats
 from kbench.model import Model
 from kbench.report.models import ProfileResult, totals
 from kbench.report.source import Source as CodeSource
+from kbench.report.values import Value, _derived, _measured
 
 SCHEMA_VERSION: Literal["1"] = "1"
 SCHEMA_ID = f"https://kbench.dev/schema/report-{SCHEMA_VERSION}.json"
-Source = Literal["measured", "interpreter", "analytic", "derived", "n/a"]
 INTERPRETED = "Triton's CPU interpreter: the wall time of {what} (no GPU ran; not GPU time)"
-
-
-class Value(Model):
-    value: float | None
-    unit: str
-    source: Source
-    by: str = ""  # the tool and metric or timer; the plan's model; or the formula
-    inputs: dict[str, float] = Field(default_factory=dict)  # a derived value's operands
 
 
 class StageReport(Model):
@@ -116,16 +106,6 @@ class ReportJson(Model):
     sections: dict[str, Any]  # the report's mode sections (timing, timeline, counters, conformance, tiling) as data
     environment: Environment
     files: list[tuple[str, str]]
-
-
-def _measured(value: float | None, unit: str, by: str) -> Value:
-    return Value(value=value, unit=unit, source="measured" if value is not None else "n/a", by=by)
-
-
-def _derived(value: float | None, unit: str, formula: str, **inputs: float | None) -> Value:
-    if value is None or any(v is None for v in inputs.values()):
-        return Value(value=value, unit=unit, source="n/a" if value is None else "derived", by=formula)
-    return Value(value=value, unit=unit, source="derived", by=formula, inputs={k: v for k, v in inputs.items() if v})
 
 
 def _metric(key: str) -> str:
