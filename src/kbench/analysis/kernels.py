@@ -9,6 +9,7 @@ of the stage.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -42,21 +43,11 @@ class StageKernel(Model):
 
     @property
     def ctas(self) -> int | None:
-        if not self.grid:
-            return None
-        n = 1
-        for g in self.grid:
-            n *= int(g)
-        return n
+        return math.prod(int(g) for g in self.grid) if self.grid else None
 
     @property
     def threads(self) -> int | None:
-        if not self.block:
-            return None
-        n = 1
-        for b in self.block:
-            n *= int(b)
-        return n
+        return math.prod(int(b) for b in self.block) if self.block else None
 
 
 class HostTime(Model):
