@@ -7,6 +7,7 @@ from typing import Any
 
 from kbench.analysis.ptx import instruction_mix
 from kbench.analysis.ttgir import compiled_facts
+from kbench.capture import sass
 from kbench.capture.prepare import Launched, PreparedStage
 from kbench.fsutil import write_json_atomic
 
@@ -97,8 +98,10 @@ def write_stage(run_dir: Path, ps: PreparedStage) -> dict[str, Any]:
             "there are no compiler artifacts to keep.\n"
         )
         return tiling
+    tool = sass.nvdisasm()
     for base, k in ran.items():
         write_compiled(out, base, k.compiled)
+        sass.disassemble(out / f"{base}.cubin", tool)  # the machine code's per-line mix, where nvdisasm is here
     return tiling
 
 

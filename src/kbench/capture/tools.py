@@ -42,7 +42,7 @@ def _executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-def _lookup(name: str, env_var: str, more: Callable[[], list[Path]] = list) -> Path | None:
+def lookup(name: str, env_var: str, more: Callable[[], list[Path]] = list) -> Path | None:
     """``$env_var`` (which must then be right), PATH, $CUDA_HOME/bin, then ``more()`` in order."""
     if env := os.environ.get(env_var):
         if _executable(Path(env)):
@@ -56,7 +56,7 @@ def _lookup(name: str, env_var: str, more: Callable[[], list[Path]] = list) -> P
 
 def find_ncu() -> Path:
     """KBENCH_NCU, then PATH, then $CUDA_HOME/bin; ToolMissing with what to do otherwise."""
-    if found := _lookup("ncu", "KBENCH_NCU"):
+    if found := lookup("ncu", "KBENCH_NCU"):
         return found
     raise ToolMissing(
         "Nsight Compute (ncu) not found on KBENCH_NCU, PATH or $CUDA_HOME/bin; install it, or use "
@@ -89,7 +89,7 @@ def _nsys_candidates() -> list[Path]:
 def find_nsys() -> Path:
     """KBENCH_NSYS, then PATH, then $CUDA_HOME/bin, then an Nsight Systems install under /opt/nvidia, then the
     copy inside an Nsight Compute install (``<ncu-root>/host/target-linux-x64/nsys``); ToolMissing otherwise."""
-    if found := _lookup("nsys", "KBENCH_NSYS", _nsys_candidates):
+    if found := lookup("nsys", "KBENCH_NSYS", _nsys_candidates):
         return found
     raise ToolMissing(
         "Nsight Systems (nsys) not found on KBENCH_NSYS, PATH, $CUDA_HOME/bin, /opt/nvidia/nsight-systems or inside "
