@@ -112,6 +112,8 @@ class StageKernels(Model):
         k = next((k for k in self.kernels if k.name == kernel), None)
         if k is None:
             return f"{self.stage}: {kernel} was not among the kernels {self.kernels[0].source} saw in the stage"
+        if len(self.kernels) == 1:
+            return None  # the stage's only kernel: the Kernels table already says it all
         share = f", {k.share_pct:.1f}% of the stage's kernel time" if k.share_pct is not None else ""
         grid = f", launched with grid {'x'.join(map(str, k.grid))}" if k.grid else ""
         return f"{self.stage}: the facts above describe {k.short}{share}{grid} ({len(self.kernels)} kernel(s) ran)"
