@@ -124,9 +124,9 @@ def test_the_rests_after_event_repetitions_follow_them() -> None:
 def test_the_kineto_entry_points_exist_in_this_torch() -> None:
     # CUPTI records come through the autograd profiler's own entry points (torch.profiler's first session imports
     # torch._dynamo, sympy and FSDP: 5-7 s of a fresh process on the H100); the torch CI installs must have them
-    from kbench.capture.cupti import _kineto_session
+    from kbench.capture.cupti import kineto_session
 
-    config, activities = _kineto_session()
+    config, activities = kineto_session()
     assert config is not None and len(activities) == 1
 
 
@@ -136,6 +136,6 @@ def test_tracing_falls_back_to_torch_profiler_where_the_entry_points_differ(monk
     def differs() -> None:
         raise TypeError("ProfilerConfig(): incompatible constructor arguments")
 
-    monkeypatch.setattr(cupti, "_kineto_session", differs)
+    monkeypatch.setattr(cupti, "kineto_session", differs)
     monkeypatch.setattr(cupti, "_chrome", lambda body: [(1.0, 2.0)])
     assert cupti._traced(lambda: None) == [(1.0, 2.0)]

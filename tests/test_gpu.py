@@ -364,7 +364,7 @@ def test_kineto_and_torch_profiler_record_the_same_gpu_work() -> None:
             cupti.probe()
             x.add_(1.0)
 
-    ours = cupti._kineto(body, cupti._kineto_session())
+    ours = cupti._kineto(body, cupti.kineto_session())
     theirs = cupti._chrome(body)
     assert len(ours) == len(theirs) == 20 * 4
     for slot in range(4):

@@ -20,6 +20,7 @@ from kbench.analysis.counters import StageCounters, StageModel
 from kbench.analysis.devices import ActiveDevice, SmLimits
 from kbench.analysis.fusion import fusion
 from kbench.analysis.kernels import StageKernels
+from kbench.analysis.lines import LineModel
 from kbench.analysis.ncu import Rule
 from kbench.analysis.occupancy import ctas_per_sm
 from kbench.analysis.opportunities import Opportunity
@@ -107,8 +108,17 @@ class Facts:
 
     @classmethod
     def of(
-        cls, device: ActiveDevice, tiling: dict[str, dict[str, Any]], predicted: dict[str, Predicted] | None = None
+        cls,
+        device: ActiveDevice,
+        tiling: dict[str, dict[str, Any]],
+        predicted: dict[str, Predicted] | None = None,
+        *,
+        kernels: dict[str, StageKernels] | None = None,
+        lines: dict[str, list[LineModel]] | None = None,
     ) -> Facts:
+        """The facts a mode passes on: the device's, the launch records, an access run's prediction, the kernels the
+        GPU ran per stage, and per stage the time by source line of its kernels (the first, its longest, is the one
+        the evidence reads)."""
         spec = device.spec
         latency = spec.measured.get("dram_latency_ns") if spec else None
         atomic = spec.measured.get("atomic_same_address_ns") if spec else None
@@ -121,6 +131,8 @@ class Facts:
             atomic_serial_ns=atomic.value if atomic else None,
             arch=spec.arch if spec else None,
             predicted=predicted or {},
+            kernels=kernels or {},
+            measured={name: {"lines": models[0]} for name, models in (lines or {}).items() if models},
         )
 
     def on(self, ceilings: dict[str, Ceilings], roofline_known: bool) -> Facts:

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from kbench.model import Model
+
+if TYPE_CHECKING:
+    from kbench.plan.base import Stage
 
 # runtime/driver API calls that allocate or free memory (a cudaMallocAsync is stream-ordered: the host does not wait)
 ALLOCATES = ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost", "cuMemAlloc", "cuMemFree")
@@ -162,13 +166,18 @@ def counted(work: dict[str, float]) -> str:
     return ", ".join(f"{n:g} {one.get(what, what) if n == 1 else what}" for what, n in work.items() if n)
 
 
+def declared_kernels(stages: Iterable[Stage]) -> dict[str, list[str]]:
+    """The kernels each stage of a plan declares, by stage name."""
+    return {s.name: list(s.kernels) for s in stages}
+
+
 def is_declared(name: str, declared: Sequence[str]) -> bool | None:
     """Whether a kernel the GPU ran is one the plan declared (a declared name is the kernel's name, or a part of a
     library kernel's mangled name); None when the plan declares none."""
     wanted = [d for d in declared if d]
     if not wanted:
         return None
-    return any(d == name or d in name for d in wanted)
+    return any(d in name for d in wanted)
 
 
 def shares(kernels: list[StageKernel]) -> list[StageKernel]:

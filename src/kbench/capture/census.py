@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis.census import MARK, facts
+from kbench.capture.cupti import kineto_session, profiler_failed
 
 RUNS = 3  # runs of the stage the census records (the analysis takes the median per run)
 
@@ -22,11 +23,9 @@ def census(fn: Callable[[], object], runs: int = RUNS) -> dict[str, Any] | str:
     try:
         import torch
         from torch._C._autograd import _disable_profiler, _enable_profiler, _prepare_profiler
-        from torch._C._profiler import ProfilerActivity, ProfilerConfig, ProfilerState, _ExperimentalConfig
 
-        # the cupti.py session's entry points (no torch.profiler import), with CPU ops added for the launching op
-        config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig())
-        activities = {ProfilerActivity.CPU, ProfilerActivity.CUDA}
+        # the CUPTI timing's session entry points (no torch.profiler import), with CPU ops for the launching op
+        config, activities = kineto_session(cpu=True)
         torch.cuda.synchronize()
         _prepare_profiler(config, activities)
         _enable_profiler(config, activities)
@@ -42,7 +41,7 @@ def census(fn: Callable[[], object], runs: int = RUNS) -> dict[str, Any] | str:
             result.save(str(path))
             record = facts(json.loads(path.read_text()))
     except Exception as e:  # whatever the profiler raises: the census is not measured, the run goes on
-        return f"the PyTorch profiler failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return profiler_failed(e)
     if not record["items"]:
         return "the profiler recorded no GPU work for the stage"
     if len(record.get("host_us") or []) != runs:

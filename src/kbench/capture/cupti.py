@@ -121,20 +121,25 @@ def _traced(body: Callable[[], object]) -> list[tuple[float, float]]:
     activity records through the autograd profiler's own entry points (``_kineto``), or, where those are not there
     as this torch has them, through torch.profiler and its Chrome trace (``_chrome``)."""
     try:
-        session = _kineto_session()
+        session = kineto_session()
     except (ImportError, AttributeError, TypeError):  # a torch whose private profiler API differs
         return _chrome(body)
     return _kineto(body, session)
 
 
-def _kineto_session() -> tuple[Any, Any]:
-    """The Kineto profiler's configuration for CUDA activity alone, and its activities. torch.profiler's own first
-    session imports torch._dynamo, sympy and FSDP (5.1 s of a fresh process on the H100, where Python compiles them
-    each time; seconds even from cached bytecode); these entry points need none of it."""
+def kineto_session(cpu: bool = False) -> tuple[Any, Any]:
+    """The Kineto profiler's configuration for CUDA activity (and CPU ops, ``cpu``), and its activities.
+    torch.profiler's own first session imports torch._dynamo, sympy and FSDP (5.1 s of a fresh process on the H100,
+    where Python compiles them each time; seconds even from cached bytecode); these entry points need none of it."""
     from torch._C._profiler import ProfilerActivity, ProfilerConfig, ProfilerState, _ExperimentalConfig
 
     config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig())
-    return config, {ProfilerActivity.CUDA}
+    return config, {ProfilerActivity.CUDA, *([ProfilerActivity.CPU] if cpu else [])}
+
+
+def profiler_failed(e: BaseException) -> str:
+    """Why a profiler session gave nothing, in one line."""
+    return f"the PyTorch profiler failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 def _kineto(body: Callable[[], object], session: tuple[Any, Any]) -> list[tuple[float, float]]:
@@ -216,4 +221,4 @@ def time_cupti(
             return f"CUPTI recorded {len(items)} GPU activities, not a whole number per repetition ({reps})"
         return per_repetition(items, flushed, stage, reps, probed)
     except (RuntimeError, OSError, ValueError, KeyError) as e:  # the profiler or CUPTI not usable here
-        return f"the PyTorch profiler failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return profiler_failed(e)

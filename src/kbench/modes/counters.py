@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import shlex
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from kbench.analysis import lines, ncu, ncu_source
 from kbench.analysis.counters import StageModel, combine
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, from_counters
+from kbench.analysis.kernels import declared_kernels
 from kbench.analysis.lines import LineModel
 from kbench.analysis.ncu_kernels import stage_kernels
 from kbench.errors import ConfigError, KbenchError, KernelError
@@ -62,7 +62,7 @@ def group(kernels: list[ncu.Kernel], plan: KernelPlan | None) -> Grouped:
 def conformance(plan: KernelPlan, grouped: Grouped, tiling: dict[str, Any]) -> list[dict[str, str]]:
     """Each stage's kernels and grid as ncu saw them against what the plan declares and launched."""
     rows = []
-    declared = {s.name: list(s.kernels) for s in plan.checked_stages()}
+    declared = declared_kernels(plan.checked_stages())
     for stage, ks in grouped:
         names = sorted({k.name for k in ks})
         want = declared.get(stage, [])
@@ -202,13 +202,12 @@ class CounterMode:
             ceilings,
             roofline_known=device.known,
             rules={name: [r for k in ks for r in k.rules] for name, ks in grouped} if self.deep else None,
-            facts=replace(
-                Facts.of(device, capture.tiling, capture.predicted).measured_by(
-                    {name: {"lines": ms[0]} for name, ms in per_line.items() if ms}
-                ),
-                kernels=stage_kernels(
-                    grouped, {s.name: list(s.kernels) for s in plan.checked_stages()} if plan else {}
-                ),
+            facts=Facts.of(
+                device,
+                capture.tiling,
+                capture.predicted,
+                kernels=stage_kernels(grouped, declared_kernels(plan.checked_stages()) if plan else {}),
+                lines=per_line,
             ),
         )
         passes = max((c.replay_passes or 0) for c in counters)

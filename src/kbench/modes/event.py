@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -211,12 +210,7 @@ class Event(InProcessMode):
             ceilings,
             roofline_known=device.known,
             device_name=device.name,
-            facts=replace(
-                Facts.of(device, capture.tiling, capture.predicted).measured_by(
-                    {name: {"lines": ms[0]} for name, ms in static.items() if ms}
-                ),
-                kernels=kernels,
-            ),
+            facts=Facts.of(device, capture.tiling, capture.predicted, kernels=kernels, lines=static),
         )
         whole = timings.get("plan")
         method = timings["method"]

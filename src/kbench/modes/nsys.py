@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from kbench.analysis import timeline as tl
 from kbench.analysis import timeline_stages as ts
 from kbench.analysis.devices import resolve
 from kbench.analysis.figures import Facts, Undecided, from_timeline
+from kbench.analysis.kernels import declared_kernels
 from kbench.analysis.timeline_kernels import source_of, stage_kernels
 from kbench.capture import child, tools
 from kbench.capture.nsys_argv import export_argv, profile_argv
@@ -184,7 +184,6 @@ class Nsys:
         frame = tl.load(path)
         stages = ctx.plan.checked_stages() if ctx.plan else None
         specs = [ts.StageSpec(s.name, s.stream, tuple(s.after)) for s in stages] if stages else None
-        declared = {s.name: list(s.kernels) for s in stages or []}
         analysis = ts.analyze(frame, ts.backend_of(path.suffix), path.name, specs)
         device = ctx.device or resolve(ctx.table, tl.device_name(path) or "unknown device")
         try:
@@ -194,9 +193,11 @@ class Nsys:
                 device.ceilings(),
                 roofline_known=device.known,
                 device_name=device.name,
-                facts=replace(
-                    Facts.of(device, capture.tiling, capture.predicted),
-                    kernels=stage_kernels(frame, analysis, declared, source_of(path.suffix)),
+                facts=Facts.of(
+                    device,
+                    capture.tiling,
+                    capture.predicted,
+                    kernels=stage_kernels(frame, analysis, declared_kernels(stages or []), source_of(path.suffix)),
                 ),
             )
         except Undecided as e:
