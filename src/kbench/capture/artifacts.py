@@ -67,17 +67,24 @@ def write_stage(run_dir: Path, ps: PreparedStage) -> dict[str, Any]:
     every Triton kernel it launched."""
     name = ps.stage.name
     ran = launched(ps)
+    every = compiled_kernels(ran)  # each kernel's facts read once (PTX, TTGIR, the loaded cubin)
+    own = next((n for n, k in ran.items() if k.compiled is ps.compiled), None)
+    top = (
+        {k: v for k, v in every[own].items() if k not in ("grid", "launches")}
+        if own is not None
+        else kernel_facts(ps.compiled)
+    )
     tiling = {
         "stage": name,
         "config": ps.config,
         "grid": list(ps.launch.grid) if ps.launch.grid else None,
         "declared_kernels": list(ps.stage.kernels),
         "tuning_source": ps.tune.source,
-        **kernel_facts(ps.compiled),
+        **top,
         "dataflow": ps.flow,
     }
     if ran:  # every Triton kernel it launched (a library stage has none)
-        tiling["compiled_kernels"] = compiled_kernels(ran)
+        tiling["compiled_kernels"] = every
     _json(run_dir / "tiling" / f"{name}.json", tiling)
     _json(
         run_dir / "tiling" / name / "autotuning.json",
