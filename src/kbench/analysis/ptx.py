@@ -11,6 +11,7 @@ The counts are static: each instruction as it stands in the PTX, once, however o
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -153,22 +154,17 @@ _PREDICATED_ATOM = re.compile(r"^\s*@(%\w+)\s+(?:atom|red)\.global", re.MULTILIN
 
 # integer ops on the thread index a predicate is built from, per thread (values as Python ints, 32-bit)
 _INT_OPS: dict[str, Callable[[int, int], int]] = {
-    "and": lambda a, b: a & b,
-    "or": lambda a, b: a | b,
-    "xor": lambda a, b: a ^ b,
-    "shr": lambda a, b: a >> b,
+    "and": operator.and_,
+    "or": operator.or_,
+    "xor": operator.xor,
+    "shr": operator.rshift,
     "shl": lambda a, b: (a << b) & 0xFFFFFFFF,
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
 }
 _COMPARE: dict[str, Callable[[int, int], bool]] = {
-    "eq": lambda a, b: a == b,
-    "ne": lambda a, b: a != b,
-    "lt": lambda a, b: a < b,
-    "le": lambda a, b: a <= b,
-    "gt": lambda a, b: a > b,
-    "ge": lambda a, b: a >= b,
+    name: getattr(operator, name) for name in ("eq", "ne", "lt", "le", "gt", "ge")
 }
 
 
