@@ -284,7 +284,9 @@ def main() -> None:
         rec["small_buffer_error"] = f"{type(e).__name__}: {e}"
     finally:
         col3.disable()
-    rec["libs"] = sorted({ln.split()[-1] for ln in open("/proc/self/maps") if "cupti" in ln or "nvperf" in ln})
+    rec["libs"] = sorted(
+        {ln.split()[-1] for ln in Path("/proc/self/maps").read_text().splitlines() if "cupti" in ln or "nvperf" in ln}
+    )
     rec["cc_names"] = [n for n in dir(cc) if "timestamp" in n.lower()]
     (out / "probe.json").write_text(json.dumps(rec))
     print(
