@@ -128,7 +128,7 @@ def main() -> None:
 
     def try_config(metrics: list[str], **kw: Any) -> str | None:
         try:
-            col.configure(metrics=metrics, hardware_buffer_size=64 << 20, sampling_interval=20_000, **kw)
+            col.configure(metrics=metrics, hardware_buffer_size=512 << 20, sampling_interval=20_000, **kw)
             return None
         except Exception as e:
             return f"{type(e).__name__}: {e}"
@@ -149,62 +149,97 @@ def main() -> None:
     try_config(metrics)
     rec["metrics"] = metrics
 
-    # the sampled run inside a Kineto session
+    # the sampled run, alone and inside a Kineto session, with the seven metrics and with all accepted
     from torch._C._autograd import DeviceType, _disable_profiler, _enable_profiler, _prepare_profiler
     from torch._C._profiler import ProfilerActivity, ProfilerConfig, ProfilerState, _ExperimentalConfig
 
     config = ProfilerConfig(ProfilerState.KINETO, False, False, False, False, False, _ExperimentalConfig())
     acts = {ProfilerActivity.CUDA}
-    rec["clocks_before"] = clocks()
-    _prepare_profiler(config, acts)
-    t = time.perf_counter()
-    col.start()
-    rec["start_s"] = time.perf_counter() - t
-    _enable_profiler(config, acts)
-    rec["clocks_in"] = clocks()
-    time.sleep(0.002)
-    put_stamp(0)
-    for _ in range(2):
-        y.copy_(x)
-    put_stamp(1)
-    torch.cuda.synchronize()
-    time.sleep(0.002)
-    put_stamp(2)
-    for _ in range(3):
-        torch.mm(a, b)
-    put_stamp(3)
-    torch.cuda.synchronize()
-    time.sleep(0.002)
-    put_stamp(4)
-    torch.cuda._sleep(200_000)  # one thread, ~100 us
-    put_stamp(5)
-    torch.cuda.synchronize()
-    rec["clocks_end"] = clocks()
-    result = _disable_profiler()
-    t = time.perf_counter()
-    col.stop()
-    rec["stop_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    data = col.decode(max_samples=20_000)
-    rec["decode_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    samples = [(s.start_timestamp, s.end_timestamp, list(s.metric_values)) for s in data]
-    rec["evaluate_s"] = time.perf_counter() - t
-    rec["decode"] = {
-        "total": data.num_total_samples,
-        "populated": data.num_populated_samples,
-        "completed": data.num_completed_samples,
-        "metrics": list(data.metrics),
-    }
-    rec["samples"] = samples
-    rec["kineto"] = [
-        {"name": e.name, "start_ns": e.start_ns(), "dur_ns": e.duration_ns()}
-        for e in result.events()
-        if e.device_type() == DeviceType.CUDA
+
+    def save() -> None:
+        (out / "probe.json").write_text(json.dumps(rec))
+
+    def sampled(tag: str, ms: list[str], kineto: bool, buffer: int, max_samples: int) -> None:
+        r: dict[str, Any] = {"metrics": ms, "kineto": kineto, "buffer": buffer, "max_samples": max_samples}
+        rec.setdefault("runs", {})[tag] = r
+        try:
+            col.configure(metrics=ms, hardware_buffer_size=buffer, sampling_interval=20_000)
+            if kineto:
+                _prepare_profiler(config, acts)
+                _enable_profiler(config, acts)
+            r["clocks_before"] = clocks()
+            t = time.perf_counter()
+            col.start()
+            r["start_s"] = time.perf_counter() - t
+            r["clocks_in"] = clocks()
+            time.sleep(0.002)
+            put_stamp(0)
+            for _ in range(2):
+                y.copy_(x)
+            put_stamp(1)
+            torch.cuda.synchronize()
+            time.sleep(0.002)
+            put_stamp(2)
+            for _ in range(3):
+                torch.mm(a, b)
+            put_stamp(3)
+            torch.cuda.synchronize()
+            time.sleep(0.002)
+            put_stamp(4)
+            torch.cuda._sleep(200_000)  # one thread, ~100 us
+            put_stamp(5)
+            torch.cuda.synchronize()
+            r["clocks_end"] = clocks()
+            t = time.perf_counter()
+            col.stop()
+            r["stop_s"] = time.perf_counter() - t
+            if kineto:
+                result = _disable_profiler()
+                r["kineto_events"] = [
+                    {"name": e.name, "start_ns": e.start_ns(), "dur_ns": e.duration_ns()}
+                    for e in result.events()
+                    if e.device_type() == DeviceType.CUDA
+                ]
+                result.save(str(out / f"kineto-{tag}.json"))
+            if stamp is not None:
+                r["stamps"] = [int(v) for v in stamps.get()]
+            t = time.perf_counter()
+            data = col.decode(max_samples=max_samples)
+            r["decode_s"] = time.perf_counter() - t
+            t = time.perf_counter()
+            r["samples"] = [(s.start_timestamp, s.end_timestamp, list(s.metric_values)) for s in data]
+            r["evaluate_s"] = time.perf_counter() - t
+            r["decode"] = {
+                "total": data.num_total_samples,
+                "populated": data.num_populated_samples,
+                "completed": data.num_completed_samples,
+                "metrics": list(data.metrics),
+            }
+        except Exception as e:
+            r["error"] = f"{type(e).__name__}: {e}"
+            try:
+                col.stop()
+            except Exception as e2:
+                r["stop_error"] = repr(e2)
+        print(tag, {k: v for k, v in r.items() if k not in ("samples", "kineto_events", "metrics")}, flush=True)
+        print(tag, "samples", len(r.get("samples", [])), flush=True)
+        save()
+
+    seven = [
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
+        "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed",
+        "sm__inst_executed_pipe_xu_realtime.avg.pct_of_peak_sustained_elapsed",
+        "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "pcie__throughput.avg.pct_of_peak_sustained_elapsed",
     ]
-    if stamp is not None:
-        rec["stamps"] = [int(v) for v in stamps.get()]
-    result.save(str(out / "kineto.json"))
+    save()
+    sampled("seven_alone", seven, False, 512 << 20, 10_000)
+    sampled("seven_kineto", seven, True, 512 << 20, 10_000)
+    sampled("all_kineto", metrics, True, 512 << 20, 10_000)
+    sampled("all_kineto_small", metrics, True, 64 << 20, 10_000)
+    col.configure(metrics=seven, hardware_buffer_size=512 << 20, sampling_interval=20_000)
 
     # interference: the GEMM's CUDA-event time, sampling off / on, alternating blocks
     def timed(n: int = 20) -> list[float]:
@@ -234,16 +269,17 @@ def main() -> None:
             ts.append(s.elapsed_time(e) * 1e3)
         return ts
 
-    for _ in range(4):
+    for _ in range(4 if "error" not in rec["runs"]["seven_alone"] else 0):
         off += timed()
         copy_off += timed_copy()
         col.start()
         on += timed()
         copy_on += timed_copy()
         col.stop()
-        col.decode(max_samples=20_000)
-    rec["gemm_us"] = {"off": statistics.median(off), "on": statistics.median(on)}
-    rec["copy_us"] = {"off": statistics.median(copy_off), "on": statistics.median(copy_on)}
+        col.decode(max_samples=10_000)
+    if on:
+        rec["gemm_us"] = {"off": statistics.median(off), "on": statistics.median(on)}
+        rec["copy_us"] = {"off": statistics.median(copy_off), "on": statistics.median(copy_on)}
     # teardown and again (the resident runs event mode many times in one process)
     t = time.perf_counter()
     col.disable()
@@ -252,7 +288,7 @@ def main() -> None:
     t = time.perf_counter()
     try:
         col2.enable()
-        col2.configure(metrics=metrics, hardware_buffer_size=64 << 20, sampling_interval=20_000)
+        col2.configure(metrics=seven, hardware_buffer_size=512 << 20, sampling_interval=20_000)
         col2.start()
         torch.mm(a, b)
         torch.cuda.synchronize()
@@ -272,7 +308,7 @@ def main() -> None:
     col3 = pm_sampling.Collector(0)
     try:
         col3.enable()
-        col3.configure(metrics=metrics, hardware_buffer_size=1 << 16, sampling_interval=1_000)
+        col3.configure(metrics=seven, hardware_buffer_size=1 << 16, sampling_interval=1_000)
         col3.start()
         for _ in range(3):
             torch.mm(a, b)
@@ -284,6 +320,7 @@ def main() -> None:
         rec["small_buffer_error"] = f"{type(e).__name__}: {e}"
     finally:
         col3.disable()
+    save()
     rec["libs"] = sorted(
         {ln.split()[-1] for ln in Path("/proc/self/maps").read_text().splitlines() if "cupti" in ln or "nvperf" in ln}
     )
@@ -291,11 +328,16 @@ def main() -> None:
     (out / "probe.json").write_text(json.dumps(rec))
     print(
         json.dumps(
-            {k: v for k, v in rec.items() if k not in ("samples", "kineto", "single_pass_sets", "supported_chips")},
+            {k: v for k, v in rec.items() if k not in ("runs", "single_pass_sets", "supported_chips")},
             indent=1,
         )
     )
-    print("sets:", {k: len(v) for k, v in rec["single_pass_sets"].items()}, "samples:", len(samples))
+    print(
+        "sets:",
+        {k: len(v) for k, v in rec["single_pass_sets"].items()},
+        "runs:",
+        {k: len(v.get("samples", [])) for k, v in rec.get("runs", {}).items()},
+    )
 
 
 if __name__ == "__main__":
