@@ -26,6 +26,7 @@ from kbench.analysis.occupancy import ctas_per_sm
 from kbench.analysis.opportunities import Opportunity
 from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.roofline import Ceilings
+from kbench.analysis.sampling import SampledStage
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.analysis.ttgir import AtomicOp, DotOp
@@ -115,10 +116,11 @@ class Facts:
         *,
         kernels: dict[str, StageKernels] | None = None,
         lines: dict[str, list[LineModel]] | None = None,
+        sampled: dict[str, dict[str, Any]] | None = None,
     ) -> Facts:
         """The facts a mode passes on: the device's, the launch records, an access run's prediction, the kernels the
-        GPU ran per stage, and per stage the time by source line of its kernels (the first, its longest, is the one
-        the evidence reads)."""
+        GPU ran per stage, per stage the time by source line of its kernels (the first, its longest, is the one
+        the evidence reads), and the Evidence fields PM sampling measured per stage (``sampled``)."""
         spec = device.spec
         latency = spec.measured.get("dram_latency_ns") if spec else None
         atomic = spec.measured.get("atomic_same_address_ns") if spec else None
@@ -132,7 +134,7 @@ class Facts:
             arch=spec.arch if spec else None,
             predicted=predicted or {},
             kernels=kernels or {},
-            measured={name: {"lines": models[0]} for name, models in (lines or {}).items() if models},
+            measured=_measured(lines or {}, sampled or {}),
         )
 
     def on(self, ceilings: dict[str, Ceilings], roofline_known: bool) -> Facts:
@@ -187,6 +189,15 @@ class Facts:
         return op.Evidence(stage=f, total_us=total_us, practical=self.practical.get(f.precision), tile=tile, **known)
 
 
+def _measured(lines: dict[str, list[LineModel]], sampled: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per stage, the Evidence fields a mode measured: its first line model, its sampled counters."""
+    out: dict[str, dict[str, Any]] = {name: {"lines": models[0]} for name, models in lines.items() if models}
+    for name, fields in sampled.items():
+        if fields:
+            out.setdefault(name, {}).update(fields)
+    return out
+
+
 def _whole(value: Any) -> int | None:
     return None if value is None else int(value)
 
@@ -205,15 +216,23 @@ def from_timings(
     roofline_known: bool,
     device_name: str,
     facts: Facts | None = None,
+    sampled: dict[str, tuple[SampledStage, dict[str, str]]] | None = None,
 ) -> PlanFigures:
     """Timed stages (event mode, and a timeline with a plan). ``ceilings`` maps precision -> roofs (datasheet when
     ``roofline_known``, else measured at run time and used only to classify); Top 3 from the catalogue, against
-    the practical roofs (``facts``; on an unknown device the measured ``ceilings`` are the practical roofs)."""
+    the practical roofs (``facts``; on an unknown device the measured ``ceilings`` are the practical roofs).
+    ``sampled``: per stage, its PM-sampled counters and how each Stages-table figure was measured (event mode)."""
     facts = (facts or Facts()).on(ceilings, roofline_known)
     figs = [
         st.timed(s, timings[s.name], ceilings.get(s.precision), roofline_known, facts.practical.get(s.precision))
         for s in stages
     ]
+    total_us = sum(f.duration_us for f in figs)
+    for f in figs:
+        if f.name in (sampled or {}):
+            counters, by = (sampled or {})[f.name]
+            f.tc_pct, f.dram_pct, f.counted_by = counters.value("tc_pct"), counters.value("dram_pct"), by
+            issue.place(f, facts.evidence(f, total_us))
     classified = [f for f in figs if f.bottleneck is not None]
     if not classified:
         raise KbenchError(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pydantic import Field
+
 from kbench.analysis import bottleneck as b
 from kbench.analysis import roofline as rl
 from kbench.analysis.counters import StageCounters, StageModel, model_mismatch
@@ -44,6 +46,7 @@ class StageFigures(Model):
     tc_pct: float | None = None
     dram_pct: float | None = None
     occ_pct: float | None = None
+    counted_by: dict[str, str] = Field(default_factory=dict)  # figure -> what measured it, where not ncu (sampling)
     bottleneck: b.StageClass | None = None
     key_issue: str = ""
     # the issue roof (counter modes; kbench.analysis.catalogue.issue): % of it the issued warp instructions fill, their

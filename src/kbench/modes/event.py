@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbench.analysis import lines
+from kbench.analysis import lines, sampling
 from kbench.analysis.audit import cross_check
 from kbench.analysis.census import stage_kernels
 from kbench.analysis.clocks import probed, sagged, start_mhz, window
@@ -23,6 +23,8 @@ from kbench.capture.census import census
 from kbench.capture.cupti import REST_X, Repetitions, after_events, time_cupti, work_items
 from kbench.capture.phases import Stopwatch, describe
 from kbench.capture.prepare import guarded
+from kbench.capture.sampling import Sampler, reps_for
+from kbench.capture.sampling import start as start_sampling
 from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
 from kbench.fsutil import write_json_atomic
 from kbench.modes.base import Analysis, Capture, Context, InProcessMode, Job, prepare_in_process
@@ -34,6 +36,7 @@ from kbench.report.sections import Sections, Timing
 TIMINGS = "timings.json"
 CEILINGS = "ceilings.json"
 KERNELS = "kernels.json"  # the census of each stage's kernels (kbench.capture.census), raw facts
+SAMPLES = "samples.json"  # each stage's PM-sampling round (kbench.capture.sampling), raw samples and kernel records
 NO_CENSUS_GRAPH = (
     "--cuda-graph: the stage is timed as graph replays, which make no launches or API calls of their own, and "
     "CUPTI does not time it (no kernel sum to set the events against)"
@@ -98,13 +101,26 @@ class Event(InProcessMode):
         # when each stage was timed (CUDA events, then CUPTI), to place the clock samples
         windows: dict[str, tuple[float, float, float]] = {}
         taken: dict[str, Any] = {}  # per stage: its census record, or {"not_measured": why}
+        sampled: dict[str, Any] = {}  # samples.json: the sampler, or why there is none, and each stage's round
 
         def measure() -> dict[str, Any]:
+            with watch.phase("PM sampling"):
+                sampler = start_sampling()
+            if not isinstance(sampler, Sampler):
+                sampled["not_available"] = sampler
+                return rounds(None)
+            sampled["sampler"] = sampler.describe()
+            try:
+                return rounds(sampler)
+            finally:
+                sampler.close()
+
+        def rounds(sampler: Sampler | None) -> dict[str, Any]:
             stages: dict[str, Any] = {}
             flush = L2Flush(l2_flush_bytes())
             rest_x = 0.0 if job.env.clocks.locked else REST_X
             with watch.phase("CUPTI timing"):
-                flush_items = work_items(flush) if not opts.cuda_graph else 0
+                flush_items = work_items(flush) if not opts.cuda_graph or sampler else 0
             for ps in prep.stages:
                 start = time.monotonic()
                 with watch.phase("CUDA-event timing"):
@@ -129,6 +145,13 @@ class Event(InProcessMode):
                     found = census(ps.launch.fn) if not opts.cuda_graph else NO_CENSUS_GRAPH
                 if found is not None:  # None: a replayed capture that recorded no census (tests/pipeline_fakes.py)
                     taken[ps.stage.name] = found if isinstance(found, dict) else {"not_measured": found}
+                if sampler is not None:  # after the timings too: the counters, in a round of their own
+                    us = cupti.us if isinstance(cupti, Repetitions) else events.us
+                    with watch.phase("PM sampling"):
+                        got = sampler.round(ps.launch.fn, reps_for(min(us), opts.bench_runs), flush, flush_items)
+                    sampled.setdefault("stages", {})[ps.stage.name] = (
+                        got if isinstance(got, dict) else {"not_measured": got}
+                    )
                 stages[ps.stage.name] = {
                     "samples_us": events.us,
                     "warmup_reps": events.warmup_reps,
@@ -160,6 +183,9 @@ class Event(InProcessMode):
                 else timed["events_clock"]
             )
         write_json_atomic(job.run_dir / TIMINGS, timings)  # the raw samples, kept before any analysis
+        if sampled:
+            sampled["seconds"] = round(watch.seconds.get("PM sampling", 0.0), 3)
+            write_json_atomic(job.run_dir / SAMPLES, sampled)
         if taken:
             seconds = round(watch.seconds.get("kernel census", 0.0), 3)
             write_json_atomic(job.run_dir / KERNELS, {"runs": CENSUS_RUNS, "seconds": seconds, "stages": taken})
@@ -173,7 +199,7 @@ class Event(InProcessMode):
                 )
             write_json_atomic(job.run_dir / CEILINGS, {p: vars(c) for p, c in found.items()})
         files = {"timings": job.run_dir / TIMINGS}
-        for role, name in (("ceilings", CEILINGS), ("kernels", KERNELS)):
+        for role, name in (("ceilings", CEILINGS), ("kernels", KERNELS), ("samples", SAMPLES)):
             if (job.run_dir / name).exists():
                 files[role] = job.run_dir / name
         job.params["phases_s"] = {k: round(v, 2) for k, v in watch.seconds.items()}
@@ -185,8 +211,9 @@ class Event(InProcessMode):
         )
 
     def open(self, path: Path) -> Capture:
-        beside = path.parent / KERNELS  # the census a live run wrote next to its timings
-        return Capture(files={"timings": path, **({"kernels": beside} if beside.exists() else {})}, live=False)
+        # the census and the sampling round a live run wrote next to its timings
+        beside = {role: path.parent / name for role, name in (("kernels", KERNELS), ("samples", SAMPLES))}
+        return Capture(files={"timings": path, **{r: p for r, p in beside.items() if p.exists()}}, live=False)
 
     def analyse(self, capture: Capture, ctx: Context) -> Analysis:
         if ctx.plan is None:
@@ -204,13 +231,29 @@ class Event(InProcessMode):
         # the compiled kernels' static per-line mix, where the run folder kept them (compiled/<stage>/)
         compiled = capture.files["timings"].parent / "compiled"
         static = {s.name: lines.compiled(compiled / s.name) for s in ctx.plan.checked_stages()}
+        found = json.loads(capture.files["samples"].read_text()) if "samples" in capture.files else {}
+        sampled, sampling_notes = sampling.read(found) if found else ({}, [])
+        spec = device.spec
+        counted = {
+            name: sampling.evidence(
+                s,
+                spec.sm_count if spec else None,
+                (timings["stages"][name].get("clock") or {}).get("sm_mhz"),
+                stats[name].median_us,
+                spec.limits.issue_per_clock if spec and spec.limits else None,
+            )
+            for name, s in sampled.items()
+        }
         figures = from_timings(
             ctx.plan.checked_stages(),
             stats,
             ceilings,
             roofline_known=device.known,
             device_name=device.name,
-            facts=Facts.of(device, capture.tiling, capture.predicted, kernels=kernels, lines=static),
+            facts=Facts.of(device, capture.tiling, capture.predicted, kernels=kernels, lines=static, sampled=counted),
+            sampled={
+                n: (s, sampling.sampled_by(s, found.get("sampler", {}).get("metrics", {}))) for n, s in sampled.items()
+            },
         )
         whole = timings.get("plan")
         method = timings["method"]
@@ -228,11 +271,12 @@ class Event(InProcessMode):
                     if (note := sagged(name, st.get("clock"), timings.get("start_sm_mhz")))
                 ],
                 *unmeasured,
+                *sampling_notes,
                 # where the time went, for a capture long enough to ask (a second or more)
                 *([describe(phases)] if sum((phases := capture.facts.get("phases") or {}).values()) >= 1 else []),
             ],
             plan_timing=TimingStats.of(whole["samples_us"]) if whole else None,
-            sections=Sections(timing=Timing(concurrency=concurrency(ctx.plan))),
+            sections=Sections(timing=Timing(concurrency=concurrency(ctx.plan), sampled=list(sampled.values()) or None)),
             data=static,
         )
 

@@ -11,6 +11,7 @@ from kbench.analysis.access_facts import Predicted, SiteFacts
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.ptx import InstructionMix
+from kbench.analysis.sampling import SampledStage
 from kbench.model import Model
 
 
@@ -31,6 +32,7 @@ class Timing(Frozen):
     """``## Timing``: the repetitions behind each stage's median (event mode)."""
 
     concurrency: str | None = None  # a plan on several streams: what the timing can and cannot say about it
+    sampled: list[SampledStage] | None = None  # each stage's counters from PM sampling (kbench.analysis.sampling)
 
 
 class Counters(Frozen):
