@@ -72,11 +72,18 @@ def _place(record: dict[str, Any]) -> tuple[list[tuple[float, float, list[float]
     steps = [b[0] - a[0] for a, b in itertools.pairwise(raw)]
     rate = statistics.median(steps) / record["interval_ns"] if steps else 1.0
     ts, unix, _ = min(record["anchors"], key=lambda a: a[2])  # the pair read closest together
-    return [(unix + (s - ts) / rate, unix + (e - ts) / rate, list(v)) for s, e, v in raw], rate
+    at = unix - _base(record)
+    return [(at + (s - ts) / rate, at + (e - ts) / rate, list(v)) for s, e, v in raw], rate
+
+
+def _base(record: dict[str, Any]) -> int:
+    """Times are kept in ns after the round's first record (Unix ns as floats would lose 256 ns)."""
+    return min((int(i[1]) for i in record["items"]), default=0)
 
 
 def _items(record: dict[str, Any]) -> list[Item]:
-    return [(str(n), float(s), float(s) + float(d)) for n, s, d in record["items"]]
+    base = _base(record)
+    return [(str(n), float(s - base), float(s - base + d)) for n, s, d in record["items"]]
 
 
 def stage_items(record: dict[str, Any]) -> list[Item] | str:

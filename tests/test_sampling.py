@@ -1,0 +1,191 @@
+"""PM sampling in event mode: placing real H100 samples on the kernel records' clock and reducing them
+(kbench.analysis.sampling), and the fallbacks when nothing can sample."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbench.analysis import sampling as S
+from kbench.capture import sampling as capture
+
+DATA = Path(__file__).parent / "data" / "pm_sampling_h100"
+
+
+def _probe() -> dict[str, Any]:
+    found: dict[str, Any] = json.loads((DATA / "probe.json").read_text())
+    return found
+
+
+def _record(probe: dict[str, Any], shift_ns: int = 0) -> dict[str, Any]:
+    """The probe's run as a round record: one repetition, no flush and no gap (the items are all the run's)."""
+    clocks = probe["clocks_in"]
+    return {
+        "interval_ns": probe["interval_ns"],
+        "anchors": [[clocks["cupti_ns"], clocks["time_ns"] + shift_ns, 1_000]],
+        "samples": probe["samples"],
+        "metrics": probe["metrics"],
+        "items": probe["items"],
+    }
+
+
+def _ncu(metric: str, kernel: str) -> list[float]:
+    """ncu's replayed values of ``metric`` on the probe's kernels named ``kernel`` (the same workload, run alone)."""
+    lines = (DATA / "ncu-probe-workload.csv").read_text().splitlines()
+    rows = csv.DictReader(line for line in lines if line.startswith('"'))
+    return [float(r["Metric Value"]) for r in rows if r["Metric Name"] == metric and kernel in r["Kernel Name"]]
+
+
+def _group(record: dict[str, Any], key: str) -> tuple[dict[str, float], float]:
+    samples, _ = S._place(record)
+    items = S._items(record)
+    col = record["metrics"].index(S.WANTED["gpu_busy_pct"])
+    shift = S.refine(samples, S._Busy([(s, e) for _, s, e in items]), col)
+    samples = [(a + shift, b + shift, v) for a, b, v in samples]
+    busy = S._Busy([(s, e) for n, s, e in items if S.GAP not in n])
+    own = S._Busy([(s, e) for n, s, e in items if key in n])
+    return S._reduce(samples, record["metrics"], own, busy, float(record["interval_ns"]))
+
+
+def test_samples_are_placed_by_their_spacing_and_the_clock_pair() -> None:
+    """With the profiler on, CUPTI's clock runs at the TSC's 2.1 ticks per ns: the samples' spacing says so."""
+    record = _record(_probe())
+    samples, rate = S._place(record)
+    assert rate == pytest.approx(2.1, abs=0.01)
+    assert len(samples) == len(record["samples"]) - 1  # the first sample's start is not recorded
+    widths = {round(b - a) for a, b, _ in samples}
+    assert widths <= {19_999, 20_000, 20_001}  # 20 us of GPU time each, on the records' clock
+
+
+def test_the_gemm_tensor_pipe_agrees_with_ncu_replaying_the_same_kernel() -> None:
+    """The three bf16 GEMMs (nvjet): sampled tensor-pipe % against ncu's replayed value of the same metric."""
+    figures, n = _group(_record(_probe()), "nvjet")
+    replayed = _ncu("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed", "nvjet")
+    assert len(replayed) == 3 and n > 150  # ~4.1 ms of GEMM at 20 us
+    assert figures["tc_pct"] == pytest.approx(sum(replayed) / 3, abs=2.0)
+    assert 25.0 < figures["dram_pct"] < 40.0  # a compute-bound GEMM: DRAM far from its roof
+    assert 90.0 < figures["sm_busy_pct"] <= 100.0
+
+
+def test_the_copy_reads_at_the_dram_roof_with_no_tensor_work() -> None:
+    figures, n = _group(_record(_probe()), "Memcpy")
+    assert n > 60  # two 0.71-ms copies
+    assert figures["dram_pct"] > 85.0 and figures["tc_pct"] == 0.0
+
+
+def test_the_busy_fit_recovers_a_wrong_clock_pair() -> None:
+    """A clock pair 30 us off: the GPU-busy metric against the records' busy time moves the samples back."""
+    record = _record(_probe(), shift_ns=30_000)
+    samples, _ = S._place(record)
+    items = S._items(record)
+    col = record["metrics"].index(S.WANTED["gpu_busy_pct"])
+    shift = S.refine(samples, S._Busy([(s, e) for _, s, e in items]), col)
+    assert shift == pytest.approx(-30_000, abs=3_000)
+    assert S.refine(samples, S._Busy([(s, e) for _, s, e in items]), None) == 0.0  # no busy metric: no refinement
+
+
+def _round(reps: int = 3, flush: int = 1, stage: int = 2, us: float = 100.0) -> dict[str, Any]:
+    """A synthetic round: each repetition a flush, a gap spin and the stage's kernels, then one more gap; a sample
+    every 20 us whose DRAM% is 80 inside the stage's kernels, 50 inside the flush, 0 elsewhere."""
+    items: list[list[Any]] = []
+    t = 1_000_000
+    for _ in range(reps):
+        for _ in range(flush):
+            items.append(["flush_kernel", t, 200_000])
+            t += 200_000
+        items.append(["at::cuda::spin_kernel(long)", t, 40_000])
+        t += 40_000
+        for k in range(stage):
+            items.append([f"k{k}", t, int(us * 1e3)])
+            t += int(us * 1e3)
+    items.append(["at::cuda::spin_kernel(long)", t, 40_000])
+    end = t + 40_000
+    spans = [(s, s + d, n) for n, s, d in items]
+
+    def value(a: int) -> float:
+        for s, e, n in spans:
+            if s <= a < e:
+                return 0.0 if "spin" in n else 50.0 if n == "flush_kernel" else 80.0
+        return 0.0
+
+    samples = [[0, 1_000_000, [0.0]]] + [
+        [a, a + 20_000, [value(a + 10_000)]] for a in range(1_000_000, end - 20_000, 20_000)
+    ]
+    return {
+        "reps": reps,
+        "flush_items": flush,
+        "gap_items": 1,
+        "interval_ns": 20_000,
+        "metrics": [S.WANTED["dram_pct"]],
+        "anchors": [[0, 0, 5]],
+        "samples": samples,
+        "items": items,
+    }
+
+
+def test_a_round_gives_the_stage_and_each_kernel_its_own_figures() -> None:
+    got = S.reduce("partial", _round())
+    assert isinstance(got, S.SampledStage)
+    assert got.figures["dram_pct"] == pytest.approx(80.0, abs=0.5)  # the flush's 50% never leaks in
+    assert got.samples == pytest.approx(3 * 2 * 100 / 20, abs=0.5)
+    assert sorted(k.name for k in got.kernels) == ["k0", "k1"]
+    assert all(k.figures["dram_pct"] == pytest.approx(80.0, abs=1.0) for k in got.kernels)
+
+
+def test_too_few_samples_give_no_figure_and_say_how_many() -> None:
+    got = S.reduce("tiny", _round(reps=3, stage=1, us=10.0))
+    assert isinstance(got, S.SampledStage)
+    assert got.figures == {} and got.note is not None and "samples of 20 us" in got.note
+    assert got.samples < S.MIN_SAMPLES
+
+
+def test_records_that_do_not_cut_into_repetitions_are_said() -> None:
+    record = _round()
+    record["items"] = record["items"][:-2]
+    got = S.reduce("partial", record)
+    assert isinstance(got, str) and "not 3 x" in got
+
+
+def test_read_says_why_nothing_was_sampled_and_what_was() -> None:
+    stages, notes = S.read({"not_available": "cupti-python is not installed (cupti)"})
+    assert stages == {} and notes == ["Counters (TC%, DRAM%): n/a in this run: cupti-python is not installed (cupti)"]
+    found = {
+        "sampler": {"version": "13.4.0", "chip": "GH100", "interval_ns": 20_000, "metrics": {"dram_pct": "dram__x"}},
+        "stages": {"partial": _round(), "tiny": _round(stage=1, us=10.0), "gone": {"not_measured": "why"}},
+    }
+    stages, notes = S.read(found)
+    assert list(stages) == ["partial", "tiny"]
+    assert notes[0].startswith("Counters (TC%, DRAM%) sampled in-process by CUPTI PM sampling (cupti-python 13.4.0")
+    assert "DRAM% dram__x" in notes[0] and "TC% not sampled" in notes[0]
+    assert any(n.startswith("Counters of gone not sampled: why") for n in notes)
+    assert any(n.startswith("Counters of tiny not given:") for n in notes)
+
+
+def test_evidence_for_the_catalogue() -> None:
+    got = S.reduce("partial", _round())
+    assert isinstance(got, S.SampledStage)
+    got = got.model_copy(update={"figures": {**got.figures, "sm_busy_pct": 70.0, "xu_pct": 12.0, "issue_pct": 50.0}})
+    e = S.evidence(got, 132, 1980.0, 100.0, 4)
+    assert e["sm_busy_pct"] == 70.0 and e["pipes"] == {"xu": 12.0}
+    assert e["sm_cycles"] == pytest.approx(132 * 1980.0 * 100.0)
+    assert e["issued"] / (4 * e["sm_cycles"]) == pytest.approx(0.5)
+    assert "issued" not in S.evidence(got, 132, None, 100.0, 4)  # no probed clock: no issue roof
+
+
+def test_without_a_gpu_or_when_switched_off_sampling_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(capture.OFF, "0")
+    assert capture.start() == "PM sampling off (KBENCH_SAMPLING=0)"
+    monkeypatch.delenv(capture.OFF)
+    got = capture.start()
+    assert isinstance(got, str)  # this machine has no GPU (CI), or no cupti-python: one line, never an exception
+    assert "\n" not in got
+
+
+def test_reps_cover_the_window() -> None:
+    assert capture.reps_for(10.0, 100) == 100  # 2 ms of a 10-us stage would take 201: capped by the timing's reps
+    assert capture.reps_for(1_000.0, 100) == 3
+    assert capture.reps_for(100.0, 1_000) == 21
