@@ -126,12 +126,18 @@ def main() -> None:
     rec["single_pass_sets"] = {s: profiler_host.get_metrics_in_single_pass_set(chip, s) for s in sets}
     rec["supported_chips"] = profiler_host.get_supported_chips()
 
+    col.disable()  # one configuration per enabled collector: configure() again on the same one broke decode
+
     def try_config(metrics: list[str], **kw: Any) -> str | None:
+        c = pm_sampling.Collector(0)
+        c.enable()
         try:
-            col.configure(metrics=metrics, hardware_buffer_size=512 << 20, sampling_interval=20_000, **kw)
+            c.configure(metrics=metrics, hardware_buffer_size=512 << 20, sampling_interval=20_000, **kw)
             return None
         except Exception as e:
             return f"{type(e).__name__}: {e}"
+        finally:
+            c.disable()
 
     t = time.perf_counter()
     rec["want_config"] = try_config(WANT)
@@ -146,7 +152,6 @@ def main() -> None:
     full_err = try_config(full)
     rec["full_config"] = full_err
     metrics = full if full_err is None else accepted
-    try_config(metrics)
     rec["metrics"] = metrics
 
     # the sampled run, alone and inside a Kineto session, with the seven metrics and with all accepted
@@ -162,8 +167,12 @@ def main() -> None:
     def sampled(tag: str, ms: list[str], kineto: bool, buffer: int, max_samples: int) -> None:
         r: dict[str, Any] = {"metrics": ms, "kineto": kineto, "buffer": buffer, "max_samples": max_samples}
         rec.setdefault("runs", {})[tag] = r
+        col = pm_sampling.Collector(0)
         try:
+            t = time.perf_counter()
+            col.enable()
             col.configure(metrics=ms, hardware_buffer_size=buffer, sampling_interval=20_000)
+            r["enable_configure_s"] = time.perf_counter() - t
             if kineto:
                 _prepare_profiler(config, acts)
                 _enable_profiler(config, acts)
@@ -196,7 +205,7 @@ def main() -> None:
             if kineto:
                 result = _disable_profiler()
                 r["kineto_events"] = [
-                    {"name": e.name, "start_ns": e.start_ns(), "dur_ns": e.duration_ns()}
+                    {"name": e.name(), "start_ns": e.start_ns(), "dur_ns": e.duration_ns()}
                     for e in result.events()
                     if e.device_type() == DeviceType.CUDA
                 ]
@@ -221,6 +230,8 @@ def main() -> None:
                 col.stop()
             except Exception as e2:
                 r["stop_error"] = repr(e2)
+        finally:
+            col.disable()
         print(tag, {k: v for k, v in r.items() if k not in ("samples", "kineto_events", "metrics")}, flush=True)
         print(tag, "samples", len(r.get("samples", [])), flush=True)
         save()
@@ -239,6 +250,8 @@ def main() -> None:
     sampled("seven_kineto", seven, True, 512 << 20, 10_000)
     sampled("all_kineto", metrics, True, 512 << 20, 10_000)
     sampled("all_kineto_small", metrics, True, 64 << 20, 10_000)
+    col = pm_sampling.Collector(0)
+    col.enable()
     col.configure(metrics=seven, hardware_buffer_size=512 << 20, sampling_interval=20_000)
 
     # interference: the GEMM's CUDA-event time, sampling off / on, alternating blocks

@@ -17,6 +17,7 @@ from kbench.capture import clocks, gpu, prepare
 from kbench.capture.cupti import Repetitions
 from kbench.capture.phases import Stopwatch
 from kbench.capture.prepare import Prepared, PreparedStage
+from kbench.capture.sampling import Sampler
 from kbench.capture.timing import Samples
 from kbench.modes import event
 from kbench.plan import autotune
@@ -67,6 +68,32 @@ class Untimed(Stopwatch):
         yield
 
 
+class Resampled(Sampler):
+    """A sampler that hands back a recorded run's sampling rounds (samples.json), in stage order."""
+
+    def __init__(self, found: dict[str, Any]) -> None:
+        about = found.get("sampler", {})
+        super().__init__(about.get("chip", "?"), {s: [] for s in about.get("sets", [])}, about.get("metrics", {}), [])
+        self.about, self.rounds = about, iter(found.get("stages", {}).values())
+
+    @classmethod
+    def of(cls, path: Path) -> Resampled | str | None:
+        if not path.exists():
+            return None
+        found = json.loads(path.read_text())
+        return found["not_available"] if "not_available" in found else cls(found)
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self.about)
+
+    def round(self, fn: Callable[[], object], reps: int, flush: object, flush_items: int) -> dict[str, Any] | str:
+        got = next(self.rounds, {"not_measured": "the replayed run recorded no round for this stage"})
+        return str(got["not_measured"]) if "not_measured" in got else dict(got)
+
+    def close(self) -> None:
+        pass
+
+
 def replay(monkeypatch: pytest.MonkeyPatch, timings_json: Path) -> None:
     """CUDA-event timing replaced by a real run's samples: each stage's, then the whole plan's."""
     timings = json.loads(timings_json.read_text())
@@ -89,6 +116,8 @@ def replay(monkeypatch: pytest.MonkeyPatch, timings_json: Path) -> None:
     kernels = timings_json.parent / "kernels.json"
     census = iter(json.loads(kernels.read_text())["stages"].values() if kernels.exists() else [])
     monkeypatch.setattr(event, "census", lambda fn: next(census, None))
+    # the PM-sampling rounds the run recorded (samples.json), stage by stage; none attempted where it recorded none
+    monkeypatch.setattr(event, "start_sampling", lambda: Resampled.of(timings_json.parent / "samples.json"))
     monkeypatch.setattr(event, "work_items", lambda fn: 1)
     monkeypatch.setattr(event, "L2Flush", lambda nbytes: type("Flush", (), {"words": "no flush (replayed)"})())
     monkeypatch.setattr(event, "l2_flush_bytes", lambda: 0)

@@ -46,7 +46,8 @@ class StageFigures(Model):
     tc_pct: float | None = None
     dram_pct: float | None = None
     occ_pct: float | None = None
-    counted_by: dict[str, str] = Field(default_factory=dict)  # figure -> what measured it, where not ncu (sampling)
+    # figure -> what measured it where not ncu (PM sampling): report.json's `by` of tc_pct, dram_pct; not serialized
+    counted_by: dict[str, str] = Field(default_factory=dict, exclude=True)
     bottleneck: b.StageClass | None = None
     key_issue: str = ""
     # the issue roof (counter modes; kbench.analysis.catalogue.issue): % of it the issued warp instructions fill, their

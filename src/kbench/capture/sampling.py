@@ -174,7 +174,9 @@ class Sampler:
                 self.collector.stop()
             finally:
                 result = _disable_profiler()
-            data = self.collector.decode(max_samples=max(1_000, 4 * reps * 50))
+            # room for every sample of the sampled wall time, with a margin (the image grows with it)
+            took_ns = anchors[-1][1] - anchors[0][1]
+            data = self.collector.decode(max_samples=int(1.5 * took_ns / INTERVAL_NS) + 200)
             samples = [[s.start_timestamp, s.end_timestamp, list(s.metric_values)] for s in data]
         except Exception as e:  # the profiler or CUPTI failing mid-round: this stage is not sampled
             with contextlib.suppress(Exception):
@@ -200,6 +202,15 @@ class Sampler:
         }
 
 
-def start(device_index: int = 0) -> Sampler | str:
-    """A sampler for one run (its caller closes it), or why there is none; with ``KBENCH_SAMPLING=0``, why not."""
-    return Sampler.open(device_index) if wanted() else f"PM sampling off ({OFF}=0)"
+def start() -> Sampler | str | None:
+    """A sampler of the current CUDA device for one run (its caller closes it), or why there is none; with
+    ``KBENCH_SAMPLING=0``, why not (None: not attempted, which only a replay of a recorded run says)."""
+    if not wanted():
+        return f"PM sampling off ({OFF}=0)"
+    try:
+        import torch
+
+        index = torch.cuda.current_device()
+    except (ImportError, RuntimeError, AssertionError) as e:  # no CUDA here
+        return f"PM sampling needs a CUDA device: {_first(e)}"
+    return Sampler.open(index)

@@ -106,6 +106,8 @@ class Event(InProcessMode):
         def measure() -> dict[str, Any]:
             with watch.phase("PM sampling"):
                 sampler = start_sampling()
+            if sampler is None:  # not attempted (a replay of a run that recorded no sampling)
+                return rounds(None)
             if not isinstance(sampler, Sampler):
                 sampled["not_available"] = sampler
                 return rounds(None)

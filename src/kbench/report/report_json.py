@@ -244,6 +244,12 @@ def build(r: ProfileResult) -> ReportJson:
                 name: getattr(r.sections, name).model_dump(mode="json")
                 for name in r.sections.present(r.sections.AFTER_ROOFLINE)
             },
+            # each stage's PM-sampled counters and its kernels', where event mode sampled them
+            **(
+                {"sampling": [s.model_dump(mode="json") for s in r.sections.timing.sampled]}
+                if r.sections.timing and r.sections.timing.sampled
+                else {}
+            ),
             # the kernels each stage ran, where the mode measured them (kbench.report.kernels_json)
             **({"kernels": [k.model_dump(mode="json") for k in kernels_json.build(f.kernels)]} if f.kernels else {}),
         },

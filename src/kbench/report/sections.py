@@ -32,7 +32,8 @@ class Timing(Frozen):
     """``## Timing``: the repetitions behind each stage's median (event mode)."""
 
     concurrency: str | None = None  # a plan on several streams: what the timing can and cannot say about it
-    sampled: list[SampledStage] | None = None  # each stage's counters from PM sampling (kbench.analysis.sampling)
+    # each stage's counters from PM sampling (kbench.analysis.sampling); report.json's sections.sampling
+    sampled: list[SampledStage] | None = Field(default=None, exclude=True)
 
 
 class Counters(Frozen):

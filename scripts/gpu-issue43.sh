@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Issue 43 on a CUDA machine, clocks untouched (KBENCH_LOCK_CLOCKS=0, ncu --clock-control none): PM sampling in event
+# mode. The GPU tier (TIER=0 skips it), the agreement and timing table (tests/benchmark/bench_sampling.py; PLANS
+# picks fewer: pkg:ver,...), the warm loop with sampling on and off (WARM=1: bench_turnaround --warm), and the probe
+# of what the chip offers (PROBE=1: scripts/pm-sampling-probe.py).
+# Needs cupti-python beside kbench (offline: CUPTI=1 ../shared/tools/offline-wheels.sh, installed with --target).
+# Usage: scripts/gpu-issue43.sh [RESULTS_DIR]
+set -uo pipefail
+res=${1:-out/gpu-issue43}
+mkdir -p "$res"
+py=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 KBENCH_LOCK_CLOCKS=0
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S), sm $(nvidia-smi --query-gpu=clocks.sm --format=csv,noheader)) ==="; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv | tee "$res/device.txt"
+$py -c "import torch, triton; from importlib.metadata import version; print('torch', torch.__version__, 'triton', triton.__version__, 'cupti-python', version('cupti-python'))" | tee -a "$res/device.txt"
+if [ "${PROBE:-0}" = 1 ]; then
+  step "probe"
+  $py scripts/pm-sampling-probe.py "$res/probe" > "$res/probe.log" 2>&1; echo "probe rc=$?"; tail -3 "$res/probe.log"
+fi
+if [ "${TIER:-1}" = 1 ]; then
+  step "GPU tier"
+  $py -m pytest -q -m gpu -p no:cacheprovider 2>&1 | tee "$res/gpu-tier.log" | tail -25
+fi
+step "sampled against replayed counters; timings with sampling on and off"
+$py -m tests.benchmark.bench_sampling "$res/bench" ${PLANS:+--plans=$PLANS} 2>&1 | tee "$res/bench.txt"
+if [ "${WARM:-0}" = 1 ]; then
+  step "warm loop, sampling on"
+  $py -m tests.benchmark.bench_turnaround --warm 2>&1 | tee "$res/warm-on.txt" | tail -12
+  step "warm loop, sampling off"
+  KBENCH_SAMPLING=0 $py -m tests.benchmark.bench_turnaround --warm 2>&1 | tee "$res/warm-off.txt" | tail -12
+fi
+step "done"
