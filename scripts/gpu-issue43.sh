@@ -2,7 +2,8 @@
 # Issue 43 on a CUDA machine, clocks untouched (KBENCH_LOCK_CLOCKS=0, ncu --clock-control none): PM sampling in event
 # mode. The GPU tier (TIER=0 skips it), the agreement and timing table (tests/benchmark/bench_sampling.py; PLANS
 # picks fewer: pkg:ver,...), the warm loop with sampling on and off (WARM=1: bench_turnaround --warm), and the probe
-# of what the chip offers (PROBE=1: scripts/pm-sampling-probe.py).
+# of what the chip offers (PROBE=1: scripts/pm-sampling-probe.py); INTERVALS="5 2" samples PLANS again at those
+# intervals (us); BENCH=0 skips the table at the default interval.
 # Needs cupti-python beside kbench (offline: CUPTI=1 ../shared/tools/offline-wheels.sh, installed with --target).
 # Usage: scripts/gpu-issue43.sh [RESULTS_DIR]
 set -uo pipefail
@@ -19,10 +20,16 @@ if [ "${PROBE:-0}" = 1 ]; then
 fi
 if [ "${TIER:-1}" = 1 ]; then
   step "GPU tier"
-  $py -m pytest -q -m gpu -p no:cacheprovider 2>&1 | tee "$res/gpu-tier.log" | tail -25
+  $py -m pytest -q -m gpu -p no:cacheprovider --continue-on-collection-errors 2>&1 | tee "$res/gpu-tier.log" | tail -25
 fi
-step "sampled against replayed counters; timings with sampling on and off"
-$py -m tests.benchmark.bench_sampling "$res/bench" ${PLANS:+--plans=$PLANS} 2>&1 | tee "$res/bench.txt"
+if [ "${BENCH:-1}" = 1 ]; then
+  step "sampled against replayed counters; timings with sampling on and off"
+  $py -m tests.benchmark.bench_sampling "$res/bench" ${PLANS:+--plans=$PLANS} 2>&1 | tee "$res/bench.txt"
+fi
+for iv in ${INTERVALS:-}; do  # finer samples for short stages: sampled at $iv us, against ncu again
+  step "sampled at $iv us"
+  $py -m tests.benchmark.bench_sampling "$res/bench-$iv" ${PLANS:+--plans=$PLANS} --interval-us=$iv --no-off 2>&1 | tee "$res/bench-$iv.txt"
+done
 if [ "${WARM:-0}" = 1 ]; then
   step "warm loop, sampling on"
   $py -m tests.benchmark.bench_turnaround --warm 2>&1 | tee "$res/warm-on.txt" | tail -12

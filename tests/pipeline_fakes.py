@@ -73,7 +73,8 @@ class Resampled(Sampler):
 
     def __init__(self, found: dict[str, Any]) -> None:
         about = found.get("sampler", {})
-        super().__init__(about.get("chip", "?"), {s: [] for s in about.get("sets", [])}, about.get("metrics", {}), [])
+        sets: dict[str, list[str]] = {s: [] for s in about.get("sets", [])}
+        super().__init__(about.get("chip", "?"), sets, about.get("metrics", {}), [], about.get("interval_ns", 20_000))
         self.about, self.rounds = about, iter(found.get("stages", {}).values())
 
     @classmethod

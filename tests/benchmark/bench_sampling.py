@@ -8,7 +8,8 @@ per stage: its duration, the samples behind the sampled figures, sampled vs repl
 is ncu's hmma pipe % of its *active* cycles; the sampled one the whole tensor pipe % of *elapsed* cycles:
 sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed, see the module docs), and the stage's median with
 sampling on against off (sampling runs in a round of its own after the timings: the collector is enabled, not
-started, while they run). `--plans=pkg:ver,...` picks fewer.
+started, while they run). `--plans=pkg:ver,...` picks fewer; `--interval-us=X` samples at X us (the sampled run's
+KBENCH_SAMPLING_INTERVAL_US) and `--no-off` leaves out the run with sampling off.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from kbench.capture.tools import run
 VAL = "tests/data/validation"
 PLANS: list[tuple[str, str, list[str]]] = [
     ("vector_add", "base", []),
+    ("vector_add", "base", ["--n=1048576"]),
     ("matmul", "v2", []),
     ("matmul", "torch_mm", []),
     ("fork_join", "base", []),
@@ -42,7 +44,8 @@ PLANS: list[tuple[str, str, list[str]]] = [
 
 
 def profile(pkg: str, ver: str, args: list[str], mode: str, out: Path, env: dict[str, str]) -> dict[str, Any] | None:
-    log = out / "logs" / f"{mode}-{pkg}-{ver}-{abs(hash(tuple(args))) % 997}-{env.get('KBENCH_SAMPLING', '1')}.log"
+    tag = f"{env.get('KBENCH_SAMPLING', '1')}-{env.get('KBENCH_SAMPLING_INTERVAL_US', '')}"
+    log = out / "logs" / f"{mode}-{pkg}-{ver}-{'_'.join(a.strip('-') for a in args if '/' not in a)}-{tag}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "kbench.kernel", pkg, ver, *args, f"--prof_type={mode}", "--out", str(out / "p")]
     done = run(argv, timeout_s=600, log_path=log, env={**os.environ, "KBENCH_LOCK_CLOCKS": "0", **env})
@@ -69,6 +72,8 @@ def _cell(x: float | None, digits: int = 1) -> str:
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("--") else "out/bench-sampling")
     picked = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--plans=")), None)
+    interval = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--interval-us=")), None)
+    sampling = {"KBENCH_SAMPLING_INTERVAL_US": interval} if interval else {}
     rows = []
     print(
         "| plan | stage | us | samples | DRAM% sampled | DRAM% ncu | diff | TC% sampled | TC% ncu (hmma, active) "
@@ -78,9 +83,9 @@ def main() -> None:
     for pkg, ver, args in PLANS:
         if picked and f"{pkg}:{ver}" not in picked:
             continue
-        on = profile(pkg, ver, args, "event", out, {})
+        on = profile(pkg, ver, args, "event", out, sampling)
         ncu = profile(pkg, ver, args, "annotation", out, {})
-        off = profile(pkg, ver, args, "event", out, {"KBENCH_SAMPLING": "0"})
+        off = None if "--no-off" in sys.argv else profile(pkg, ver, args, "event", out, {"KBENCH_SAMPLING": "0"})
         if on is None:
             continue
         sampled = {s["stage"]: s for s in (on["sections"].get("sampling") or [])}

@@ -1,12 +1,13 @@
 """The GPU's performance monitors sampled in-process while a stage runs (CUPTI PM sampling, through NVIDIA's
 ``cupti-python``): event mode's counters, without ncu and without replay.
 
-One sampling round per stage, after its timings (so it cannot disturb them): ``reps`` repetitions, each an L2
-flush, a short one-thread spin (``GAP_US``: the flush's traffic never shares a sample with the stage) and the stage,
-inside one PyTorch-profiler session (CUDA activity: the kernel records) with PM sampling started around it. The raw
-record (samples, kernel records, the clock pairs that place one in the other) is kept; kbench.analysis.sampling
-reduces it. Measured on the H100 (torch 2.11, cupti-python 13.4): with the profiler on, CUPTI's timestamps (and the
-samples') are the profiler's own clock (TSC ticks, 2.1 per ns), its kernel records Unix nanoseconds; a pair of
+One sampling round per stage, after every stage's timings and the whole plan's (the collector is enabled only then:
+it cannot disturb them): ``reps`` repetitions, each an L2 flush, a one-thread spin of ``GAP_SAMPLES`` sample widths
+(the flush's traffic never shares a sample with the stage) and the stage, inside one PyTorch-profiler session
+(CUDA activity: the kernel records) with PM sampling started around it. The raw record (samples, kernel records,
+the clock pairs that place one in the other) is kept; kbench.analysis.sampling reduces it. Measured on the H100
+(torch 2.11, cupti-python 13.4): with the profiler on, CUPTI's timestamps (and the samples') are the profiler's own
+clock (TSC ticks, 2.1 per ns), its kernel records Unix nanoseconds; a pair of
 ``cupti.get_timestamp()`` and ``time.time_ns()`` read together and the samples' spacing place the samples within a
 few microseconds.
 
@@ -23,12 +24,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kbench.analysis.sampling import INTERVAL_ENV as INTERVAL
 from kbench.analysis.sampling import WANTED
 from kbench.capture.cupti import kineto_session
 
-INTERVAL_NS = 20_000  # one sample per 20 us of GPU time
+INTERVAL_NS = 20_000  # one sample per 20 us of GPU time (KBENCH_SAMPLING_INTERVAL_US: another, 1 to 1000 us)
 BUFFER_BYTES = 512 << 20  # the hardware buffer (~2.7 KB a sample: ~190,000 samples, 3.8 s at 20 us)
-GAP_US = 2 * INTERVAL_NS / 1000  # the spin between the flush and the stage
+GAP_SAMPLES = 2  # the spin between the flush and the stage, in sample widths
 CYCLES_PER_US = 1_980  # the gap's length in SM cycles per microsecond (an H100's top clock; only a length)
 MIN_WINDOW_US = 2_000.0  # a round samples at least this much of the stage's GPU time (100 samples at 20 us) ...
 MAX_REPS = 200  # ... in at most this many repetitions
@@ -38,6 +40,20 @@ OFF = "KBENCH_SAMPLING"  # =0: event mode samples nothing (read per run)
 def wanted() -> bool:
     """Whether this run samples (``KBENCH_SAMPLING=0`` turns it off)."""
     return os.environ.get(OFF, "1") != "0"
+
+
+def interval_ns() -> int | str:
+    """This run's sampling interval (``KBENCH_SAMPLING_INTERVAL_US``, read per run), or why the value is refused."""
+    raw = os.environ.get(INTERVAL)
+    if raw is None:
+        return INTERVAL_NS
+    try:
+        us = float(raw)
+    except ValueError:
+        return f"{INTERVAL}={raw!r} is not a number of microseconds"
+    if not 1.0 <= us <= 1000.0:
+        return f"{INTERVAL}={raw} is outside 1 to 1000 us"
+    return int(us * 1000)
 
 
 def reps_for(stage_us: float, most: int) -> int:
@@ -60,12 +76,14 @@ def _first(e: BaseException) -> str:
 class Sampler:
     """PM sampling on one device, configured once for this run's metrics (``open``); ``round`` samples a stage."""
 
-    def __init__(self, chip: str, sets: dict[str, list[str]], metrics: dict[str, str], refused: list[str]) -> None:
-        self.chip, self.sets, self.metrics, self.refused = chip, sets, metrics, refused
+    def __init__(
+        self, chip: str, sets: dict[str, list[str]], metrics: dict[str, str], refused: list[str], interval: int
+    ) -> None:
+        self.chip, self.sets, self.metrics, self.refused, self.interval = chip, sets, metrics, refused, interval
         self.collector: Any = None
 
     @classmethod
-    def open(cls, device_index: int = 0) -> Sampler | str:
+    def open(cls, device_index: int = 0, interval: int = INTERVAL_NS) -> Sampler | str:
         """A configured sampler, or why there is none (one line: not installed, no permission, no such chip)."""
         try:
             _, pm_sampling, profiler_host = _cupti()
@@ -90,10 +108,10 @@ class Sampler:
             return (
                 f"PM sampling unavailable on this GPU: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             )
-        return cls._configured(device_index, str(chip), sets)
+        return cls._configured(device_index, str(chip), sets, interval)
 
     @classmethod
-    def _configured(cls, device_index: int, chip: str, sets: dict[str, list[str]]) -> Sampler | str:
+    def _configured(cls, device_index: int, chip: str, sets: dict[str, list[str]], interval: int) -> Sampler | str:
         from cupti import pm_sampling
 
         # a set's listing names raw counters (dramc__throughput), not every metric PM sampling accepts
@@ -105,7 +123,7 @@ class Sampler:
             try:
                 collector.enable()
                 collector.configure(
-                    metrics=list(metrics.values()), hardware_buffer_size=BUFFER_BYTES, sampling_interval=INTERVAL_NS
+                    metrics=list(metrics.values()), hardware_buffer_size=BUFFER_BYTES, sampling_interval=interval
                 )
             except Exception as e:  # ValueError for a refused set; the binding's cuptiError for a bad name
                 collector.disable()
@@ -114,7 +132,7 @@ class Sampler:
                 # drop the last wanted metric and try again (the first ones answer the Stages table)
                 refused.append(metrics.popitem()[1])
                 continue
-            sampler = cls(chip, sets, metrics, refused)
+            sampler = cls(chip, sets, metrics, refused, interval)
             sampler.collector = collector
             return sampler
         return f"PM sampling offers none of kbench's metrics on {chip}"
@@ -135,7 +153,7 @@ class Sampler:
             "sets": sorted(self.sets),
             "metrics": self.metrics,
             "refused": self.refused,
-            "interval_ns": INTERVAL_NS,
+            "interval_ns": self.interval,
         }
 
     def round(
@@ -146,7 +164,7 @@ class Sampler:
         from torch._C._autograd import DeviceType, _disable_profiler, _enable_profiler, _prepare_profiler
 
         cc, _, _ = _cupti()
-        gap = int(GAP_US * CYCLES_PER_US)
+        gap = int(GAP_SAMPLES * self.interval / 1000 * CYCLES_PER_US)
         anchors: list[list[int]] = []
 
         def anchor() -> None:
@@ -176,7 +194,7 @@ class Sampler:
                 result = _disable_profiler()
             # room for every sample of the sampled wall time, with a margin (the image grows with it)
             took_ns = anchors[-1][1] - anchors[0][1]
-            data = self.collector.decode(max_samples=int(1.5 * took_ns / INTERVAL_NS) + 200)
+            data = self.collector.decode(max_samples=int(1.5 * took_ns / self.interval) + 200)
             samples = [[s.start_timestamp, s.end_timestamp, list(s.metric_values)] for s in data]
         except Exception as e:  # the profiler or CUPTI failing mid-round: this stage is not sampled
             with contextlib.suppress(Exception):
@@ -194,7 +212,7 @@ class Sampler:
             "reps": reps,
             "flush_items": flush_items,
             "gap_items": 1,
-            "interval_ns": INTERVAL_NS,
+            "interval_ns": self.interval,
             "metrics": list(self.metrics.values()),
             "anchors": anchors,
             "samples": samples,
@@ -207,10 +225,13 @@ def start() -> Sampler | str | None:
     ``KBENCH_SAMPLING=0``, why not (None: not attempted, which only a replay of a recorded run says)."""
     if not wanted():
         return f"PM sampling off ({OFF}=0)"
+    interval = interval_ns()
+    if isinstance(interval, str):
+        return interval
     try:
         import torch
 
         index = torch.cuda.current_device()
     except (ImportError, RuntimeError, AssertionError) as e:  # no CUDA here
         return f"PM sampling needs a CUDA device: {_first(e)}"
-    return Sampler.open(index)
+    return Sampler.open(index, interval)

@@ -104,25 +104,33 @@ class Event(InProcessMode):
         sampled: dict[str, Any] = {}  # samples.json: the sampler, or why there is none, and each stage's round
 
         def measure() -> dict[str, Any]:
+            flush = L2Flush(l2_flush_bytes())
+            timed, flush_items = timings_of(flush)
+            # after every timing (the collector is enabled only now): each stage's counters, in a round of its own
             with watch.phase("PM sampling"):
                 sampler = start_sampling()
-            if sampler is None:  # not attempted (a replay of a run that recorded no sampling)
-                return rounds(None)
-            if not isinstance(sampler, Sampler):
-                sampled["not_available"] = sampler
-                return rounds(None)
-            sampled["sampler"] = sampler.describe()
-            try:
-                return rounds(sampler)
-            finally:
-                sampler.close()
+                if sampler is None:  # not attempted (a replay of a run that recorded no sampling)
+                    return timed
+                if not isinstance(sampler, Sampler):
+                    sampled["not_available"] = sampler
+                    return timed
+                sampled["sampler"] = sampler.describe()
+                try:
+                    for ps in prep.stages:
+                        us = timed["stages"][ps.stage.name]["cupti_us"] or timed["stages"][ps.stage.name]["samples_us"]
+                        got = sampler.round(ps.launch.fn, reps_for(min(us), opts.bench_runs), flush, flush_items)
+                        sampled.setdefault("stages", {})[ps.stage.name] = (
+                            got if isinstance(got, dict) else {"not_measured": got}
+                        )
+                finally:
+                    sampler.close()
+            return timed
 
-        def rounds(sampler: Sampler | None) -> dict[str, Any]:
+        def timings_of(flush: L2Flush) -> tuple[dict[str, Any], int]:
             stages: dict[str, Any] = {}
-            flush = L2Flush(l2_flush_bytes())
             rest_x = 0.0 if job.env.clocks.locked else REST_X
             with watch.phase("CUPTI timing"):
-                flush_items = work_items(flush) if not opts.cuda_graph or sampler else 0
+                flush_items = work_items(flush)  # the CUPTI timing's and the sampling round's cut
             for ps in prep.stages:
                 start = time.monotonic()
                 with watch.phase("CUDA-event timing"):
@@ -147,13 +155,6 @@ class Event(InProcessMode):
                     found = census(ps.launch.fn) if not opts.cuda_graph else NO_CENSUS_GRAPH
                 if found is not None:  # None: a replayed capture that recorded no census (tests/pipeline_fakes.py)
                     taken[ps.stage.name] = found if isinstance(found, dict) else {"not_measured": found}
-                if sampler is not None:  # after the timings too: the counters, in a round of their own
-                    us = cupti.us if isinstance(cupti, Repetitions) else events.us
-                    with watch.phase("PM sampling"):
-                        got = sampler.round(ps.launch.fn, reps_for(min(us), opts.bench_runs), flush, flush_items)
-                    sampled.setdefault("stages", {})[ps.stage.name] = (
-                        got if isinstance(got, dict) else {"not_measured": got}
-                    )
                 stages[ps.stage.name] = {
                     "samples_us": events.us,
                     "warmup_reps": events.warmup_reps,
@@ -169,7 +170,7 @@ class Event(InProcessMode):
                 "cupti_rest_x": rest_x,
                 "stages": stages,
                 "plan": {"samples_us": whole.us, "warmup_reps": whole.warmup_reps},
-            }
+            }, flush_items
 
         with job.env.sampled():
             timings = guarded("(measurement)", measure)
