@@ -49,9 +49,12 @@ def test_event_mode_writes_a_contract_report(isolated: Path) -> None:
     if "not_available" in sampled:  # no cupti-python here: event mode as before, and the Environment says why
         assert stage.tc_pct is None and stage.dram_pct is None
         assert any(n.startswith("Counters (TC%, DRAM%): n/a in this run:") for n in r.notes)
-    else:  # 20 x 16 MiB reads at the DRAM roof
-        assert stage.dram_pct is not None and stage.dram_pct > 50 and stage.tc_pct == 0.0
+    else:
         assert any(n.startswith("Counters (TC%, DRAM%) sampled in-process") for n in r.notes)
+        if stage.duration_us >= sampled["sampler"]["interval_ns"] / 1e3:  # 48 MiB moved at the DRAM roof
+            assert stage.dram_pct is not None and stage.dram_pct > 50 and stage.tc_pct == 0.0
+        else:  # ~17 us on an H100: shorter than one 20-us sample, so no figure, and the Environment says why
+            assert stage.dram_pct is None and any("less than one 20-us sample" in n for n in r.notes)
     assert "GPU held before each start" in r.timing_method and "L2 flushed" in r.timing_method
     compiled = {p.suffix for p in (run / "compiled" / "add").iterdir()}
     assert {".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".json"} <= compiled

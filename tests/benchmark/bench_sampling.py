@@ -77,9 +77,9 @@ def main() -> None:
     rows = []
     print(
         "| plan | stage | us | samples | DRAM% sampled | DRAM% ncu | diff | TC% sampled | TC% ncu (hmma, active) "
-        "| diff | us sampling off | on/off |"
+        "| diff | Issue% sampled | Issue% ncu | us sampling off | on/off |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for pkg, ver, args in PLANS:
         if picked and f"{pkg}:{ver}" not in picked:
             continue
@@ -97,6 +97,7 @@ def main() -> None:
             us = _v(s, "duration_us")
             c = counted.get(name, {})
             d_s, d_c, t_s, t_c = _v(s, "dram_pct"), _v(c, "dram_pct"), _v(s, "tc_pct"), _v(c, "tc_pct")
+            i_s, i_c = _v(s, "issue_roof_pct"), _v(c, "issue_roof_pct")
             us_off = _v(timed_off.get(name, {}), "duration_us")
             row = {
                 "plan": label,
@@ -107,6 +108,8 @@ def main() -> None:
                 "dram_ncu": d_c,
                 "tc_sampled": t_s,
                 "tc_ncu": t_c,
+                "issue_sampled": i_s,
+                "issue_ncu": i_c,
                 "us_off": us_off,
                 "folders": [r["_folder"] for r in (on, ncu, off) if r],
             }
@@ -115,8 +118,8 @@ def main() -> None:
             ratio = None if us is None or not us_off else 100.0 * (us / us_off - 1.0)
             print(
                 f"| {label} | {name} | {_cell(us, 2)} | {_cell(row['samples'])} | {_cell(d_s)} | {_cell(d_c)} | "
-                f"{_cell(diff(d_s, d_c))} | {_cell(t_s)} | {_cell(t_c)} | {_cell(diff(t_s, t_c))} | "
-                f"{_cell(us_off, 2)} | {_cell(ratio, 2)}% |",
+                f"{_cell(diff(d_s, d_c))} | {_cell(t_s)} | {_cell(t_c)} | {_cell(diff(t_s, t_c))} | {_cell(i_s)} | "
+                f"{_cell(i_c)} | {_cell(us_off, 2)} | {_cell(ratio, 2)}% |",
                 flush=True,
             )
     (out / "rows.json").write_text(json.dumps(rows, indent=1))

@@ -21,6 +21,7 @@ machine: 0.89 against 0.40 s, the same code).
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import sys
@@ -97,8 +98,13 @@ def warm_loop(out: Path, env: dict[str, str]) -> None:
 
     def step(label: str, argv: list[str], extra: dict[str, str], version: str) -> None:
         wall = timed(argv, out / "warm.log", extra)
-        stages = _served(sorted((out / "w" / "event" / "xstages").rglob("report.md"), key=lambda p: p.stat().st_mtime))
+        reports = sorted((out / "w" / "event" / "xstages").rglob("report.md"), key=lambda p: p.stat().st_mtime)
+        stages = _served(reports)
         print(f"{label:<58}{wall:>7.2f} s   version {version}, num_stages in its report {stages}", flush=True)
+        if reports:  # where its capture's time went (params.json), the largest phases first
+            phases = json.loads((reports[-1].parent / "params.json").read_text()).get("phases_s") or {}
+            top = sorted(phases.items(), key=lambda kv: -kv[1])[:5]
+            print(f"{'':<8}capture phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in top), flush=True)
 
     timed([*prof, str(out / "w"), "v2"], out / "warm.log", cold)  # caches warm: a user's second run
     print("warm loop (xstages: kbench's Triton matmul at one tiling; CLI, each step a fresh client process)")

@@ -73,6 +73,34 @@ def _first(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else ""
 
 
+_SETS: dict[str, dict[str, list[str]]] = {}  # chip -> its single-pass sets and their metrics (read once)
+_IMAGES: dict[tuple[str, tuple[str, ...]], Any] = {}  # (chip, metrics) -> the configuration image built for them
+
+
+def _configure(collector: Any, chip: str, metrics: list[str], interval: int) -> None:
+    """``collector.configure`` for ``metrics``, the configuration image built once per process: the binding builds
+    it on the host each time (a profiler host for the chip, the metrics added, the image read back); the same chip
+    and metrics give the same image. Where the binding's collector lacks the fields this reuses, its own path."""
+    cc, _, _ = _cupti()
+    image = _IMAGES.get((chip, tuple(metrics)))
+    needed = ("_pm_sampling_object", "_config", "_metrics")
+    if image is None or not all(hasattr(collector, f) for f in needed):
+        collector.configure(metrics=metrics, hardware_buffer_size=BUFFER_BYTES, sampling_interval=interval)
+        _IMAGES[(chip, tuple(metrics))] = collector._config
+        return
+    params = cc.PmSamplingSetConfigParams()
+    params.struct_size = cc.PM_SAMPLING_SET_CONFIG_PARAMS_STRUCT_SIZE
+    params.p_pm_sampling_object = collector._pm_sampling_object
+    params.config_size = len(image)
+    params.p_config = image.ctypes.data
+    params.hardware_buffer_size = BUFFER_BYTES
+    params.sampling_interval = interval
+    params.trigger_mode = cc.PmSamplingTriggerMode.GPU_TIME_INTERVAL
+    params.hw_buffer_append_mode = cc.PmSamplingHardwareBufferAppendMode.KEEP_OLDEST
+    cc.pm_sampling_set_config(params.ptr)
+    collector._metrics, collector._config = list(metrics), image
+
+
 class Sampler:
     """PM sampling on one device, configured once for this run's metrics (``open``); ``round`` samples a stage."""
 
@@ -81,6 +109,7 @@ class Sampler:
     ) -> None:
         self.chip, self.sets, self.metrics, self.refused, self.interval = chip, sets, metrics, refused, interval
         self.collector: Any = None
+        self.took: dict[str, float] = {}  # seconds: enabling, and opening in all (report.json: its cost)
 
     @classmethod
     def open(cls, device_index: int = 0, interval: int = INTERVAL_NS) -> Sampler | str:
@@ -90,52 +119,46 @@ class Sampler:
         except ImportError as e:
             return f"cupti-python is not installed ({e.name or e}): pip install 'kbench[cupti]'"
         except Exception as e:  # the binding's own import failing (its libraries)
-            return f"cupti-python could not load: {type(e).__name__}: {e}"
+            return f"cupti-python could not load: {type(e).__name__}: {_first(e)}"
+        took: dict[str, float] = {}
+        start = time.perf_counter()
+        collector = pm_sampling.Collector(device_index)
         try:
-            probe = pm_sampling.Collector(device_index)
-            probe.enable()
-            chip = probe._chip_name
-            probe.disable()
-            sets = {
-                s: profiler_host.get_metrics_in_single_pass_set(chip, s)
-                for s in profiler_host.get_single_pass_sets(chip)
-            }
+            collector.enable()
+            chip = str(collector._chip_name)
+            took["enable_s"] = time.perf_counter() - start
+            if chip not in _SETS:  # what the chip offers, read once per process
+                names = profiler_host.get_single_pass_sets(chip)
+                _SETS[chip] = {s: profiler_host.get_metrics_in_single_pass_set(chip, s) for s in names}
         except PermissionError:
-            return (
-                "PM sampling not permitted (ERR_NVGPUCTRPERM: GPU performance counters are restricted to admin users)"
-            )
+            collector.disable()
+            return "PM sampling not permitted (ERR_NVGPUCTRPERM: the GPU's counters are open to admin users only)"
         except Exception as e:
-            return (
-                f"PM sampling unavailable on this GPU: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            )
-        return cls._configured(device_index, str(chip), sets, interval)
-
-    @classmethod
-    def _configured(cls, device_index: int, chip: str, sets: dict[str, list[str]], interval: int) -> Sampler | str:
-        from cupti import pm_sampling
-
+            collector.disable()
+            return f"PM sampling unavailable on this GPU: {type(e).__name__}: {_first(e)}"
         # a set's listing names raw counters (dramc__throughput), not every metric PM sampling accepts
-        # (dram__throughput): what a configuration accepts decides
+        # (dram__throughput): what a configuration accepts decides; the first ones answer the Stages table, so a
+        # refusal drops the last one, in a collector of its own (one collector configured twice broke its decode)
         metrics = dict(WANTED)
         refused: list[str] = []
-        while metrics:
-            collector = pm_sampling.Collector(device_index)
+        while True:
             try:
-                collector.enable()
-                collector.configure(
-                    metrics=list(metrics.values()), hardware_buffer_size=BUFFER_BYTES, sampling_interval=interval
-                )
+                _configure(collector, chip, list(metrics.values()), interval)
+                break
             except Exception as e:  # ValueError for a refused set; the binding's cuptiError for a bad name
                 collector.disable()
                 if len(metrics) == 1:
-                    return f"PM sampling refused every metric on {chip} ({type(e).__name__}: {e})"
-                # drop the last wanted metric and try again (the first ones answer the Stages table)
+                    return f"PM sampling refused every metric on {chip} ({type(e).__name__}: {_first(e)})"
                 refused.append(metrics.popitem()[1])
-                continue
-            sampler = cls(chip, sets, metrics, refused, interval)
-            sampler.collector = collector
-            return sampler
-        return f"PM sampling offers none of kbench's metrics on {chip}"
+                collector = pm_sampling.Collector(device_index)
+                try:
+                    collector.enable()
+                except Exception as again:
+                    return f"PM sampling unavailable on this GPU: {type(again).__name__}: {_first(again)}"
+        took["open_s"] = time.perf_counter() - start
+        sampler = cls(chip, _SETS[chip], metrics, refused, interval)
+        sampler.collector, sampler.took = collector, took
+        return sampler
 
     def close(self) -> None:
         if self.collector is not None:
@@ -154,6 +177,7 @@ class Sampler:
             "metrics": self.metrics,
             "refused": self.refused,
             "interval_ns": self.interval,
+            "seconds": {k: round(v, 3) for k, v in self.took.items()},
         }
 
     def round(
@@ -176,6 +200,7 @@ class Sampler:
         try:
             config, activities = kineto_session()
             torch.cuda.synchronize()
+            began = time.perf_counter()
             _prepare_profiler(config, activities)
             _enable_profiler(config, activities)
             try:
@@ -192,10 +217,12 @@ class Sampler:
                 self.collector.stop()
             finally:
                 result = _disable_profiler()
+            session = time.perf_counter() - began
             # room for every sample of the sampled wall time, with a margin (the image grows with it)
             took_ns = anchors[-1][1] - anchors[0][1]
             data = self.collector.decode(max_samples=int(1.5 * took_ns / self.interval) + 200)
             samples = [[s.start_timestamp, s.end_timestamp, list(s.metric_values)] for s in data]
+            decoded = time.perf_counter() - began - session
         except Exception as e:  # the profiler or CUPTI failing mid-round: this stage is not sampled
             with contextlib.suppress(Exception):
                 self.collector.stop()
@@ -210,6 +237,7 @@ class Sampler:
         )
         return {
             "reps": reps,
+            "seconds": {"session_s": round(session, 3), "decode_s": round(decoded, 3)},
             "flush_items": flush_items,
             "gap_items": 1,
             "interval_ns": self.interval,
