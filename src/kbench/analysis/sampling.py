@@ -193,7 +193,7 @@ def reduce(stage: str, record: dict[str, Any]) -> SampledStage | str:
         # stage's dirty lines) is counted as the stage's (H100: a 5-us combine read 42.7% DRAM here, 19.4% under ncu)
         note = (
             f"its kernels run {per_rep / 1e3:.1f} us per repetition, less than one {width / 1e3:g}-us sample "
-            f"({INTERVAL_ENV} sets a finer one; --prof_type=annotation measures it)"
+            "(--prof_type=annotation measures it)"
         )
         figures = {}
     elif n < MIN_SAMPLES:
@@ -262,8 +262,8 @@ def read(found: dict[str, Any]) -> tuple[dict[str, SampledStage], list[str]]:
     notes.insert(
         0,
         f"Counters (TC%, DRAM%) sampled in-process by CUPTI PM sampling (cupti-python {about.get('version', '?')}, "
-        f"{about.get('chip', '?')}, one sample per {about.get('interval_ns', 0) / 1e3:g} us of GPU time, in a round "
-        f"of their own after each stage's timings): TC% {metrics.get('tc_pct', 'not sampled')}, DRAM% "
+        f"{about.get('chip', '?')}, one sample per {about.get('interval_ns', 0) / 1e3:g} us of GPU time, in rounds "
+        f"of their own after every timing): TC% {metrics.get('tc_pct', 'not sampled')}, DRAM% "
         f"{metrics.get('dram_pct', 'not sampled')}; samples behind each stage: {counts or 'none'}",
     )
     return out, notes

@@ -28,7 +28,12 @@ from kbench.analysis.sampling import INTERVAL_ENV as INTERVAL
 from kbench.analysis.sampling import WANTED
 from kbench.capture.cupti import kineto_session
 
-INTERVAL_NS = 20_000  # one sample per 20 us of GPU time (KBENCH_SAMPLING_INTERVAL_US: another, 1 to 1000 us)
+# one sample per 20 us of GPU time (KBENCH_SAMPLING_INTERVAL_US: another, 10 to 1000 us). Finer ones measured
+# worse on the H100 against ncu: at 5 us a 19-us stage read 47.7% DRAM (ncu 69.5%), at 2 us a 30-us GEMM read 45.7%
+# DRAM and 23.7% tensor pipe (ncu 17.0%, 69.6%); at 20 us 16 of 17 stages of 20 us or more read DRAM within 5
+# points of ncu (docs/benchmarks/sampling-h100.txt)
+INTERVAL_NS = 20_000
+MIN_US, MAX_US = 10.0, 1000.0
 BUFFER_BYTES = 512 << 20  # the hardware buffer (~2.7 KB a sample: ~190,000 samples, 3.8 s at 20 us)
 GAP_SAMPLES = 2  # the spin between the flush and the stage, in sample widths
 CYCLES_PER_US = 1_980  # the gap's length in SM cycles per microsecond (an H100's top clock; only a length)
@@ -51,8 +56,8 @@ def interval_ns() -> int | str:
         us = float(raw)
     except ValueError:
         return f"{INTERVAL}={raw!r} is not a number of microseconds"
-    if not 1.0 <= us <= 1000.0:
-        return f"{INTERVAL}={raw} is outside 1 to 1000 us"
+    if not MIN_US <= us <= MAX_US:
+        return f"{INTERVAL}={raw} is outside {MIN_US:g} to {MAX_US:g} us"
     return int(us * 1000)
 
 
@@ -221,7 +226,8 @@ class Sampler:
             # room for every sample of the sampled wall time, with a margin (the image grows with it)
             took_ns = anchors[-1][1] - anchors[0][1]
             data = self.collector.decode(max_samples=int(1.5 * took_ns / self.interval) + 200)
-            samples = [[s.start_timestamp, s.end_timestamp, list(s.metric_values)] for s in data]
+            # three decimals: % of peak to a thousandth, counts to the cycle (the file stays small)
+            samples = [[s.start_timestamp, s.end_timestamp, [round(v, 3) for v in s.metric_values]] for s in data]
             decoded = time.perf_counter() - began - session
         except Exception as e:  # the profiler or CUPTI failing mid-round: this stage is not sampled
             with contextlib.suppress(Exception):
