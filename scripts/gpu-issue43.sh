@@ -3,7 +3,8 @@
 # mode. The GPU tier (TIER=0 skips it), the agreement and timing table (tests/benchmark/bench_sampling.py; PLANS
 # picks fewer: pkg:ver,...), the warm loop with sampling on and off (WARM=1: bench_turnaround --warm), and the probe
 # of what the chip offers (PROBE=1: scripts/pm-sampling-probe.py); INTERVALS="5 2" samples PLANS again at those
-# intervals (us); BENCH=0 skips the table at the default interval.
+# intervals (us); BENCH=0 skips the table at the default interval; COSTS=1 times opening a collector per buffer size
+# and runs ncu beside one (scripts/pm-sampling-costs.py).
 # Needs cupti-python beside kbench (offline: CUPTI=1 ../shared/tools/offline-wheels.sh, installed with --target).
 # Usage: scripts/gpu-issue43.sh [RESULTS_DIR]
 set -uo pipefail
@@ -17,6 +18,10 @@ $py -c "import torch, triton; from importlib.metadata import version; print('tor
 if [ "${PROBE:-0}" = 1 ]; then
   step "probe"
   $py scripts/pm-sampling-probe.py "$res/probe" > "$res/probe.log" 2>&1; echo "probe rc=$?"; tail -3 "$res/probe.log"
+fi
+if [ "${COSTS:-0}" = 1 ]; then
+  step "what opening costs per buffer size; ncu beside an open collector"
+  timeout 400 $py scripts/pm-sampling-costs.py 2>&1 | tee "$res/costs.txt" | tail -12
 fi
 if [ "${TIER:-1}" = 1 ]; then
   step "GPU tier"

@@ -410,7 +410,7 @@ def test_the_kernels_census_names_each_stages_kernels_and_their_ops(isolated: Pa
     assert axpb["op"] == "Triton launch" and axpb["grid"] == tiling(r)["axpb"]["grid"] + [1, 1]
     assert any(i["op"] == "aten::to > aten::copy_" for i in items)
     params = json.loads((run / "params.json").read_text())
-    assert 0 < params["phases_s"]["kernel census"] < 5.0  # what the census cost
+    assert 0 <= params["phases_s"]["kernel census"] < 5.0  # what the census cost (0.00 s: under 5 ms)
     text = r.report_md
     assert "| Stage | Kernel | Launches |" in text and "| no | aten::to > aten::copy_ |" in text
     assert "axpb.undeclared_kernel_pct" in text and contract_problems(run / "report.md") == []

@@ -51,3 +51,19 @@ def test_without_a_working_nvdisasm_the_ptx_stands_in(tmp_path: Path, monkeypatc
     assert not (tmp_path / "k.sass").exists()
     monkeypatch.setenv("KBENCH_NVDISASM", str(tmp_path / "missing"))
     assert sass.nvdisasm() is None  # said in the log, the run goes on
+
+
+def test_the_same_machine_code_is_listed_once_per_process(tmp_path: Path) -> None:
+    """The resident's edit loop profiles the same kernel again: its listing is written without running nvdisasm
+    again; other machine code runs it."""
+    calls = tmp_path / "calls"
+    tool = fake_nvdisasm(tmp_path, f'echo x >> "{calls}"; cat "{REAL}"')
+    first, second = tmp_path / "a", tmp_path / "b"
+    for d in (first, second):
+        d.mkdir()
+        (d / "k.cubin").write_bytes(b"\x7fELF same " + tmp_path.name.encode())
+    assert sass.disassemble(first / "k.cubin", tool) == first / "k.sass"
+    assert sass.disassemble(second / "k.cubin", tool) == second / "k.sass"
+    assert (second / "k.sass").read_text() == REAL.read_text() and calls.read_text().count("x") == 1
+    (second / "k.cubin").write_bytes(b"\x7fELF other " + tmp_path.name.encode())
+    assert sass.disassemble(second / "k.cubin", tool) is not None and calls.read_text().count("x") == 2
