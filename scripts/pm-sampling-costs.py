@@ -6,9 +6,10 @@ keeps ncu in another from profiling (issue 43: may a long-lived kbench keep its 
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
+
+from kbench.capture import tools
 
 WORK = "import torch; x = torch.ones(1 << 24, device='cuda'); y = x + 1; torch.cuda.synchronize()"
 METRICS = ["dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__cycles_active.avg"]
@@ -16,8 +17,8 @@ METRICS = ["dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__cycles_act
 
 def ncu() -> str:
     argv = ["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", sys.executable, "-c", WORK]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-    lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "==ERROR==" in ln or "duration" in ln]
+    done = tools.output(argv, timeout_s=120)
+    lines = [ln for ln in done.log.splitlines() if "==ERROR==" in ln or "duration" in ln]
     return f"rc {done.returncode}: {' | '.join(lines)[:300]}"
 
 
