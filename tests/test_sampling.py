@@ -206,6 +206,10 @@ def test_reps_cover_the_window() -> None:
     assert capture.reps_for(10.0, 100) == 100  # 2 ms of a 10-us stage would take 201: capped by the timing's reps
     assert capture.reps_for(1_000.0, 100) == 3
     assert capture.reps_for(100.0, 1_000) == 21
+    # what half the hardware buffer holds (164 ms of 20-us samples, 82 ms of 10-us ones): a 100-ms stage once, a
+    # 30-ms stage 3 times, twice at 10 us
+    assert capture.reps_for(100_000.0, 100) == 1
+    assert capture.reps_for(30_000.0, 100) == 3 and capture.reps_for(30_000.0, 100, 10_000) == 2
 
 
 def _profiled(name: str, kernel_path: list[str] | None, monkeypatch: pytest.MonkeyPatch) -> Any:

@@ -34,7 +34,11 @@ from kbench.capture.cupti import kineto_session
 # points of ncu (docs/benchmarks/sampling-h100.txt)
 INTERVAL_NS = 20_000
 MIN_US, MAX_US = 10.0, 1000.0
-BUFFER_BYTES = 512 << 20  # the hardware buffer (~2.7 KB a sample: ~190,000 samples, 3.8 s at 20 us)
+# the hardware buffer: configuring it took 0.64 s at 512 MB, 0.21 at 128, 0.17 at 64, 0.14 at 32 (H100,
+# scripts/pm-sampling-costs.py); at up to SAMPLE_BYTES a sample, 64 MB hold 16,000 samples (0.33 s at 20 us)
+BUFFER_BYTES = 64 << 20
+SAMPLE_BYTES = 4096  # an upper bound of one sample's record (a 64-MB buffer overflowed after ~25,000 on the H100)
+REP_OVERHEAD_US = 100.0  # a repetition's flush, gap and launches beside the stage, for the round's length
 GAP_SAMPLES = 2  # the spin between the flush and the stage, in sample widths
 CYCLES_PER_US = 1_980  # the gap's length in SM cycles per microsecond (an H100's top clock; only a length)
 MIN_WINDOW_US = 2_000.0  # a round samples at least this much of the stage's GPU time (100 samples at 20 us) ...
@@ -61,10 +65,13 @@ def interval_ns() -> int | str:
     return int(us * 1000)
 
 
-def reps_for(stage_us: float, most: int) -> int:
-    """Repetitions for a stage of ``stage_us``: enough for ``MIN_WINDOW_US`` of it, at least 3, at most ``most``."""
+def reps_for(stage_us: float, most: int, interval: int = INTERVAL_NS) -> int:
+    """Repetitions for a stage of ``stage_us``: enough for ``MIN_WINDOW_US`` of it, at least 3, at most ``most``; and
+    never more than half the hardware buffer holds at ``interval`` (one, for a stage longer than that)."""
     need = int(MIN_WINDOW_US / stage_us) + 1 if stage_us > 0 else most
-    return max(3, min(need, most, MAX_REPS))
+    room_us = BUFFER_BYTES / SAMPLE_BYTES * interval / 1e3 / 2
+    fits = max(1, int(room_us / (stage_us + REP_OVERHEAD_US)))
+    return min(max(3, min(need, most, MAX_REPS)), fits)
 
 
 def _cupti() -> Any:

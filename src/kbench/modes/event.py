@@ -118,7 +118,8 @@ class Event(InProcessMode):
                 try:
                     for ps in prep.stages:
                         us = timed["stages"][ps.stage.name]["cupti_us"] or timed["stages"][ps.stage.name]["samples_us"]
-                        got = sampler.round(ps.launch.fn, reps_for(min(us), opts.bench_runs), flush, flush_items)
+                        reps = reps_for(min(us), opts.bench_runs, sampler.interval)
+                        got = sampler.round(ps.launch.fn, reps, flush, flush_items)
                         sampled.setdefault("stages", {})[ps.stage.name] = (
                             got if isinstance(got, dict) else {"not_measured": got}
                         )
