@@ -41,4 +41,10 @@ if [ "${WARM:-0}" = 1 ]; then
   step "warm loop, sampling off"
   KBENCH_SAMPLING=0 $py -m tests.benchmark.bench_turnaround --warm 2>&1 | tee "$res/warm-off.txt" | tail -12
 fi
+if [ "${RAGGED:-0}" = 1 ]; then  # uneven programs, no access run: the SM-busy evidence sampled in event mode
+  for v in per_segment chunked; do
+    $py -m kbench.kernel ragged $v --kernel-path tests/data/validation --prof_type=event --out "$res/ragged" > "$res/event-ragged-$v.md" 2> "$res/event-ragged-$v.err"
+    echo "ragged $v event rc=$?; $(grep -m1 '^1\. ' "$res/event-ragged-$v.md" | cut -c1-200)"
+  done
+fi
 step "done"

@@ -249,8 +249,12 @@ def test_a_real_event_run_with_samples_fills_the_stages_table(isolated: Path, mo
     report = json.loads((run / "report.json").read_text())
     (stage,) = [s for s in report["stages"] if s["name"] == "partial"]
     assert stage["dram_pct"]["by"].startswith("PM sampling (CUPTI, in-process): dram__throughput.avg.pct_of_peak")
-    assert [s["stage"] for s in report["sections"]["sampling"]] == ["partial", "combine"]
-    # no item from the short combine's windows (a 2.7-us kernel read "SMs idle: 36.5% busy" before the rule)
+    sampling = report["sections"]["sampling"]
+    assert [s["stage"] for s in sampling["stages"]] == ["partial", "combine"]
+    assert sampling["sampler"]["chip"] == "GH100" and sampling["sampler"]["sets"] == ["Compute_Triage", "TriageCompute"]
+    tc = sampling["sampler"]["metrics"]["tc_pct"]
+    assert tc == "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
+    # no item from the short combine's windows (its 5-us rounds read "SMs idle: 36.5% busy" before the rule)
     assert not any("sm_busy_pct" in o.metric for o in r.figures.opportunities)
     # the run's own samples.json: the sampler and each stage's round, as recorded
     assert json.loads((run / "samples.json").read_text())["sampler"]["chip"] == "GH100"

@@ -88,7 +88,7 @@ def main() -> None:
         off = None if "--no-off" in sys.argv else profile(pkg, ver, args, "event", out, {"KBENCH_SAMPLING": "0"})
         if on is None:
             continue
-        sampled = {s["stage"]: s for s in (on["sections"].get("sampling") or [])}
+        sampled = {s["stage"]: s for s in (on["sections"].get("sampling") or {}).get("stages", [])}
         counted = {s["name"]: s for s in (ncu or {}).get("stages", [])}
         timed_off = {s["name"]: s for s in (off or {}).get("stages", [])}
         label = f"{pkg} {ver} {' '.join(a for a in args if a.startswith('--') and a != '--kernel-path')}".strip()

@@ -280,7 +280,13 @@ class Event(InProcessMode):
                 *([describe(phases)] if sum((phases := capture.facts.get("phases") or {}).values()) >= 1 else []),
             ],
             plan_timing=TimingStats.of(whole["samples_us"]) if whole else None,
-            sections=Sections(timing=Timing(concurrency=concurrency(ctx.plan), sampled=list(sampled.values()) or None)),
+            sections=Sections(
+                timing=Timing(
+                    concurrency=concurrency(ctx.plan),
+                    sampled=list(sampled.values()) or None,
+                    sampler=found.get("sampler") if sampled else None,
+                )
+            ),
             data=static,
         )
 

@@ -246,7 +246,12 @@ def build(r: ProfileResult) -> ReportJson:
             },
             # each stage's PM-sampled counters and its kernels', where event mode sampled them
             **(
-                {"sampling": [s.model_dump(mode="json") for s in r.sections.timing.sampled]}
+                {
+                    "sampling": {
+                        "sampler": r.sections.timing.sampler,
+                        "stages": [s.model_dump(mode="json") for s in r.sections.timing.sampled],
+                    }
+                }
                 if r.sections.timing and r.sections.timing.sampled
                 else {}
             ),

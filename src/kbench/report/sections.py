@@ -34,6 +34,8 @@ class Timing(Frozen):
     concurrency: str | None = None  # a plan on several streams: what the timing can and cannot say about it
     # each stage's counters from PM sampling (kbench.analysis.sampling); report.json's sections.sampling
     sampled: list[SampledStage] | None = Field(default=None, exclude=True)
+    # what sampled them: the chip, its single-pass sets, the metric of each figure, the interval, the binding's version
+    sampler: dict[str, Any] | None = Field(default=None, exclude=True)
 
 
 class Counters(Frozen):
