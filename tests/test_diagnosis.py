@@ -93,6 +93,7 @@ def realized(before: str, after: str, mode: str, by_events: bool = False) -> flo
 
 
 I42 = "validation_h100_1127"  # issue 42's pairs (tests/data/validation_h100_1127)
+S43 = "validation_h100_sampled"  # issue 43's event runs with PM sampling (tests/data/validation_h100_sampled)
 NEW = "h100_1125"  # the runs of 2026-11-25 on an H100 (tests/data/validation_h100_1125)
 PAIRS = [
     # before, after, the mechanism Top 1 must name, a word its change must contain, the modes checked
@@ -235,6 +236,8 @@ PAIRS = [
     (f"{I42}/divmod-modulo", f"{I42}/divmod-compare", "Stalls on not_selected and math_pipe_throttle", "divis", "a"),
     (f"{I42}/ragged-per_segment", f"{I42}/ragged-chunked", "Uneven programs in segsum", "pair each long", "e"),
     (f"{I42}/ragged-per_segment", f"{I42}/ragged-chunked", "SMs idle while the longest programs", "pair each", "a"),
+    # issue 43: event mode's PM-sampled SM-busy evidence (no access run): the same Top 1 as annotation mode's ncu
+    (f"{S43}/ragged-per_segment", f"{S43}/ragged-chunked", "SMs idle while the longest programs", "pair each", "e"),
     (f"{I42}/scalar_atomic-per_program", f"{I42}/scalar_atomic-wide", "Atomic contention in sum", "on chip", "ea"),
     (
         f"{I42}/splitk-serial_combine",
