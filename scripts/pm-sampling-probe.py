@@ -236,15 +236,8 @@ def main() -> None:
         print(tag, "samples", len(r.get("samples", [])), flush=True)
         save()
 
-    seven = [
-        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-        "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
-        "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed",
-        "sm__inst_executed_pipe_xu_realtime.avg.pct_of_peak_sustained_elapsed",
-        "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
-        "gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
-        "pcie__throughput.avg.pct_of_peak_sustained_elapsed",
-    ]
+    # the seven the first session sampled together: WANT's first six and the PCIe throughput
+    seven = [*WANT[:6], "pcie__throughput.avg.pct_of_peak_sustained_elapsed"]
     save()
     sampled("seven_alone", seven, False, 512 << 20, 10_000)
     sampled("seven_kineto", seven, True, 512 << 20, 10_000)

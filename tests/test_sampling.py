@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -273,3 +273,90 @@ def test_a_stage_of_two_kernels_gets_each_kernels_figures(isolated: Path, monkey
     assert kernels["combine_kernel"].figures["dram_pct"] == pytest.approx(5.2, abs=0.3)
     text = (Path(r.out_dir) / "report.md").read_text()
     assert "| rowsum | partial_kernel |" in text and "| rowsum | combine_kernel |" in text
+
+
+class _FakeCollector:
+    """cupti-python's pm_sampling.Collector, as far as Sampler.open uses it: ``refuse`` names metrics whose
+    configuration fails (ValueError, as the binding raises for a set it refuses), ``deny`` an enable error."""
+
+    refuse: frozenset[str] = frozenset()
+    deny: BaseException | None = None
+    log: ClassVar[list[str]] = []  # each fake class gets its own (_fake_cupti)
+
+    def __init__(self, device_index: int = 0) -> None:
+        self._chip_name = "GH100"
+
+    def enable(self) -> None:
+        self.log.append("enable")
+        if self.deny is not None:
+            raise self.deny
+
+    def configure(self, *, metrics: list[str], hardware_buffer_size: int, sampling_interval: int) -> None:
+        self.log.append(f"configure {len(metrics)} @ {sampling_interval} in {hardware_buffer_size >> 20} MB")
+        if self.refuse & set(metrics):
+            raise ValueError("Requested PM sampling configuration is not supported.")
+
+    def disable(self) -> None:
+        self.log.append("disable")
+
+
+class _FakeHost:
+    @staticmethod
+    def get_single_pass_sets(chip: str) -> list[str]:
+        return ["TriageCompute"]
+
+    @staticmethod
+    def get_metrics_in_single_pass_set(chip: str, name: str) -> list[str]:
+        return ["FBSP.TriageCompute.dramc__throughput"]
+
+
+def _fake_cupti(monkeypatch: pytest.MonkeyPatch, **kw: Any) -> type[_FakeCollector]:
+    collector = type("Collector", (_FakeCollector,), {"log": [], **kw})
+    binding = type("pm_sampling", (), {"Collector": collector})
+    monkeypatch.setattr(capture, "_cupti", lambda: (None, binding, _FakeHost))
+    monkeypatch.setattr(capture, "_IMAGES", {})
+    return collector
+
+
+def test_open_drops_what_the_chip_refuses_from_the_end_each_try_in_a_collector_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = _fake_cupti(monkeypatch, refuse=frozenset({S.WANTED["l2_pct"], S.WANTED["sm_cycles_max"]}))
+    got = capture.Sampler.open(0, 20_000)
+    assert isinstance(got, capture.Sampler)
+    assert got.refused == [S.WANTED["l2_pct"], S.WANTED["sm_cycles_max"]]
+    assert list(got.metrics) == list(S.WANTED)[:-2] and got.sets == {
+        "TriageCompute": _FakeHost.get_metrics_in_single_pass_set("", "")
+    }
+    assert fake.log == [
+        "enable", "configure 9 @ 20000 in 64 MB", "disable",
+        "enable", "configure 8 @ 20000 in 64 MB", "disable",
+        "enable", "configure 7 @ 20000 in 64 MB",
+    ]  # fmt: skip
+    about = got.describe()
+    assert (
+        about["chip"] == "GH100" and about["interval_ns"] == 20_000 and set(about["seconds"]) == {"enable_s", "open_s"}
+    )
+    got.close()
+    assert fake.log[-1] == "disable" and got.collector is None
+
+
+def test_open_says_in_one_line_why_nothing_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_cupti(monkeypatch, deny=PermissionError("ERR_NVGPUCTRPERM"))
+    assert capture.Sampler.open() == (
+        "PM sampling not permitted (ERR_NVGPUCTRPERM: the GPU's counters are open to admin users only)"
+    )
+    _fake_cupti(monkeypatch, deny=RuntimeError("PM sampling is already enabled on this device.\nmore"))
+    assert capture.Sampler.open() == (
+        "PM sampling unavailable on this GPU: RuntimeError: PM sampling is already enabled on this device."
+    )
+    fake = _fake_cupti(monkeypatch, refuse=frozenset(S.WANTED.values()))
+    got = capture.Sampler.open()
+    assert isinstance(got, str) and got.startswith("PM sampling refused every metric on GH100 (ValueError:")
+    assert fake.log.count("enable") == len(S.WANTED) and fake.log[-1] == "disable"  # nothing left enabled
+
+    def missing() -> Any:
+        raise ImportError("No module named 'cupti'", name="cupti")
+
+    monkeypatch.setattr(capture, "_cupti", missing)
+    assert capture.Sampler.open() == "cupti-python is not installed (cupti): pip install 'kbench[cupti]'"

@@ -11,9 +11,10 @@ clock (TSC ticks, 2.1 per ns), its kernel records Unix nanoseconds; a pair of
 ``cupti.get_timestamp()`` and ``time.time_ns()`` read together and the samples' spacing place the samples within a
 few microseconds.
 
-What a chip offers is read from CUPTI (its single-pass sets), never assumed from ncu's names: each wanted metric
-the chip's set lacks or a configuration refuses is left out, and the metrics used are recorded. Configuring one
-collector twice broke its decode on the H100 (ERROR_UNKNOWN, then a crash): every configuration gets its own.
+What a chip offers is read from CUPTI, never assumed from ncu's names: its single-pass sets are recorded, and a
+wanted metric a configuration refuses is left out (the sets list raw counters, not every metric PM sampling accepts),
+the metrics used recorded too. One collector configured over and over (the first probe tried 15 configurations on
+it) broke its decode on the H100 (ERROR_UNKNOWN, then a crash): every configuration tried gets its own.
 """
 
 from __future__ import annotations
@@ -30,14 +31,14 @@ from kbench.capture.cupti import kineto_session
 
 # one sample per 20 us of GPU time (KBENCH_SAMPLING_INTERVAL_US: another, 10 to 1000 us). Finer ones measured
 # worse on the H100 against ncu: at 5 us a 19-us stage read 47.7% DRAM (ncu 69.5%), at 2 us a 30-us GEMM read 45.7%
-# DRAM and 23.7% tensor pipe (ncu 17.0%, 69.6%); at 20 us 16 of 17 stages of 20 us or more read DRAM within 5
-# points of ncu (docs/benchmarks/sampling-h100.txt)
+# DRAM and 23.7% tensor pipe (ncu 17.0%, 69.6%); at 20 us 14 of 15 stages of 20 us or more read DRAM within 5
+# points of ncu (the 15th explained in docs/benchmarks/sampling-h100.txt)
 INTERVAL_NS = 20_000
 MIN_US, MAX_US = 10.0, 1000.0
 # the hardware buffer: configuring it took 0.64 s at 512 MB, 0.21 at 128, 0.17 at 64, 0.14 at 32 (H100,
 # scripts/pm-sampling-costs.py); at up to SAMPLE_BYTES a sample, 64 MB hold 16,000 samples (0.33 s at 20 us)
 BUFFER_BYTES = 64 << 20
-SAMPLE_BYTES = 4096  # an upper bound of one sample's record (a 64-MB buffer overflowed after ~25,000 on the H100)
+SAMPLE_BYTES = 4096  # assumed per sample of 9 metrics, with room (not measured: a round's decode says any overflow)
 REP_OVERHEAD_US = 100.0  # a repetition's flush, gap and launches beside the stage, for the round's length
 GAP_SAMPLES = 2  # the spin between the flush and the stage, in sample widths
 CYCLES_PER_US = 1_980  # the gap's length in SM cycles per microsecond (an H100's top clock; only a length)
@@ -85,6 +86,12 @@ def _first(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else ""
 
 
+def _disable(collector: Any) -> None:
+    """Give the GPU's counters back (an ncu in any other process cannot profile while a collector is enabled)."""
+    with contextlib.suppress(Exception):
+        collector.disable()
+
+
 _SETS: dict[str, dict[str, list[str]]] = {}  # chip -> its single-pass sets and their metrics (read once)
 _IMAGES: dict[tuple[str, tuple[str, ...]], Any] = {}  # (chip, metrics) -> the configuration image built for them
 
@@ -98,7 +105,8 @@ def _configure(collector: Any, chip: str, metrics: list[str], interval: int) -> 
     needed = ("_pm_sampling_object", "_config", "_metrics")
     if image is None or not all(hasattr(collector, f) for f in needed):
         collector.configure(metrics=metrics, hardware_buffer_size=BUFFER_BYTES, sampling_interval=interval)
-        _IMAGES[(chip, tuple(metrics))] = collector._config
+        if getattr(collector, "_config", None) is not None:
+            _IMAGES[(chip, tuple(metrics))] = collector._config
         return
     params = cc.PmSamplingSetConfigParams()
     params.struct_size = cc.PM_SAMPLING_SET_CONFIG_PARAMS_STRUCT_SIZE
@@ -143,10 +151,10 @@ class Sampler:
                 names = profiler_host.get_single_pass_sets(chip)
                 _SETS[chip] = {s: profiler_host.get_metrics_in_single_pass_set(chip, s) for s in names}
         except PermissionError:
-            collector.disable()
+            _disable(collector)
             return "PM sampling not permitted (ERR_NVGPUCTRPERM: the GPU's counters are open to admin users only)"
-        except Exception as e:
-            collector.disable()
+        except Exception as e:  # no such chip, another tool holding the counters (ncu, DCGM), a driver too old
+            _disable(collector)
             return f"PM sampling unavailable on this GPU: {type(e).__name__}: {_first(e)}"
         # a set's listing names raw counters (dramc__throughput), not every metric PM sampling accepts
         # (dram__throughput): what a configuration accepts decides; the first ones answer the Stages table, so a
@@ -158,7 +166,7 @@ class Sampler:
                 _configure(collector, chip, list(metrics.values()), interval)
                 break
             except Exception as e:  # ValueError for a refused set; the binding's cuptiError for a bad name
-                collector.disable()
+                _disable(collector)
                 if len(metrics) == 1:
                     return f"PM sampling refused every metric on {chip} ({type(e).__name__}: {_first(e)})"
                 refused.append(metrics.popitem()[1])
@@ -174,16 +182,19 @@ class Sampler:
 
     def close(self) -> None:
         if self.collector is not None:
-            with contextlib.suppress(Exception):
-                self.collector.disable()
+            _disable(self.collector)
             self.collector = None
 
     def describe(self) -> dict[str, Any]:
         """What the chip offered and what this run sampled (report.json keeps it)."""
-        from importlib.metadata import version
+        from importlib.metadata import PackageNotFoundError, version
 
+        try:
+            binding = version("cupti-python")
+        except PackageNotFoundError:  # importable without its metadata (copied in by hand)
+            binding = "n/a"
         return {
-            "version": version("cupti-python"),
+            "version": binding,
             "chip": self.chip,
             "sets": sorted(self.sets),
             "metrics": self.metrics,
