@@ -11,7 +11,7 @@ import pytest
 from kbench.plan.discovery import load_version
 from tests.conftest import Ran
 
-VERSIONS = ["base", "v1", "v2", "v3", "v4", "v5", "v6"]
+VERSIONS = ["base", "v1", "v2", "v3", "v4", "v5", "v6", "v6_branch"]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -31,6 +31,7 @@ def test_every_version_passes_the_check_under_the_interpreter(cli: Callable[...,
         ("v4", []),
         ("v5", ["--s=16", "--h=16"]),
         ("v6", ["--b=99"]),  # 99 sequences of one row block fill 75% of 132 SMs: v5's fused path
+        ("v6_branch", ["--b=99"]),  # the fused path with the softmax step under its runtime branch
     ],
 )
 def test_fp32_and_other_shapes_pass(cli: Callable[..., Ran], version: str, extra: list[str]) -> None:

@@ -100,10 +100,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bench-runs", type=int, default=50)
     ap.add_argument("--out", default="out/profiles")
+    ap.add_argument("--versions", default=None, help="comma-separated versions to time (default: every version)")
     args = ap.parse_args()
+    versions = args.versions.split(",") if args.versions else find_package("mla_decode").versions()
     mm, copy = measured_ceilings()
     print(f"ceilings measured in this run: bf16 torch.mm 8192^3 {mm:.1f} TFLOP/s, copy {copy:.0f} GB/s")
-    rows = run("mla_decode", find_package("mla_decode").versions(), args.bench_runs, args.out)
+    rows = run("mla_decode", versions, args.bench_runs, args.out)
     print_table("mla_decode", rows)
     mm_after, copy_after = measured_ceilings()
     print(
