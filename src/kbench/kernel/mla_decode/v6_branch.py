@@ -1,10 +1,11 @@
 """mla_decode v6_branch: v6 with its fused kernel's softmax step under a runtime branch that is always taken (issue
 44). v5/v6's 64-row block needs two warpgroups for its 64 x 512 fp32 accumulator, and Triton gives a dot that
-feeds another dot to all warps along M: both warpgroups computed the whole Q.K^T (1.53x the model's tensor FLOPs,
-kbench's "Work repeated by warpgroups"). Behind the branch the scores dot no longer feeds the second dot directly,
-so Triton is free to lay it out over both warpgroups (each computes half of the scores) and converts the
-probabilities' layout where the branch ends. Measured first by a user of vLLM's kernel (226.1 us against v6's 246.9 us
-at b=32 s=16 t=4096 h=16 on the H100); here a version of its own, so kbench's items can follow it."""
+feeds another dot to all warps along M: both warpgroups compute the whole Q.K^T (1.53x the model's tensor FLOPs,
+kbench's "Work repeated by warpgroups"). A user rewriting vLLM's kernel reported that computing P and the rescale
+factor under such a branch let Triton split the scores over both warpgroups (226.1 us against v6's 246.9 at
+b=32 s=16 t=4096 h=16 on the H100). Measured here (H100, Triton 3.6, 2026-11-27): the branch alone keeps the scores
+over warpsPerCTA [8, 1] (still 1.47x) and, on its fastest tile (64 x 32, 3 stages), runs in 443.6 us against v6's
+247.8: slower, kept as the step the devlog (docs/kernels/mla_decode.md) records and kbench's items follow."""
 
 from __future__ import annotations
 
@@ -55,6 +56,12 @@ class MlaDecodeTmaBranch(MlaDecodeTma):
     """v5 with the softmax step under the runtime branch; v2's tiles."""
 
     KERNEL: ClassVar[str] = "mla_v6b_fused_kernel"
+    # v2's tiles and a 128-column one (one stage: 144 KB of shared memory): split over the two warpgroups, a 32- or
+    # 64-column scores tile became m64n16/n32 wgmmas (kbench's Top 1 on the first run: narrow tensor tiles)
+    TILES: ClassVar[list[Config]] = [
+        *MlaDecodeTma.TILES,
+        {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 1},
+    ]
 
     def stages(self) -> list[Stage]:
         return [self.attention_stage(self._build, self.row_tiles(self.TILES), [self.KERNEL])]
