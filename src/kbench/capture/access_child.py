@@ -37,7 +37,7 @@ def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: in
     """Step 1 (see the module's docstring): each stage's record for access.json, and every stage's load/store lines
     together."""
     from kbench.analysis.access import program_work, sites, touched
-    from kbench.capture import access
+    from kbench.capture import access, gluon
     from kbench.capture.prepare import built, guarded
     from kbench.report.chart import access_png, traced_at
 
@@ -50,11 +50,17 @@ def trace_point(plan: Any, seed: int, programs: int, run_dir: Path, pictures: in
         config = dict(stage.tuning[0])
         launch = built(plan, stage, ws, config)
         start = time.perf_counter()
-        with access.traced(allocations, programs) as trace:
+        with gluon.compile_only() as made, access.traced(allocations, programs) as trace:
             try:
                 guarded(stage.name, launch.fn)
             except KernelError as e:
                 raise InterpreterFailed(f"Triton {_triton()}'s CPU interpreter could not run it: {e}") from None
+        if made:  # compiled, never run: nothing was traced
+            raise InterpreterFailed(
+                f"access mode cannot trace stage {stage.name}: its kernel {made[0].name} is written in Gluon, which "
+                f"Triton's CPU interpreter cannot run ({made[0].words()}, so it builds); profile it on a GPU "
+                "(--prof_type=event, annotation or ncu)"
+            )
         seconds = time.perf_counter() - start
         facts = sites(trace.accesses, whole=trace.whole)
         every += facts

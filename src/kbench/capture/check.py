@@ -107,10 +107,13 @@ def traced_check(
     if prep.device == "cuda":
         return check(prep, where, note), [], [], None
     from kbench.analysis.access import sites, touched
-    from kbench.capture import access
+    from kbench.capture import access, gluon
 
-    with access.traced(access.allocations_of(prep.ws)) as trace:
+    with gluon.compile_only() as made, access.traced(access.allocations_of(prep.ws)) as trace:
         result = check(prep, where, note)
+    if made:  # a Gluon kernel compiled, not run: the output was never computed, so no numeric verdict
+        plan = prep.plan
+        result = dataclasses.replace(result, passed=True, compiled=gluon.said(made, plan.package, plan.version))
     facts = sites(trace.accesses)
     elements = touched(trace.accesses, access.named_tensors(prep.ws)) if maps else []
     said = out_of_bounds(facts)

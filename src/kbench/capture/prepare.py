@@ -55,8 +55,11 @@ class CheckResult:
     dtype: str
     note: str = ""
     out_of_bounds: str = ""  # under the interpreter: the first site that reached outside its tensor ("": none)
+    compiled: str = ""  # under the interpreter: Gluon kernels compiled for sm_90, not run (kbench.capture.gluon)
 
     def verdict(self) -> str:
+        if self.compiled:
+            return f"COMPILED, NOT RUN: {self.compiled}"
         if self.out_of_bounds:
             return f"FAIL: out of bounds: {self.out_of_bounds}"
         return (

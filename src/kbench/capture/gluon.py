@@ -1,0 +1,118 @@
+"""Gluon kernels where there is no GPU. Triton's CPU interpreter runs ``@triton.jit`` kernels, not ``@gluon.jit``
+ones (Gluon's explicit layouts, warpgroup MMAs, TMA and mbarriers have no interpreter): under a CPU check a Gluon
+kernel is compiled for an sm_90 target instead, by Triton's own compiler and the ptxas it bundles, and never
+launched, so that a kernel that no longer compiles still fails on a CPU (CI), and its numerics are left to a GPU.
+
+The compile goes through the kernel's own ``run`` with ``warmup=True`` (compile, do not launch) while a stand-in
+driver answers for the device Triton asks about (an sm_90 target, device 0, stream 0). Measured with Triton 3.9 on
+a machine without a GPU: the PTX (.target sm_90a) and the cubin are produced. A Triton without Gluon, or whose
+runtime lacks what this relies on, makes no stand-in: the kernel then fails as it would have, and says why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+ARCH = 90  # the target a CPU check compiles Gluon kernels for (Hopper: the lent H100's)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A Gluon kernel compiled, not run, under a CPU check."""
+
+    name: str
+    arch: str  # "sm_90a", read from the PTX
+    cubin_bytes: int
+    wgmma: int  # warpgroup MMAs, TMA copies and mbarrier operations in the PTX (each once as written)
+    tma: int
+    mbarrier: int
+
+    @classmethod
+    def of(cls, name: str, kernel: Any) -> Compiled:
+        asm = getattr(kernel, "asm", {}) or {}
+        ptx = str(asm.get("ptx", ""))
+        target = re.search(r"^\.target\s+(\S+)", ptx, re.MULTILINE)
+        return cls(
+            name=name,
+            arch=target.group(1) if target else "n/a",
+            cubin_bytes=len(asm.get("cubin", b"") or b""),
+            wgmma=len(re.findall(r"\bwgmma\.mma_async", ptx)),
+            tma=len(re.findall(r"\bcp\.async\.bulk\.tensor", ptx)),
+            mbarrier=len(re.findall(r"\bmbarrier\.", ptx)),
+        )
+
+    def words(self) -> str:
+        ops = ", ".join(f"{n} {k}" for k, n in (("wgmma", self.wgmma), ("TMA", self.tma), ("mbarrier", self.mbarrier)))
+        return f"{self.name} compiled for {self.arch} ({self.cubin_bytes} B of cubin; PTX: {ops})"
+
+
+class _Sm90:
+    """The driver Triton asks about while a CPU check compiles a Gluon kernel: an sm_90 target, no device."""
+
+    def is_active(self) -> bool:
+        return True
+
+    def get_current_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", ARCH, 32)
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        from triton.backends.nvidia.driver import ty_to_cpp
+
+        return str(ty_to_cpp(ty))
+
+
+@contextlib.contextmanager
+def compile_only() -> Iterator[list[Compiled]]:
+    """Inside: every Gluon kernel a stage calls is compiled for sm_90 and not launched; the list says which."""
+    made: list[Compiled] = []
+    try:
+        from triton.experimental.gluon._runtime import GluonJITFunction
+        from triton.runtime import driver
+    except ImportError:  # a Triton without Gluon: nothing to stand in for
+        yield made
+        return
+    if not hasattr(driver, "_active") or not hasattr(GluonJITFunction, "run"):
+        yield made
+        return
+    original = GluonJITFunction.run
+
+    def run(self: Any, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():  # Triton 3.9's notice of a default it will change (fp fusion), not ours
+            warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION")
+            kernel = original(self, *args, grid=grid, warmup=True, **kwargs)
+        made.append(Compiled.of(str(getattr(self, "__name__", "a Gluon kernel")), kernel))
+        return kernel
+
+    previous = driver._active
+    GluonJITFunction.run = run
+    driver._active = _Sm90()
+    try:
+        yield made
+    finally:
+        GluonJITFunction.run = original
+        driver._active = previous
+
+
+NOT_RUN = (
+    "Triton's CPU interpreter cannot run Gluon kernels, so their numerics are not checked here: run `kbench check "
+    "{package} {version}` on a CUDA machine (every GPU mode checks them too)"
+)
+
+
+def said(made: list[Compiled], package: str, version: str) -> str:
+    """What a CPU check did with the Gluon kernels it met, in one line."""
+    names = "; ".join(dict.fromkeys(c.words() for c in made))
+    return f"{names}; {NOT_RUN.format(package=package, version=version)}"

@@ -1,0 +1,93 @@
+"""Gluon kernels as plans on a machine without a GPU (kbench.capture.gluon): `kbench check` compiles them for sm_90
+instead of running them under Triton's interpreter (which cannot), says so in one line and leaves their numerics to
+a GPU; a kernel that no longer compiles fails the check; access mode says it cannot trace them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kbench.capture import gluon
+from tests.conftest import Ran
+
+pytest.importorskip("triton.experimental.gluon", reason="this Triton has no Gluon")
+
+
+def test_check_on_a_cpu_compiles_a_gluon_kernel_for_sm90_and_says_its_numerics_need_a_gpu(
+    cli: Callable[..., Ran],
+) -> None:
+    done = cli("check", "vector_add", "gluon")
+    assert done.returncode == 0, done.stderr + done.stdout
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("  add ")]
+    assert line.startswith(
+        "  add {'BLOCK': 1024, 'num_warps': 4}: COMPILED, NOT RUN: gluon_add_kernel compiled for sm_90a ("
+    )
+    assert (
+        "cannot run Gluon kernels, so their numerics are not checked here: run `kbench check vector_add gluon` on a "
+        in line
+    )
+    assert done.stdout.strip().endswith("1 with Gluon kernels compiled for sm_90 and not run (numerics need a GPU)")
+
+
+BROKEN = """
+import dataclasses
+from typing import ClassVar
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from kbench.kernel.vector_add.base import VectorAdd
+
+@gluon.jit
+def broken_kernel(a_ptr, b_ptr, c_ptr, n, BLOCK: gl.constexpr):
+    offs = gl.arange(0, BLOCK)  # no layout: Gluon refuses it
+    gl.store(c_ptr + offs, gl.load(a_ptr + offs))
+
+class Broken(VectorAdd):
+    def _build_add(self, ws, cfg):
+        from kbench.plan.base import Launch
+        grid = (triton.cdiv(self.n, cfg["BLOCK"]),)
+        return Launch(lambda: broken_kernel[grid](ws.a, ws.b, ws.c, self.n, cfg["BLOCK"]), grid)
+
+PLAN = Broken
+"""
+
+
+def test_a_gluon_kernel_that_does_not_compile_fails_the_check_in_one_line(
+    cli: Callable[..., Ran], tmp_path: Path
+) -> None:
+    pkg = tmp_path / "gbroken"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('"""a Gluon kernel that no longer compiles"""\nBASELINE = "base"\n')
+    (pkg / "base.py").write_text(BROKEN)
+    done = cli("check", "gbroken", "--kernel-path", str(tmp_path))
+    assert done.returncode not in (0, 70), done.stderr + done.stdout
+    assert "Traceback" not in done.stderr and "stage add failed" in done.stderr
+    assert "COMPILED" not in done.stdout
+
+
+def test_access_mode_says_it_cannot_trace_a_gluon_kernel(cli: Callable[..., Ran], tmp_path: Path) -> None:
+    done = cli("vector_add", "gluon", "--n=4096", "--prof_type=access", "--out", str(tmp_path), module="kbench.kernel")
+    assert done.returncode == 7, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    said = (
+        "kbench: error: access mode cannot trace stage add: its kernel gluon_add_kernel is written in Gluon, which "
+        "Triton's CPU interpreter cannot run (gluon_add_kernel compiled for sm_90a"
+    )
+    assert last.startswith(said)
+    assert "profile it on a GPU (--prof_type=event, annotation or ncu)" in last
+
+
+def test_what_the_ptx_holds_is_counted_as_written() -> None:
+    ptx = "\n".join([
+        ".version 8.7", ".target sm_90a",
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {...};",
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {...};",
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd2, {%r3, %r4}], [%r5];",
+        "mbarrier.init.shared::cta.b64 [%r6], 1;", "mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r6], %r7;",
+    ])  # fmt: skip
+    kernel = type("K", (), {"asm": {"ptx": ptx, "cubin": b"\x00" * 100}})()
+    made = gluon.Compiled.of("k", kernel)
+    assert (made.arch, made.cubin_bytes, made.wgmma, made.tma, made.mbarrier) == ("sm_90a", 100, 2, 1, 2)
+    assert made.words() == "k compiled for sm_90a (100 B of cubin; PTX: 2 wgmma, 1 TMA, 2 mbarrier)"
