@@ -40,6 +40,9 @@ def test_every_tuning_config_matches_the_reference(package: str, version: str) -
     assert len(results) == len(stages[0].tuning) + sum(len(s.tuning) - 1 for s in stages[1:])
     for r in results:
         assert r.result.passed, r.result.line()
+        if r.result.compiled:  # a Gluon kernel on a CPU: compiled for sm_90, not run (tests/test_gluon.py)
+            assert DEVICE == "cpu" and "compiled for sm_90a" in r.result.compiled
+            continue
         assert r.result.rel_err <= plan.rtol()
 
 

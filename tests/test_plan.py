@@ -16,7 +16,7 @@ USER = Path(__file__).parent / "data" / "user_kernels"
 def test_shipped_packages_and_versions() -> None:
     found = packages()
     assert {"vector_add", "matmul"} <= set(found)
-    assert found["vector_add"].versions() == ["base", "v2"]
+    assert found["vector_add"].versions() == ["base", "v2", "gluon"]
     assert found["matmul"].versions() == ["base", "v2", "torch_mm"]
     assert found["matmul"].baseline() == "torch_mm" and found["vector_add"].baseline() == "base"
     assert found["fork_join"].versions() == ["base", "serial"] and found["fork_join"].baseline() == "serial"
