@@ -5,6 +5,8 @@ spills item)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
@@ -18,10 +20,12 @@ from .v2 import MlaDecodeFused
 
 @triton.jit
 def mla_v5_fused_kernel(q_nope_ptr, q_pe_ptr, values, keys_pe, o_ptr, scale, s, t, R, H: tl.constexpr,  # type: ignore[no-untyped-def]
-                        D: tl.constexpr, P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):  # fmt: skip
+                        D: tl.constexpr, P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BRANCH: tl.constexpr = False):  # fmt: skip
     """v2's kernel (_triton.attend) with each cache tile loaded through two tensor descriptors: its first D columns
     (keys, then values) and its last P (the rotary keys). A tile past the sequence's end reads the next sequence's
-    rows (zeros past the last): the mask drops them as it drops columns >= t."""
+    rows (zeros past the last): the mask drops them as it drops columns >= t. ``BRANCH`` (v6_branch): the softmax
+    step under a runtime branch that is always taken (t > 0); off, the code is v5's as it was."""
     LOG2E: tl.constexpr = 1.4426950408889634
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     b = tl.program_id(1)  # the row blocks of one sequence are launched together: its cache is read once into L2
@@ -35,7 +39,13 @@ def mla_v5_fused_kernel(q_nope_ptr, q_pe_ptr, values, keys_pe, o_ptr, scale, s, 
         kp = keys_pe.load([b * t + c0, D])  # [BLOCK_N, P]
         sc = (tl.dot(qn, tl.trans(v)) + tl.dot(qp, tl.trans(kp))) * (scale * LOG2E)
         sc = tl.where(visible(rows, cols, s, t, H), sc, float("-inf"))
-        m, alpha, prob, total = softmax_step(sc, m, total)
+        if BRANCH:
+            prob = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+            alpha = tl.full((BLOCK_M,), 1.0, tl.float32)
+            if t > 0:
+                m, alpha, prob, total = softmax_step(sc, m, total)
+        else:
+            m, alpha, prob, total = softmax_step(sc, m, total)
         acc = acc * alpha[:, None] + tl.dot(prob.to(v.dtype), v)
     out = acc / total[:, None]
     dd = tl.arange(0, D)
@@ -48,9 +58,11 @@ class MlaDecodeTma(MlaDecodeFused):
     def stages(self) -> list[Stage]:
         return [self.attention_stage(self._build, self.row_tiles(self.TILES), ["mla_v5_fused_kernel"])]
 
+    BRANCH: ClassVar[bool] = False  # the softmax step under a runtime branch (v6_branch)
+
     def _build(self, ws: Workspace, cfg: Config) -> Launch:
         grid = (triton.cdiv(self.rows, cfg["BLOCK_M"]), self.b)
-        kernel, args = mla_v5_fused_kernel[grid], self.kernel_args(cfg)
+        kernel, args = mla_v5_fused_kernel[grid], {**self.kernel_args(cfg), **({"BRANCH": True} if self.BRANCH else {})}
         rows = ws.kv.view(self.b * self.t, self.d + self.p)
         shape, strides = [self.b * self.t, self.d + self.p], [self.d + self.p, 1]
         values = TensorDescriptor(rows, shape, strides, [cfg["BLOCK_N"], self.d])
