@@ -445,3 +445,20 @@ def test_sampled_dram_agrees_with_ncu_replaying_the_same_stage(
         (s,) = sampled.figures.stages
         assert s.tc_pct is not None and s.tc_pct > 30
     assert contract_problems(Path(sampled.out_dir) / "report.md") == []
+
+
+def test_a_gluon_plan_runs_like_a_triton_one(isolated: Path) -> None:
+    """vector_add gluon on the GPU: the check passes, event mode keeps its compiled files and launch record (on the
+    H100 by hand, 2026-11-27: PASS, 25 registers, docs/examples/issue44-h100)."""
+    from kbench.api import event_profile_plan
+    from kbench.plan.discovery import load_version
+
+    r = event_profile_plan(
+        load_version("vector_add", "gluon").from_values({"n": 1 << 24}), out_dir="prof", bench_runs=10
+    )
+    run = Path(r.out_dir)
+    assert contract_problems(run / "report.md") == []
+    assert json.loads((run / "params.json").read_text())["correctness"].startswith("PASS")
+    assert {p.suffix for p in (run / "compiled" / "add").iterdir()} >= {".ttgir", ".ptx", ".cubin"}
+    tiling = json.loads((run / "tiling" / "add.json").read_text())
+    assert tiling["kernel"] == "gluon_add_kernel" and tiling["num_warps"] == 4
