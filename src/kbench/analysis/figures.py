@@ -240,10 +240,9 @@ def from_timings(
             f"{', '.join(sorted({s.precision for s in stages}))} (conf/devices.json, or the run-time measurement "
             "for an unknown device)"
         )
-    total = sum(f.duration_us for f in figs)
     plan, top = _deciding(figs)
-    root = st.roofline_root_cause(top, 100.0 * top.duration_us / total, ceilings[top.precision], not roofline_known)
-    ranked = op.rank(diagnosed(figs, facts), fewer=lambda n: FEWER.format(n=n, counters=""))
+    root = st.roofline_root_cause(top, 100.0 * top.duration_us / total_us, ceilings[top.precision], not roofline_known)
+    ranked = op.rank(diagnosed(figs, facts, total_us), fewer=lambda n: FEWER.format(n=n, counters=""))
     return _plan(figs, (plan, root), ranked, next(iter(ceilings.values())).source, roofline_known, facts)
 
 

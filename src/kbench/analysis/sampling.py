@@ -89,9 +89,10 @@ def _items(record: dict[str, Any]) -> list[Item]:
     return [(str(n), float(s - base), float(s - base + d)) for n, s, d in record["items"]]
 
 
-def stage_items(record: dict[str, Any]) -> list[Item] | str:
-    """The stage's own records of the round: in each repetition, those after the flush's and the gap's."""
-    items, reps = _items(record), int(record["reps"])
+def stage_items(record: dict[str, Any], items: list[Item]) -> list[Item] | str:
+    """The stage's own records of the round (``items``: all of them, ``_items``): in each repetition, those after the
+    flush's and the gap's."""
+    reps = int(record["reps"])
     lead = int(record["flush_items"]) + int(record["gap_items"])
     body = len(items) - int(record["gap_items"])  # the round ends with one more gap
     if reps <= 0 or body % reps or body // reps <= lead:
@@ -149,29 +150,28 @@ def _reduce(
     if mine <= 0:
         return {}, 0.0
     by_metric = {m: (t / mine if m.endswith("_elapsed") else t) for m, t in zip(metrics, total, strict=True)}
-    figures = {k: round(by_metric[m], 2) for k, m in WANTED.items() if m in by_metric}
+    # the SM cycle counts are kept only as their ratio: how busy the average SM was against the busiest
+    figures = {k: round(by_metric[m], 2) for k, m in WANTED.items() if m in by_metric and not k.startswith("sm_cycles")}
     if by_metric.get(WANTED["sm_cycles_max"]):
         figures["sm_busy_pct"] = round(
             100.0 * by_metric[WANTED["sm_cycles_avg"]] / by_metric[WANTED["sm_cycles_max"]], 2
         )
-    for k in ("sm_cycles_avg", "sm_cycles_max"):
-        figures.pop(k, None)
     return figures, samples_n
 
 
 def reduce(stage: str, record: dict[str, Any]) -> SampledStage | str:
     """A stage's sampled figures (and its kernels'), or why there are none."""
-    own = stage_items(record)
+    items = _items(record)
+    own = stage_items(record, items)
     if isinstance(own, str):
         return own
     samples, _ = _place(record)
     if not samples:
         return "PM sampling recorded no completed sample"
     metrics = list(record["metrics"])
-    active = [(s, e) for n, s, e in _items(record) if GAP not in n]
-    busy = _Busy(active)
+    busy = _Busy([(s, e) for n, s, e in items if GAP not in n])
     col = metrics.index(WANTED["gpu_busy_pct"]) if WANTED["gpu_busy_pct"] in metrics else None
-    shift = refine(samples, _Busy([(s, e) for _, s, e in _items(record)]), col)
+    shift = refine(samples, _Busy([(s, e) for _, s, e in items]), col)
     samples = [(a + shift, b + shift, v) for a, b, v in samples]
     width = float(record["interval_ns"])
     figures, n = _reduce(samples, metrics, _Busy([(s, e) for _, s, e in own]), busy, width)

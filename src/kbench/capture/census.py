@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis.census import MARK, facts
-from kbench.capture.cupti import kineto_session, profiler_failed
+from kbench.capture.cupti import in_session, kineto_session, profiler_failed
 
 RUNS = 3  # runs of the stage the census records (the analysis takes the median per run)
 
@@ -22,20 +22,15 @@ def census(fn: Callable[[], object], runs: int = RUNS) -> dict[str, Any] | str:
     """The census record of ``runs`` calls of ``fn`` (kbench.analysis.census.facts), or why there is none."""
     try:
         import torch
-        from torch._C._autograd import _disable_profiler, _enable_profiler, _prepare_profiler
 
-        # the CUPTI timing's session entry points (no torch.profiler import), with CPU ops for the launching op
-        config, activities = kineto_session(cpu=True)
-        torch.cuda.synchronize()
-        _prepare_profiler(config, activities)
-        _enable_profiler(config, activities)
-        try:
+        def body() -> None:
             for i in range(runs):
                 with torch.autograd.profiler.record_function(f"{MARK}{i}"):
                     fn()
                 torch.cuda.synchronize()  # outside the run's annotation: its API call is not the stage's
-        finally:
-            result = _disable_profiler()
+
+        # the CUPTI timing's session entry points (no torch.profiler import), with CPU ops for the launching op
+        result = in_session(body, kineto_session(cpu=True))
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "census.json"
             result.save(str(path))

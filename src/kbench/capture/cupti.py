@@ -142,11 +142,15 @@ def profiler_failed(e: BaseException) -> str:
     return f"the PyTorch profiler failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
-def _kineto(body: Callable[[], object], session: tuple[Any, Any]) -> list[tuple[float, float]]:
+def in_session(body: Callable[[], object], session: tuple[Any, Any]) -> Any:
+    """``body()`` inside one Kineto session (``kineto_session``'s configuration and activities), its GPU work
+    finished before the session ends; the profiler's result (the CUPTI timing, the census and the sampling round
+    each read theirs from it)."""
     import torch
-    from torch._C._autograd import DeviceType, _disable_profiler, _enable_profiler, _prepare_profiler
+    from torch._C._autograd import _disable_profiler, _enable_profiler, _prepare_profiler
 
     config, activities = session
+    torch.cuda.synchronize()
     _prepare_profiler(config, activities)
     _enable_profiler(config, activities)
     try:
@@ -154,9 +158,23 @@ def _kineto(body: Callable[[], object], session: tuple[Any, Any]) -> list[tuple[
         torch.cuda.synchronize()
     finally:
         result = _disable_profiler()
-    return sorted(
-        (e.start_ns() / 1e3, e.duration_ns() / 1e3) for e in result.events() if e.device_type() == DeviceType.CUDA
-    )
+    return result
+
+
+def gpu_events(result: Any) -> list[tuple[str, int, int]]:
+    """The GPU work a session's result recorded: (name, start ns, duration ns), in start order."""
+    from torch._C._autograd import DeviceType
+
+    found = [
+        (str(e.name()), int(e.start_ns()), int(e.duration_ns()))
+        for e in result.events()
+        if e.device_type() == DeviceType.CUDA
+    ]
+    return sorted(found, key=lambda i: i[1])
+
+
+def _kineto(body: Callable[[], object], session: tuple[Any, Any]) -> list[tuple[float, float]]:
+    return sorted((start / 1e3, dur / 1e3) for _, start, dur in gpu_events(in_session(body, session)))
 
 
 def _chrome(body: Callable[[], object]) -> list[tuple[float, float]]:

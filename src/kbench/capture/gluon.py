@@ -34,15 +34,18 @@ class Compiled:
 
     @classmethod
     def of(cls, name: str, kernel: Any) -> Compiled:
+        from kbench.analysis.ptx import instruction_mix
+
         asm = getattr(kernel, "asm", {}) or {}
         ptx = str(asm.get("ptx", ""))
         target = re.search(r"^\.target\s+(\S+)", ptx, re.MULTILINE)
+        mix = instruction_mix(ptx)  # the PTX mix every compiled kernel's facts hold (wgmma, TMA)
         return cls(
             name=name,
             arch=target.group(1) if target else "n/a",
             cubin_bytes=len(asm.get("cubin", b"") or b""),
-            wgmma=len(re.findall(r"\bwgmma\.mma_async", ptx)),
-            tma=len(re.findall(r"\bcp\.async\.bulk\.tensor", ptx)),
+            wgmma=sum(o.count for o in mix.tensor_ops if o.op == "wgmma"),
+            tma=mix.tma_loads + mix.tma_stores,
             mbarrier=len(re.findall(r"\bmbarrier\.", ptx)),
         )
 

@@ -27,7 +27,8 @@ from typing import Any
 
 from kbench.analysis.sampling import INTERVAL_ENV as INTERVAL
 from kbench.analysis.sampling import WANTED
-from kbench.capture.cupti import kineto_session
+from kbench.capture.cupti import gpu_events, in_session, kineto_session
+from kbench.errors import first_line
 
 # one sample per 20 us of GPU time (KBENCH_SAMPLING_INTERVAL_US: another, 10 to 1000 us). Finer ones measured
 # worse on the H100 against ncu: at 5 us a 19-us stage read 47.7% DRAM (ncu 69.5%), at 2 us a 30-us GEMM read 45.7%
@@ -80,10 +81,6 @@ def _cupti() -> Any:
     from cupti import pm_sampling, profiler_host
 
     return cc, pm_sampling, profiler_host
-
-
-def _first(e: BaseException) -> str:
-    return str(e).splitlines()[0] if str(e) else ""
 
 
 def _disable(collector: Any) -> None:
@@ -139,7 +136,7 @@ class Sampler:
         except ImportError as e:
             return f"cupti-python is not installed ({e.name or e}): pip install 'kbench[cupti]'"
         except Exception as e:  # the binding's own import failing (its libraries)
-            return f"cupti-python could not load: {type(e).__name__}: {_first(e)}"
+            return f"cupti-python could not load: {type(e).__name__}: {first_line(e)}"
         took: dict[str, float] = {}
         start = time.perf_counter()
         collector = pm_sampling.Collector(device_index)
@@ -155,7 +152,7 @@ class Sampler:
             return "PM sampling not permitted (ERR_NVGPUCTRPERM: the GPU's counters are open to admin users only)"
         except Exception as e:  # no such chip, another tool holding the counters (ncu, DCGM), a driver too old
             _disable(collector)
-            return f"PM sampling unavailable on this GPU: {type(e).__name__}: {_first(e)}"
+            return f"PM sampling unavailable on this GPU: {type(e).__name__}: {first_line(e)}"
         # a set's listing names raw counters (dramc__throughput), not every metric PM sampling accepts
         # (dram__throughput): what a configuration accepts decides; the first ones answer the Stages table, so a
         # refusal drops the last one, in a collector of its own (one collector configured twice broke its decode)
@@ -168,13 +165,13 @@ class Sampler:
             except Exception as e:  # ValueError for a refused set; the binding's cuptiError for a bad name
                 _disable(collector)
                 if len(metrics) == 1:
-                    return f"PM sampling refused every metric on {chip} ({type(e).__name__}: {_first(e)})"
+                    return f"PM sampling refused every metric on {chip} ({type(e).__name__}: {first_line(e)})"
                 refused.append(metrics.popitem()[1])
                 collector = pm_sampling.Collector(device_index)
                 try:
                     collector.enable()
                 except Exception as again:
-                    return f"PM sampling unavailable on this GPU: {type(again).__name__}: {_first(again)}"
+                    return f"PM sampling unavailable on this GPU: {type(again).__name__}: {first_line(again)}"
         took["open_s"] = time.perf_counter() - start
         sampler = cls(chip, _SETS[chip], metrics, refused, interval)
         sampler.collector, sampler.took = collector, took
@@ -208,7 +205,6 @@ class Sampler:
     ) -> dict[str, Any] | str:
         """The raw record of ``reps`` sampled repetitions of ``fn`` (see the module), or why there is none."""
         import torch
-        from torch._C._autograd import DeviceType, _disable_profiler, _enable_profiler, _prepare_profiler
 
         cc, _, _ = _cupti()
         gap = int(GAP_SAMPLES * self.interval / 1000 * CYCLES_PER_US)
@@ -220,26 +216,22 @@ class Sampler:
             after = time.time_ns()
             anchors.append([ts, (before + after) // 2, after - before])
 
-        try:
-            config, activities = kineto_session()
-            torch.cuda.synchronize()
-            began = time.perf_counter()
-            _prepare_profiler(config, activities)
-            _enable_profiler(config, activities)
-            try:
-                self.collector.start()
-                anchor()
-                for _ in range(reps):
-                    if flush is not None:
-                        flush()
-                    torch.cuda._sleep(gap)
-                    fn()
+        def body() -> None:
+            self.collector.start()
+            anchor()
+            for _ in range(reps):
+                if flush is not None:
+                    flush()
                 torch.cuda._sleep(gap)
-                torch.cuda.synchronize()
-                anchor()
-                self.collector.stop()
-            finally:
-                result = _disable_profiler()
+                fn()
+            torch.cuda._sleep(gap)
+            torch.cuda.synchronize()
+            anchor()
+            self.collector.stop()
+
+        try:
+            began = time.perf_counter()
+            result = in_session(body, kineto_session())
             session = time.perf_counter() - began
             # room for every sample of the sampled wall time, with a margin (the image grows with it)
             took_ns = anchors[-1][1] - anchors[0][1]
@@ -250,15 +242,8 @@ class Sampler:
         except Exception as e:  # the profiler or CUPTI failing mid-round: this stage is not sampled
             with contextlib.suppress(Exception):
                 self.collector.stop()
-            return f"PM sampling failed: {type(e).__name__}: {_first(e)}"
-        items: list[tuple[str, int, int]] = sorted(
-            (
-                (str(e.name()), int(e.start_ns()), int(e.duration_ns()))
-                for e in result.events()
-                if e.device_type() == DeviceType.CUDA
-            ),
-            key=lambda i: i[1],
-        )
+            return f"PM sampling failed: {type(e).__name__}: {first_line(e)}"
+        items = gpu_events(result)
         return {
             "reps": reps,
             "seconds": {"session_s": round(session, 3), "decode_s": round(decoded, 3)},
@@ -285,5 +270,5 @@ def start() -> Sampler | str | None:
 
         index = torch.cuda.current_device()
     except (ImportError, RuntimeError, AssertionError) as e:  # no CUDA here
-        return f"PM sampling needs a CUDA device: {_first(e)}"
+        return f"PM sampling needs a CUDA device: {first_line(e)}"
     return Sampler.open(index, interval)

@@ -25,6 +25,7 @@ from kbench.capture.phases import Stopwatch, describe
 from kbench.capture.prepare import guarded
 from kbench.capture.sampling import Sampler, reps_for
 from kbench.capture.sampling import start as start_sampling
+from kbench.capture.sampling import wanted as sampling_wanted
 from kbench.capture.timing import L2Flush, l2_flush_bytes, time_cuda
 from kbench.fsutil import write_json_atomic
 from kbench.modes.base import Analysis, Capture, Context, InProcessMode, Job, prepare_in_process
@@ -117,8 +118,8 @@ class Event(InProcessMode):
                 sampled["sampler"] = sampler.describe()
                 try:
                     for ps in prep.stages:
-                        us = timed["stages"][ps.stage.name]["cupti_us"] or timed["stages"][ps.stage.name]["samples_us"]
-                        reps = reps_for(min(us), opts.bench_runs, sampler.interval)
+                        t = timed["stages"][ps.stage.name]
+                        reps = reps_for(min(t["cupti_us"] or t["samples_us"]), opts.bench_runs, sampler.interval)
                         got = sampler.round(ps.launch.fn, reps, flush, flush_items)
                         sampled.setdefault("stages", {})[ps.stage.name] = (
                             got if isinstance(got, dict) else {"not_measured": got}
@@ -131,7 +132,8 @@ class Event(InProcessMode):
             stages: dict[str, Any] = {}
             rest_x = 0.0 if job.env.clocks.locked else REST_X
             with watch.phase("CUPTI timing"):
-                flush_items = work_items(flush)  # the CUPTI timing's and the sampling round's cut
+                # the CUPTI timing's and the sampling round's cut (a CUDA-graph run without sampling needs neither)
+                flush_items = work_items(flush) if not opts.cuda_graph or sampling_wanted() else 0
             for ps in prep.stages:
                 start = time.monotonic()
                 with watch.phase("CUDA-event timing"):

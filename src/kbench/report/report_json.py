@@ -17,6 +17,7 @@ from kbench.analysis.ncu import ALIASES
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.model import Model
+from kbench.report import kernels_json
 from kbench.report.models import ProfileResult, totals
 from kbench.report.source import Source as CodeSource
 from kbench.report.values import Value, _derived, _measured
@@ -192,8 +193,6 @@ def stage_report(r: ProfileResult, s: StageFigures) -> StageReport:
 
 
 def build(r: ProfileResult) -> ReportJson:
-    from kbench.report import kernels_json  # it builds on this module's Value
-
     f = r.figures
     against = f.practical_source or f.ceilings_source
     plan_by = (

@@ -1,8 +1,9 @@
 """The issue roof (the Instruction Roofline Model, Ding & Williams 2019): the warp instructions a stage's kernels
 issued against what its SMs can issue in the same time (warp instructions per clock per SM, conf/devices.json, x the
-SMs x the SM clock ncu measured x the duration), a ceiling beside compute and memory; and the item when it is the
-nearest of the three. Counter modes only: event mode's instruction mix is static (each instruction once as written,
-no loop trip counts), so it gives no issued count and no issue roof. Pure."""
+SMs x the measured SM clock x the duration), a ceiling beside compute and memory; and the item when it is the
+nearest of the three. The issued count is ncu's (counter modes) or PM sampling's (event mode with cupti-python:
+kbench.analysis.sampling.evidence); a compiled kernel's instruction mix is static (each instruction once as written,
+no loop trip counts), so without either there is no issue roof. Pure."""
 
 from __future__ import annotations
 
