@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Issue 44 on a CUDA machine, clocks untouched (KBENCH_LOCK_CLOCKS=0): mla_decode v7 (Gluon). VARIANTS=1 (default)
+# times v7's variants against v6's kernels with the matmul ceiling in the same run (scripts/mla-decode-gluon.py);
+# CHECK=1 runs `kbench check mla_decode v7` (the GPU numerics at the check's shapes); TIER=1 the GPU tier (TESTS=
+# narrows it: a pytest -k expression); BENCH=1 tests/benchmark/bench_mla_decode.py (VERSIONS=v6,v7 by default).
+# Usage: scripts/gpu-issue44.sh [RESULTS_DIR]
+set -uo pipefail
+res=${1:-out/gpu-issue44}
+mkdir -p "$res"
+py=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 KBENCH_LOCK_CLOCKS=0
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S), sm $(nvidia-smi --query-gpu=clocks.sm --format=csv,noheader)) ==="; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv | tee "$res/device.txt"
+$py -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$res/device.txt"
+if [ "${VARIANTS:-1}" = 1 ]; then
+  step "v7 variants against v6"
+  timeout 300 $py scripts/mla-decode-gluon.py ${POINTS:-} 2>&1 | tee "$res/variants.txt"
+fi
+if [ "${CHECK:-1}" = 1 ]; then
+  step "kbench check mla_decode v7"
+  timeout 200 $py -m kbench check mla_decode v7 2>&1 | tee "$res/check.txt" | tail -8
+fi
+if [ "${TIER:-0}" = 1 ]; then
+  step "GPU tier"
+  $py -m pytest -q -m gpu -p no:cacheprovider --continue-on-collection-errors ${TESTS:+-k "$TESTS"} 2>&1 | tee "$res/gpu-tier.log" | tail -25
+fi
+if [ "${BENCH:-0}" = 1 ]; then
+  step "bench_mla_decode"
+  $py -m tests.benchmark.bench_mla_decode --versions "${VERSIONS:-v6,v7}" --out "$res/profiles" 2>&1 | tee "$res/bench.txt" | tail -40
+fi
+step "done"
