@@ -156,7 +156,7 @@ class MlaDecodeGluon(MlaDecodeDispatch):
     # b x row blocks at least FUSED_FILL of 132 SMs: the check runs (on a GPU) or compiles (on a CPU) the Gluon kernel;
     # t=70 ends inside a tile, and h=4 puts 12 rows of 3 tokens in a 64-row block (the rest masked)
     check_params: ClassVar[dict[str, Any]] = {**MlaDecodeDispatch.check_params, "b": 100, "t": 70}
-    GLUON_TILES: ClassVar[list[Config]] = [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8, "LAZY": 2}]
+    GLUON_TILES: ClassVar[list[Config]] = [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8, "LAZY": 0}]
 
     def gluon(self) -> bool:
         """Whether the Gluon kernel takes the fused path: 16-bit elements, D 32..512 (each warpgroup's half of the
