@@ -14,7 +14,7 @@ import triton
 from kbench.kernel.mla_decode.v6 import MlaDecodeDispatch
 from kbench.kernel.mla_decode.v7 import MlaDecodeGluon, mla_v7_kernel
 
-VARIANTS: list[dict[str, Any]] = [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8, "LAZY": lazy} for lazy in (0, 1, 2)]
+VARIANTS: list[dict[str, Any]] = [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 8, "PV_FIRST": f} for f in (False, True)]
 
 
 def mm_tflops() -> float:
