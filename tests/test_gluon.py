@@ -4,6 +4,9 @@ a GPU; a kernel that no longer compiles fails the check; access mode says it can
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +32,45 @@ def test_check_on_a_cpu_compiles_a_gluon_kernel_for_sm90_and_says_its_numerics_n
         in line
     )
     assert done.stdout.strip().endswith("1 with Gluon kernels compiled for sm_90 and not run (numerics need a GPU)")
+
+
+COMPILE_V7 = """
+from kbench.capture.gluon import compile_only
+from kbench.plan.discovery import load_version
+for version in ("v7", "v7_fa3"):
+    plan = load_version("mla_decode", version).from_values({"b": 100, "s": 3, "t": 70, "h": 4, "d": 64, "p": 16,
+                                                            "dtype": "float16"})
+    (stage,) = plan.stages()
+    with compile_only() as made:
+        stage.build(plan.setup("cpu", 0), stage.tuning[0]).fn()
+    print(made[0].words())
+"""
+
+
+def test_mla_decode_v7s_gluon_kernel_compiles_with_its_reductions_under_the_interpreter(tmp_path: Path) -> None:
+    """v7 reduces with gl.max and gl.sum, Triton library functions that are interpreter functions where
+    triton.language was first imported under TRITON_INTERPRET=1 (as here, in a fresh process): the compile swaps in
+    compiler ones (before: "Unsupported function referenced: InterpretedFunction" whenever Triton's cache did not
+    hold the kernel already: an empty cache here)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", COMPILE_V7], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and all(x.startswith("mla_v7_kernel compiled for sm_90a (") for x in lines), lines
+    assert all("18 wgmma, 8 TMA" in x for x in lines), lines  # the check's d=64: 2 x 9 m64n32 steps, 4 loads x 2
+
+
+def test_the_interpreters_library_functions_are_put_back_after_a_compile() -> None:
+    import triton.language.standard as standard
+
+    from kbench.kernel.vector_add.gluon import VectorAddGluon
+
+    plan = VectorAddGluon(n=3000)
+    (stage,) = plan.stages()
+    before = dict(vars(standard))
+    with gluon.compile_only() as made:
+        stage.build(plan.setup("cpu", 0), stage.tuning[0]).fn()
+    assert len(made) == 1 and all(vars(standard)[k] is v for k, v in before.items())
 
 
 BROKEN = """

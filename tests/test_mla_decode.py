@@ -32,11 +32,21 @@ def test_every_version_passes_the_check_under_the_interpreter(cli: Callable[...,
         ("v5", ["--s=16", "--h=16"]),
         ("v6", ["--b=99"]),  # 99 sequences of one row block fill 75% of 132 SMs: v5's fused path
         ("v6_branch", ["--b=99"]),  # the fused path with the softmax step under its runtime branch
+        ("v7", ["--b=99"]),  # fused, float32: v5's Triton kernel (the Gluon kernel takes 16-bit types)
     ],
 )
 def test_fp32_and_other_shapes_pass(cli: Callable[..., Ran], version: str, extra: list[str]) -> None:
     done = cli("check", "mla_decode", version, "--dtype=float32", *extra)
     assert done.returncode == 0, done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("version", ["v7", "v7_fa3"])
+def test_v7s_split_kv_path_passes_under_the_interpreter(cli: Callable[..., Ran], version: str) -> None:
+    """Where the fused grid would not fill the GPU, v7 runs v6's split-KV kernels (Triton: checked here); its Gluon
+    kernel is compiled, not run, at the check's default sizes (tests/test_gluon.py)."""
+    done = cli("check", "mla_decode", version, "--b=2")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert ": PASS: " in done.stdout and "COMPILED" not in done.stdout
 
 
 def test_the_cost_model_gives_the_stated_intensities() -> None:

@@ -93,9 +93,14 @@ def compile_only() -> Iterator[list[Compiled]]:
     original = GluonJITFunction.run
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
-        with warnings.catch_warnings():  # Triton 3.9's notice of a default it will change (fp fusion), not ours
-            warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION")
-            kernel = original(self, *args, grid=grid, warmup=True, **kwargs)
+        swapped = _compilable_library()  # for this compile only: interpreted Triton kernels still need theirs
+        try:
+            with warnings.catch_warnings():  # Triton 3.9's notice of a default it will change (fp fusion), not ours
+                warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION")
+                kernel = original(self, *args, grid=grid, warmup=True, **kwargs)
+        finally:
+            for module, name, value in swapped:
+                setattr(module, name, value)
         made.append(Compiled.of(str(getattr(self, "__name__", "a Gluon kernel")), kernel))
         return kernel
 
@@ -107,6 +112,28 @@ def compile_only() -> Iterator[list[Compiled]]:
     finally:
         GluonJITFunction.run = original
         driver._active = previous
+
+
+def _compilable_library() -> list[tuple[Any, str, Any]]:
+    """Triton's library functions made compilable again for the time of a compile: imported under the interpreter
+    (TRITON_INTERPRET=1, as a CPU check runs), ``triton.language``'s @jit helpers are interpreter functions, which
+    the compiler refuses where a Gluon kernel calls them (gl.max, gl.sum: "Unsupported function referenced:
+    InterpretedFunction"); each is swapped for a compiler JITFunction of the same Python function. Returns what to
+    put back."""
+    import sys
+
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    swapped: list[tuple[Any, str, Any]] = []
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not module_name.startswith(("triton.language", "triton.experimental.gluon")):
+            continue
+        for name, value in list(vars(module).items()):
+            if isinstance(value, InterpretedFunction):
+                swapped.append((module, name, value))
+                setattr(module, name, JITFunction(value.fn))
+    return swapped
 
 
 NOT_RUN = (
