@@ -2,7 +2,7 @@
 # Issue 44 on a CUDA machine, clocks untouched (KBENCH_LOCK_CLOCKS=0): mla_decode v7 (Gluon). VARIANTS=1 (default)
 # times v7's variants against v6's kernels with the matmul ceiling in the same run (scripts/mla-decode-gluon.py);
 # CHECK=1 runs `kbench check mla_decode v7` (the GPU numerics at the check's shapes); TIER=1 the GPU tier (TESTS=
-# narrows it: a pytest -k expression); BENCH=1 tests/benchmark/bench_mla_decode.py (VERSIONS=v6,v7 by default).
+# narrows it: a pytest -k expression); PAIR=1 the v7_fa3 -> v7 pair in annotation mode; BENCH=1 tests/benchmark/bench_mla_decode.py (VERSIONS=v6,v7 by default).
 # Usage: scripts/gpu-issue44.sh [RESULTS_DIR]
 set -uo pipefail
 res=${1:-out/gpu-issue44}
@@ -23,6 +23,17 @@ fi
 if [ "${TIER:-0}" = 1 ]; then
   step "GPU tier"
   $py -m pytest -q -m gpu -p no:cacheprovider --continue-on-collection-errors ${TESTS:+-k "$TESTS"} 2>&1 | tee "$res/gpu-tier.log" | tail -25
+fi
+if [ "${PAIR:-0}" = 1 ]; then  # the pipeline-starvation pair: v7_fa3 -> v7 in annotation mode (source lines)
+  for v in v7_fa3 v7; do
+    step "annotation mode, mla_decode $v"
+    $py -m kbench.kernel mla_decode $v --b=32 --s=16 --t=4096 --prof_type=annotation --out /tmp/pair-$v > "$res/annotation-$v.md" 2> "$res/annotation-$v.err"
+    echo "rc=$?"; grep -m3 '^[123]\. ' "$res/annotation-$v.md" | cut -c1-300
+    run=$(ls -d /tmp/pair-$v/annotation/mla_decode/*/*/ | tail -1); dst="$res/pair/mla_decode-$v/annotation"; mkdir -p "$dst/compiled"
+    cp "$run"/{params.json,result.json,report.md} "$dst/"; cp -r "$run/tiling" "$dst/"; cp "$run"/compiled/*/*.{ptx,ttgir} "$dst/compiled/" 2>/dev/null
+    [ -d "$run/source" ] && cp -r "$run/source" "$dst/"
+    $py -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.compress(open(sys.argv[1],'rb').read()))" "$run/profile.ncu-rep" "$dst/profile.ncu-rep.xz"
+  done
 fi
 if [ "${BENCH:-0}" = 1 ]; then
   step "bench_mla_decode"
