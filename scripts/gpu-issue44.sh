@@ -29,8 +29,8 @@ if [ "${PAIR:-0}" = 1 ]; then  # the pipeline-starvation pair: v7_fa3 -> v7 in a
     step "annotation mode, mla_decode $v"
     $py -m kbench.kernel mla_decode $v --b=32 --s=16 --t=4096 --prof_type=annotation --out /tmp/pair-$v > "$res/annotation-$v.md" 2> "$res/annotation-$v.err"
     echo "rc=$?"; grep -m3 '^[123]\. ' "$res/annotation-$v.md" | cut -c1-300
-    run=$(ls -d /tmp/pair-$v/annotation/mla_decode/*/*/ | tail -1); dst="$res/pair/mla_decode-$v/annotation"; mkdir -p "$dst/compiled"
-    cp "$run"/{params.json,result.json,report.md} "$dst/"; cp -r "$run/tiling" "$dst/"; cp "$run"/compiled/*/*.{ptx,ttgir} "$dst/compiled/" 2>/dev/null
+    run=$(ls -d /tmp/pair-$v/annotation/mla_decode/*/*/ | tail -1); dst="$res/pair/mla_decode-$v/annotation"; mkdir -p "$dst/compiled/attention"
+    cp "$run"/{params.json,result.json,report.md} "$dst/"; cp -r "$run/tiling" "$dst/"; cp "$run"/compiled/attention/*.{ptx,ttgir} "$dst/compiled/attention/" 2>/dev/null
     [ -d "$run/source" ] && cp -r "$run/source" "$dst/"
     $py -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.compress(open(sys.argv[1],'rb').read()))" "$run/profile.ncu-rep" "$dst/profile.ncu-rep.xz"
   done
