@@ -109,6 +109,14 @@ PAIRS = [
         "e",
     ),
     ("mla_decode-v2-s1", "mla_decode-v3-s1", "Underfilled grid in attention: 32 CTAs on 132 SMs", "split-KV", "e"),
+    # issue 44's Gluon kernel (annotation mode, source lines): the next tile's copy refilled right before its wait
+    (
+        "h100_gluon/mla_decode-v7_fa3",
+        "h100_gluon/mla_decode-v7",
+        "Pipeline starved in attention: warps wait at an mbarrier for the asynchronous copies (TMA)",
+        "P.V of tile j before Q.K^T of tile j+1",
+        "a",
+    ),
     # H200: the data flow (fusion), launches, coalescing (ncu only) and the partial wave (occupancy calculator in
     # event mode, ncu's occupancy limits in annotation mode)
     (

@@ -110,7 +110,7 @@ _SASS_PIPES: dict[str, str] = {
     **dict.fromkeys(("BRA", "BRX", "EXIT", "BSSY", "BSYNC", "CALL", "RET", "JMP", "JMX", "BPT", "YIELD"), BRANCH),
 }
 # SASS opcodes whose first modifier says what they do (MUFU.EX2, IMAD.HI, ATOM.ADD): the model keeps it
-_KEEP_MODIFIER = {"MUFU", "IMAD", "BAR", "ATOM", "ATOMG", "RED", "REDG"}
+_KEEP_MODIFIER = {"MUFU", "IMAD", "BAR", "ATOM", "ATOMG", "RED", "REDG", "SYNCS"}  # SYNCS.PHASECHK: mbarrier wait
 _PREDICATE = re.compile(r"^\s*@!?U?P\w+\s+")
 
 # arithmetic whose type the model keeps (add.f32 runs on the FMA pipe, add.s32 on the integer ALU)

@@ -14,7 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kbench.analysis import bottleneck as b
-from kbench.analysis.catalogue import atomics, compute, issue, kernels, launch, lines, memory, programs, stalls
+from kbench.analysis.catalogue import (
+    atomics,
+    compute,
+    issue,
+    kernels,
+    launch,
+    lines,
+    memory,
+    pipeline,
+    programs,
+    stalls,
+)
 from kbench.analysis.catalogue.compute import tensor_cores_idle
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding, roof_words
 from kbench.analysis.catalogue.launch import launch_bound, measured_tail, spills, tail, underfilled
@@ -116,6 +127,7 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     compute.repeated_by_warpgroups,
     compute.fp64_math,
     compute.few_warps,
+    pipeline.starved,
     issue.issue_bound,
     memory.excess_traffic,
     memory.uncoalesced,

@@ -83,6 +83,7 @@ class InstructionMix(Model):
     half_math: int  # packed f16x2 / bf16x2 fma / mul / add
     special: int  # ex2 / lg2 / rcp / rsqrt / sqrt / sin / cos (the special-function unit)
     barriers: int  # bar.sync / barrier.sync
+    mbarrier_waits: int = 0  # mbarrier.try_wait / test_wait: where warps wait for TMA copies or other warps (Gluon)
 
     @property
     def tensor_cores(self) -> bool:
@@ -94,7 +95,11 @@ class InstructionMix(Model):
         def widths(counts: dict[int, int]) -> str:
             return ", ".join(f"{w} B x{n}" for w, n in counts.items())
 
-        tensor = ", ".join(f"{o.op} {o.shape} {o.types} x{o.count}" for o in self.tensor_ops)
+        tensor = ", ".join(
+            f"{o.op} {o.shape} {o.types} x{o.count}"
+            + (f" (A from {'shared memory' if o.a_from == 'shared' else o.a_from})" if o.a_from else "")
+            for o in self.tensor_ops
+        )
         parts = [tensor or "no tensor-core instruction"]
         loads = [f"ld {widths(self.global_loads)}"] if self.global_loads else []
         loads += [f"cp.async {widths(self.cp_async)}"] if self.cp_async else []
@@ -110,6 +115,7 @@ class InstructionMix(Model):
             "float conversion": self.float_conversions,
             "FP64 instruction": self.fp64_math,
             "special-function instruction": self.special,
+            "mbarrier wait": self.mbarrier_waits,
         }
         plural = {"local-memory access": "local-memory accesses"}
         parts += [f"{n} {what if n == 1 else plural.get(what, what + 's')}" for what, n in others.items() if n]
@@ -250,6 +256,8 @@ def instruction_mix(ptx: str) -> InstructionMix:
             counts["special"] += 1
         elif head in ("bar", "barrier"):
             counts["barriers"] += 1
+        elif head == "mbarrier" and len(parts) > 1 and parts[1] in ("try_wait", "test_wait"):
+            counts["mbarrier_waits"] += 1
     counts["one_thread_atomics"] = one_thread_atomics(ptx)
     copies = Counter(int(size, 0) for size in _CP_SIZE.findall(ptx))
     a_from = {_tensor_op(name): "registers" if brace == "{" else "shared" for name, brace in _WGMMA_A.findall(ptx)}
@@ -267,4 +275,5 @@ def instruction_mix(ptx: str) -> InstructionMix:
         **{k: counts[k] for k in ("tma_loads", "tma_stores", "local", "atomics", "one_thread_atomics")},
         shared_atomics=counts["shared_atomics"],
         **{k: counts[k] for k in ("float_conversions", "fp32_math", "fp64_math", "half_math", "special", "barriers")},
+        mbarrier_waits=counts["mbarrier_waits"],
     )

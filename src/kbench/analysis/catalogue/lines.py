@@ -26,6 +26,7 @@ UNNAMED_SHARE = 0.5  # ... when the named items explain less than this share of 
 STATIC_COSTLY_SHARE = 0.25  # static: the line's costly instructions, of the loops' instructions as written
 ATOMICS = ("atom", "atomg", "red", "redg", "atoms")  # SASS and PTX, lower-cased
 NOTABLE = 0.1  # an opcode class holding this share of a line's instructions names its cause
+MBARRIER_WAIT = ("SYNCS.PHASECHK",)  # SASS of an mbarrier (try-)wait; its arrive and expect are SYNCS.ARRIVE
 HEALTHY_GAP = 0.25  # a stage closer to its roof than this share of its time gets no line item
 
 
@@ -80,6 +81,14 @@ def cause(x: Line, shared_conflicts: float | None = None) -> Cause | None:
             f"shared-memory accesses ({', '.join(shared)}) with bank conflicts",
             "fewer, wider shared-memory accesses (16 bytes a thread) and no layout conversions through shared memory "
             "(tl.trans, reshapes), or a swizzled / padded layout so a warp's accesses hit distinct banks",
+        )
+    if any(o.startswith(MBARRIER_WAIT) for o in ops):  # the retry loop's integer ops are not the cause
+        return Cause(
+            "an mbarrier wait (SYNCS.PHASECHK in a retry loop): warps wait for asynchronous copies (TMA) or other "
+            "warps' arrivals",
+            "issue what the wait is for earlier: the copy that fills the next stage a whole MMA ahead of its wait, "
+            "or more, smaller stages",
+            memory=True,
         )
     busiest = max(x.pipes.items(), key=lambda kv: kv[1], default=None)
     return None if busiest is None else _BY_PIPE.get(busiest[0], lambda y: None)(x)
@@ -195,6 +204,7 @@ def _global_op(op: str) -> bool:
 # every other item built on an aggregate, by a fragment of its metric: the opcodes that carry it
 CARRIERS: tuple[tuple[tuple[str, ...], Callable[[str], bool]], ...] = (
     (MEMORY_ITEMS, _global_op),
+    (("tensor_feed_cap",), lambda op: oc.pipe(op) == oc.TENSOR),  # narrow tiles: the MMAs themselves
     (("flops_over_model", "tensor_", "repeated_tensor_work"), lambda op: oc.pipe(op) in (oc.TENSOR, oc.FMA)),
     (("fp64_instructions",), lambda op: oc.pipe(op) == oc.FP64),
     (("local_memory_bytes", "spilled_registers"), lambda op: op.split(".")[0] in ("LDL", "STL", "ld", "st")

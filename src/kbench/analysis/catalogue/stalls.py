@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kbench.analysis.catalogue import pipeline
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity
 from kbench.analysis.catalogue.lines import carried
 
@@ -123,10 +124,13 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
         return []
     digits = 0 if e.stall_unit.endswith("samples") else 1
     out: list[tuple[Opportunity, str | None]] = []
+    wait = pipeline.waiting(e)  # an mbarrier wait the pipeline entry named: its samples are that item's
     for reason, per in sorted(e.stalls.items(), key=lambda kv: kv[1], reverse=True)[:MOST]:
         share = per / total
         if share < DOMINANT_SHARE:
             break
+        if wait is not None and e.lines is not None and [x for x, _ in e.lines.carrying(reason)[:1]] == [wait]:
+            continue  # the reason is the mbarrier wait's, already an item of its own (pipeline.starved)
         s = STALLS.get(reason, Stall(f"warps stall on {reason}", "see ncu mode's report-verbose.md"))
         line, found = carried(e, reason)  # the line(s) that carry the reason, and what their instructions are
         where = line or (f" (hottest: {'; '.join(e.hot_lines)})" if e.hot_lines else "")

@@ -1,0 +1,64 @@
+"""Gluon kernels' own mechanisms, read from real H100 captures of mla_decode v7 (tests/data/validation_h100_gluon):
+the mbarrier wait as a line (not its retry loop's integer arithmetic), the pipeline-starvation item and its guards,
+and the PTX mix's wgmma operand sources and mbarrier waits. The before/after pair itself is in test_diagnosis.PAIRS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbench.analysis.catalogue import lines, pipeline
+from kbench.analysis.catalogue.evidence import Evidence
+from kbench.analysis.lines import Line
+from kbench.analysis.ptx import instruction_mix
+from tests.conftest import DATA
+from tests.test_diagnosis import top
+
+RUNS = DATA / "validation_h100_gluon"
+BEFORE = "h100_gluon/mla_decode-v7_fa3"
+
+
+def test_the_wait_line_reads_as_an_mbarrier_wait_not_its_retry_loops_arithmetic() -> None:
+    # the opcodes ncu counted on v7_fa3's wait line (its source/attention.md), the try-wait kept with its modifier
+    x = Line(file="v7.py", line=145, code="mbarrier.wait(...)", instructions=451584.0, samples=4305.0,
+             opcodes={"SHF": 129024.0, "IADD3": 64512.0, "SGXT": 64512.0, "IMAD": 64512.0,
+                      "SYNCS.PHASECHK": 64512.0, "BRA": 64512.0}, stalls={"long_scoreboard": 3700.0})  # fmt: skip
+    found = lines.cause(x)
+    assert found is not None and found.what.startswith("an mbarrier wait (SYNCS.PHASECHK")
+    no_wait = Line(file="v7.py", line=1, code="", instructions=1.0, samples=1.0, opcodes={"SHF": 2.0, "IADD3": 1.0})
+    assert (c := lines.cause(no_wait)) is not None and c.what.startswith("integer index arithmetic")
+
+
+def test_the_starved_pipeline_is_top1_and_its_stall_is_not_said_twice(tmp_path: Path) -> None:
+    opps, _ = top(BEFORE, "annotation", tmp_path)
+    first = opps[0]
+    assert first.metric == "attention.mbarrier_wait_share" and first.value == "21.7%"
+    assert "line v7.py:145 `mbarrier.wait(bars.index(1 + nxt), ((j + 1) // 2) & 1)`" in first.name
+    assert "229912 of the 233472 bytes of shared memory" in (first.change or "")
+    assert not any(o.metric == "attention.stall_long_scoreboard" for o in opps)  # the wait's samples, named once
+
+
+def test_a_memory_bound_stage_waiting_on_its_copies_gets_no_pipeline_item(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Evidence, "memory_limited", property(lambda self: True))  # the copies are the work there
+    opps, _ = top(BEFORE, "annotation", tmp_path)
+    assert not any(o.metric.endswith("mbarrier_wait_share") for o in opps)
+
+
+def test_a_short_wait_is_no_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline, "WAIT_SHARE", 0.25)  # v7_fa3's wait holds 21.7% of the samples
+    opps, _ = top(BEFORE, "annotation", tmp_path)
+    assert not any(o.metric.endswith("mbarrier_wait_share") for o in opps)
+    assert opps[0].name.startswith("Narrow tensor tiles in attention: wgmma m64n32k16")
+
+
+def test_the_ptx_mix_says_where_wgmma_reads_a_and_counts_mbarrier_waits() -> None:
+    ptx = (RUNS / "mla_decode-v7" / "annotation" / "compiled" / "attention" / "mla_v7_kernel.ptx").read_text()
+    line = instruction_mix(ptx).line()
+    assert line.startswith(
+        "wgmma m64n256k16 f32.bf16.bf16 x8 (A from shared memory), wgmma m64n32k16 f32.bf16.bf16 x72 (A from shared "
+        "memory); global loads: TMA x8"
+    )
+    assert line.endswith("; 3 mbarrier waits")  # the Q load's and the two stages' (each once, as written)
