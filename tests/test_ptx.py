@@ -86,7 +86,10 @@ def test_a_report_with_the_mix_keeps_the_contract(tmp_path: Path) -> None:
     mix = instruction_mix((run / "compiled" / "mm" / "mm_kernel.ptx").read_text()).model_dump(mode="json")
     tiling = Tiling(stages={"mm": {**json.loads((run / "tiling" / "mm.json").read_text()), "instructions": mix}})
     text = render_report(result.model_copy(update={"sections": result.sections.model_copy(update={"tiling": tiling})}))
-    line = "- mm: wgmma m64n256k16 f32.bf16.bf16 x4; global loads: cp.async 16 B x36; global stores: st 16 B x16"
+    line = (
+        "- mm: wgmma m64n256k16 f32.bf16.bf16 x4 (A from shared memory); global loads: cp.async 16 B x36; global "
+        "stores: st 16 B x16"
+    )
     assert f"\n\nInstructions (the compiled kernel's PTX, each counted once as written):\n{line}" in text
     (tmp_path / "report.md").write_text(text)
     assert contract_problems(tmp_path / "report.md") == []

@@ -88,11 +88,16 @@ def test_the_tiling_record_gets_them_from_the_compiled_kernel() -> None:
     from kbench.capture.artifacts import kernel_facts
 
     meta = SimpleNamespace(name="atomic_sum_kernel", num_warps=4, num_stages=3, shared=2048)
-    asm = {"ptx": read("per_cta.ptx"), "ttgir": read("per_cta.ttgir")}
+    asm = {"ttir": "", "ptx": read("per_cta.ptx"), "ttgir": read("per_cta.ttgir")}
     compiled = SimpleNamespace(metadata=meta, asm=asm, _init_handles=lambda: None, n_regs=24, n_spills=0)
     facts = kernel_facts(compiled)
     assert facts["atomics"][0]["scalar"] is True and facts["atomics"][0]["line"] == "_common.py:21"
     assert facts["instructions"]["one_thread_atomics"] == 1 and facts["dots"] == []
+    assert facts["language"] == "triton" and facts["num_stages"] == 3
+    # a Gluon kernel: compiled from its own TTGIR (no TTIR), pipelined by hand: num_stages does not apply
+    gluon = SimpleNamespace(metadata=meta, asm={k: v for k, v in asm.items() if k != "ttir"},
+                            _init_handles=lambda: None, n_regs=24, n_spills=0)  # fmt: skip
+    assert kernel_facts(gluon)["language"] == "gluon" and kernel_facts(gluon)["num_stages"] is None
 
 
 def test_an_atomic_under_a_branch_runs_at_most_its_count() -> None:

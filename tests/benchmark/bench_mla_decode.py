@@ -1,8 +1,8 @@
 """MLA decode: every version at the issue's points in event mode, with each row's share of ceilings measured in the
 same run (a bf16 torch.mm of 8192^3 and a device-to-device copy, CUDA events, median): `python -m
-tests.benchmark.bench_mla_decode` on a CUDA machine (KBENCH_LOCK_CLOCKS=0 on a shared one). Targets (issue 29): the
-compute-bound point (b=32 s=16 t=4096 h=16) at >= 55% of the measured bf16 matmul rate; the memory-bound point
-(b=32 s=1 t=8192) no slower than v3."""
+tests.benchmark.bench_mla_decode` on a CUDA machine (KBENCH_LOCK_CLOCKS=0 on a shared one). Targets: the
+compute-bound point (b=32 s=16 t=4096 h=16) at >= 60% of the measured bf16 matmul rate (issue 44; issue 29 asked
+55%); the memory-bound point (b=32 s=1 t=8192) no slower than v3."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.benchmark._bench import Row, print_table, run
 
 COMPUTE_POINT = "b32_s16_t4096_h16_d512_p64_bfloat16"
 MEMORY_POINT = "b32_s1_t8192_h16_d512_p64_bfloat16"
-TARGET_SHARE = 55.0
+TARGET_SHARE = 60.0  # issue 44 (issue 29 asked 55)
 
 
 def _median_ms(fn: Callable[[], object], reps: int) -> float:

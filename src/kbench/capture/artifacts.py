@@ -25,10 +25,15 @@ def kernel_facts(compiled: Any) -> dict[str, Any]:
     if compiled is None:
         return {}
     meta = compiled.metadata
+    asm = getattr(compiled, "asm", {}) or {}
+    # a Gluon kernel starts from its own TTGIR (no TTIR stage) and pipelines by hand: Triton's num_stages, always in
+    # its metadata, does not apply to it
+    gluon = "ttir" not in asm and "ttgir" in asm
     facts: dict[str, Any] = {
         "kernel": getattr(meta, "name", None),
+        "language": "gluon" if gluon else "triton",
         "num_warps": getattr(meta, "num_warps", None),
-        "num_stages": getattr(meta, "num_stages", None),
+        "num_stages": None if gluon else getattr(meta, "num_stages", None),
         "shared_bytes": getattr(meta, "shared", None),
     }
     try:
@@ -37,13 +42,13 @@ def kernel_facts(compiled: Any) -> dict[str, Any]:
         facts["spills"] = getattr(compiled, "n_spills", None)
     except Exception:  # not loadable here: leave them unmeasured
         facts["registers"] = facts["spills"] = None
-    ptx = getattr(compiled, "asm", {}).get("ptx")
+    ptx = asm.get("ptx")
     # the kernel's instruction mix; tensor-core instructions (mma.sync, wgmma.mma_async) among it: None when there
     # is no PTX to read
     mix = instruction_mix(ptx) if isinstance(ptx, str) else None
     facts["tensor_cores"] = None if mix is None else mix.tensor_cores
     facts["instructions"] = None if mix is None else mix.model_dump(mode="json")
-    facts.update(compiled_facts(getattr(compiled, "asm", {}).get("ttgir")))  # what one program executes: atomics, dots
+    facts.update(compiled_facts(asm.get("ttgir")))  # what one program executes: atomics, dots
     return facts
 
 

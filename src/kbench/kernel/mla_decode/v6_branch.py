@@ -7,7 +7,8 @@ b=32 s=16 t=4096 h=16 on the H100). Measured here (H100, Triton 3.6, 2026-11-27)
 over warpsPerCTA [8, 1] (still 1.47x) and, on its fastest tile (64 x 32, 3 stages), runs in 443.6 us against v6's
 247.8: slower, kept as the step the devlog (docs/kernels/mla_decode.md) records and kbench's items follow. Measured
 with the kernel as a function of its own (mla_v6b_fused_kernel, up to commit 2e2f44d); it is now v5's kernel
-with its BRANCH switch on, the same code (not timed again: the session's device time was spent)."""
+with its BRANCH switch on, the same code: 442.60 us against v6's 244.07 in that form (benchmark call, 2026-11-27).
+v7 (Gluon) splits the scores over the two warpgroups as the branch was meant to."""
 
 from __future__ import annotations
 
