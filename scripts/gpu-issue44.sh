@@ -2,7 +2,7 @@
 # Issue 44 on a CUDA machine, clocks untouched (KBENCH_LOCK_CLOCKS=0): mla_decode v7 (Gluon). VARIANTS=1 (default)
 # times v7's variants against v6's kernels with the matmul ceiling in the same run (scripts/mla-decode-gluon.py);
 # CHECK=1 runs `kbench check mla_decode v7` (the GPU numerics at the check's shapes); TIER=1 the GPU tier (TESTS=
-# narrows it: a pytest -k expression); PAIR=1 the v7_fa3 -> v7 pair in annotation mode; EXAMPLES=1 v7's event and ncu reports; BENCH=1 tests/benchmark/bench_mla_decode.py (VERSIONS=v6,v7 by default).
+# narrows it: a pytest -k expression); PAIR=1 the v7_fa3 -> v7 pair in annotation mode; EXAMPLES=1 event and ncu reports of EXAMPLE_VERSIONS (v7); BENCH=1 tests/benchmark/bench_mla_decode.py (VERSIONS=v6,v7 by default).
 # Usage: scripts/gpu-issue44.sh [RESULTS_DIR]
 set -uo pipefail
 res=${1:-out/gpu-issue44}
@@ -39,14 +39,15 @@ if [ "${BENCH:-0}" = 1 ]; then
   step "bench_mla_decode"
   $py -m tests.benchmark.bench_mla_decode --versions "${VERSIONS:-v6,v7}" --out "$res/profiles" 2>&1 | tee "$res/bench.txt" | tail -40
 fi
-if [ "${EXAMPLES:-0}" = 1 ]; then  # v7's reports at the compute-bound point, kept flat: docs/examples/issue44-h100
-  for mode in event ncu; do
-    step "$mode mode, mla_decode v7"
-    $py -m kbench.kernel mla_decode v7 --b=32 --s=16 --t=4096 --prof_type=$mode --out /tmp/ex-$mode > /dev/null 2> "$res/$mode-v7.err"
-    echo "rc=$?"; run=$(ls -d /tmp/ex-$mode/$mode/mla_decode/*/*/ | tail -1); mkdir -p "$res/$mode-mla_decode-v7"
-    cp "$run"/report.md "$run"/report.json "$res/$mode-mla_decode-v7/"; [ -f "$run/kernels.json" ] && cp "$run/kernels.json" "$res/$mode-mla_decode-v7/"
-    [ -f "$run/source/attention.md" ] && cp "$run/source/attention.md" "$res/$mode-mla_decode-v7/source-attention.md"
-    grep -m3 '^[123]\. ' "$run/report.md" | cut -c1-250
+if [ "${EXAMPLES:-0}" = 1 ]; then  # reports at the compute-bound point, one tarball each (docs/examples/issue44-h100)
+  for v in ${EXAMPLE_VERSIONS:-v7}; do
+    for mode in event ncu; do
+      step "$mode mode, mla_decode $v"
+      $py -m kbench.kernel mla_decode $v --b=32 --s=16 --t=4096 --prof_type=$mode --out /tmp/ex-$v-$mode > /dev/null 2> "$res/$mode-$v.err"
+      echo "rc=$?"; run=$(ls -d /tmp/ex-$v-$mode/$mode/mla_decode/*/*/ | tail -1)
+      (cd "$run" && tar czf "$res/$mode-mla_decode-$v.tgz" report.md report.json $(ls kernels.json source/attention.md compiled/attention/*.ttgir compiled/attention/*.ptx 2>/dev/null))
+      grep -m3 '^[123]\. ' "$run/report.md" | cut -c1-250
+    done
   done
 fi
 step "done"

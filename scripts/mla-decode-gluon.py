@@ -52,6 +52,15 @@ def point(b: int, s: int, t: int, h: int, mm: float) -> None:
         (stage,) = v7.stages()
         for cfg in VARIANTS:
             rows.append((f"v7 {cfg}", stage.build(ws, cfg).fn))
+    try:  # v8 (warp-specialized, the contraction split), where this tree has it
+        from kbench.kernel.mla_decode.v8 import MlaDecodeSplitQ
+
+        v8 = MlaDecodeSplitQ(b=b, s=s, t=t, h=h)
+        if v8.fused() and v8.gluon():
+            (stage,) = v8.stages()
+            rows.append((f"v8 {stage.tuning[0]}", stage.build(ws, stage.tuning[0]).fn))
+    except ImportError:
+        pass
     for name, fn in rows:
         try:
             fn()

@@ -37,8 +37,8 @@ def test_check_on_a_cpu_compiles_a_gluon_kernel_for_sm90_and_says_its_numerics_n
 COMPILE_V7 = """
 from kbench.capture.gluon import compile_only
 from kbench.plan.discovery import load_version
-for version in ("v7", "v7_fa3"):
-    plan = load_version("mla_decode", version).from_values({"b": 100, "s": 3, "t": 70, "h": 4, "d": 64, "p": 16,
+for version in ("v7", "v7_fa3", "v8"):
+    plan = load_version("mla_decode", version).from_values({"b": 100, "s": 3, "t": 70, "h": 4, "d": 64, "p": 32,
                                                             "dtype": "float16"})
     (stage,) = plan.stages()
     with compile_only() as made:
@@ -56,8 +56,10 @@ def test_mla_decode_v7s_gluon_kernel_compiles_with_its_reductions_under_the_inte
     done = subprocess.run([sys.executable, "-c", COMPILE_V7], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    assert len(lines) == 2 and all(x.startswith("mla_v7_kernel compiled for sm_90a (") for x in lines), lines
-    assert all("18 wgmma, 8 TMA" in x for x in lines), lines  # the check's d=64: 2 x 9 m64n32 steps, 4 loads x 2
+    assert len(lines) == 3 and all(x.startswith("mla_v7_kernel compiled for sm_90a (") for x in lines[:2]), lines
+    # d=64, p=32: v7 2 x (4 + 2) m64n32 Q.K^T steps and 2 x 4 P.V steps; v8 2 x (2 + 1) and 2 x 4 per warpgroup
+    assert all("20 wgmma" in x for x in lines[:2]), lines
+    assert lines[2].startswith("mla_v8_kernel compiled for sm_90a (") and "14 wgmma" in lines[2], lines
 
 
 def test_the_interpreters_library_functions_are_put_back_after_a_compile() -> None:

@@ -465,6 +465,21 @@ def test_a_gluon_plan_runs_like_a_triton_one(isolated: Path) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_mla_decode_v8s_warp_specialized_kernel_matches_the_reference(dtype: str) -> None:
+    """v8's three partitions (two warpgroups exchanging partial scores through mbarriers, a copying warp) at the real
+    widths on a fused grid, t ending inside a tile: a float64 reference within the plan's tolerance."""
+    from kbench.kernel.mla_decode.v8 import MlaDecodeSplitQ
+
+    plan = MlaDecodeSplitQ(b=100, s=4, t=1000, h=16, dtype=dtype)
+    (stage,) = plan.stages()
+    assert stage.kernels == ["mla_v8_kernel"]
+    ws = plan.setup("cuda", 0)
+    stage.build(ws, stage.tuning[0]).fn()
+    ref = plan.reference(ws).float()
+    assert float((plan.output(ws).float() - ref).abs().max() / ref.abs().max()) < plan.tolerance[dtype]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_mla_decode_v7s_gluon_kernel_matches_the_reference(dtype: str) -> None:
     """v7's Gluon kernel at the real widths (d=512, p=64) on a fused grid (100 CTAs): a float64 reference within the
     plan's tolerance, with t ending inside a tile, in both orders of the loop."""

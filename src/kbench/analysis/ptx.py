@@ -260,11 +260,18 @@ def instruction_mix(ptx: str) -> InstructionMix:
             counts["mbarrier_waits"] += 1
     counts["one_thread_atomics"] = one_thread_atomics(ptx)
     copies = Counter(int(size, 0) for size in _CP_SIZE.findall(ptx))
-    a_from = {_tensor_op(name): "registers" if brace == "{" else "shared" for name, brace in _WGMMA_A.findall(ptx)}
-    ops = [
-        TensorOp(op=o, shape=s, types=t, count=n, a_from=a_from.get((o, s, t), ""))
-        for (o, s, t), n in sorted(tensor.items())
-    ]
+    # where each wgmma reads A, counted per source: one shape may do both (Q from shared memory, P from registers)
+    sources: Counter[tuple[tuple[str, str, str] | None, str]] = Counter(
+        (_tensor_op(name), "registers" if brace == "{" else "shared") for name, brace in _WGMMA_A.findall(ptx)
+    )
+    ops: list[TensorOp] = []
+    for kind, n in sorted(tensor.items()):
+        split = {src: k for (key, src), k in sources.items() if key == kind}
+        if sum(split.values()) != n:  # not every instruction's A operand was read: no source said
+            split = {"": n}
+        ops += [
+            TensorOp(op=kind[0], shape=kind[1], types=kind[2], count=k, a_from=src) for src, k in sorted(split.items())
+        ]
     precisions = {precision(o.types) for o in ops}
     return InstructionMix(
         tensor_ops=ops,

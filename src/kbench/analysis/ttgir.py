@@ -318,11 +318,45 @@ def dots(text: str) -> list[DotOp]:
     return out
 
 
-def compiled_facts(ttgir: object) -> dict[str, list[dict[str, Any]] | None]:
-    """The TTGIR's facts for the tiling record: its atomics and its dots (None each where there is no TTGIR)."""
+_WS_REGS = re.compile(r"ttg\.warp_specialize\(.*requestedRegisters = array<i32: ([\d, ]+)>")
+_WS_PARTITION = re.compile(r"^\s*partition\d+\(.*\)\s*num_warps\((\d+)\)", re.MULTILINE)
+_MODULE_WARPS = re.compile(r'"ttg\.num-warps" = (\d+)')
+
+
+def partitions(ttgir: str) -> dict[str, Any] | None:
+    """A warp-specialized kernel's partitions (Gluon's gl.warp_specialize, Triton's warp_specialize loops): the
+    default partition's warps (the module's num-warps) and each worker's warps and requested registers; None where
+    the kernel has no warp-specialized region."""
+    workers = [int(n) for n in _WS_PARTITION.findall(ttgir)]
+    if "ttg.warp_specialize" not in ttgir or not workers:
+        return None
+    regs = _WS_REGS.search(ttgir)
+    requested = [int(r) for r in regs[1].split(",")] if regs else []
+    default = _MODULE_WARPS.search(ttgir)
+    return {
+        "default_warps": int(default[1]) if default else None,
+        "workers": [
+            {"warps": w, "registers": requested[i] if i < len(requested) else None} for i, w in enumerate(workers)
+        ],
+    }
+
+
+def idle_warps(parts: dict[str, Any] | None, launched: object) -> int | None:
+    """Warps a warp-specialized kernel launches that belong to no partition (Triton launches whole warpgroups: 4 +
+    4 + 1 partition warps run as 12), which wait at a barrier for the kernel's whole run; None where not known."""
+    if not parts or not isinstance(launched, int) or parts.get("default_warps") is None:
+        return None
+    used = int(parts["default_warps"]) + sum(int(w.get("warps") or 0) for w in parts.get("workers", []))
+    return max(0, launched - used)
+
+
+def compiled_facts(ttgir: object) -> dict[str, Any]:
+    """The TTGIR's facts for the tiling record: its atomics, its dots and its warp-specialized partitions (None each
+    where there is no TTGIR; partitions None where there are none)."""
     if not isinstance(ttgir, str):
-        return {"atomics": None, "dots": None}
+        return {"atomics": None, "dots": None, "partitions": None}
     return {
         "atomics": [a.model_dump(mode="json") for a in atomics(ttgir)],
         "dots": [d.model_dump(mode="json") for d in dots(ttgir)],
+        "partitions": partitions(ttgir),
     }

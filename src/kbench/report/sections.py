@@ -12,6 +12,7 @@ from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.sampling import SampledStage
+from kbench.analysis.ttgir import idle_warps
 from kbench.model import Model
 
 
@@ -75,12 +76,31 @@ class Tiling(Frozen):
         return out
 
     def instructions(self) -> list[tuple[str, str]]:
-        """Each compiled kernel's instruction mix (kbench.analysis.ptx), as one line labelled as its row is."""
+        """Each compiled kernel's instruction mix (kbench.analysis.ptx), as one line labelled as its row is, with its
+        warp-specialized partitions where it has them (kbench.analysis.ttgir.partitions)."""
         return [
-            (name, InstructionMix.model_validate(t["instructions"]).line())
+            (name, InstructionMix.model_validate(t["instructions"]).line() + _partitions(t.get("partitions"), t))
             for name, t in self.rows()
             if t.get("instructions")
         ]
+
+
+def _partitions(p: dict[str, Any] | None, t: dict[str, Any]) -> str:
+    """``; warp-specialized: default partition 4 warps, workers 4 warps (240 registers), 1 warp (24 registers);
+    3 warps in no partition (the launch is whole warpgroups)``."""
+    if not p:
+        return ""
+
+    def warps(n: object) -> str:
+        return f"{n} warp{'' if n == 1 else 's'}"
+
+    workers = ", ".join(
+        warps(w.get("warps")) + (f" ({w['registers']} registers)" if w.get("registers") else "")
+        for w in p.get("workers", [])
+    )
+    idle = idle_warps(p, t.get("num_warps"))
+    spare = f"; {warps(idle)} in no partition (the launch is whole warpgroups)" if idle else ""
+    return f"; warp-specialized: default partition {warps(p.get('default_warps'))}, workers {workers}{spare}"
 
 
 class AccessStage(Frozen):

@@ -115,17 +115,30 @@ STALLS: dict[str, Stall] = {
 }
 
 
+def _idle_share(e: Evidence, reason: str) -> float:
+    """The share of ``reason``'s samples held by the warps of a warp-specialized kernel that are in no partition:
+    they wait at a barrier on the kernel's own line for the whole run (padding to whole warpgroups), which no edit of
+    the partitions' code changes. 0 where the kernel has no such warps or no per-line samples."""
+    model = e.lines
+    if not e.idle_warps or model is None or model.static:
+        return 0.0
+    total = sum(x.stalls.get(reason, 0.0) for x in model.lines)
+    entry = sum(x.stalls.get(reason, 0.0) for x in model.lines if x.code.startswith("def "))
+    return entry / total if total > 0 else 0.0
+
+
 def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
     """The stage's dominant stall reasons, each with ``left_pct`` (the share of the plan the named mechanisms leave
     of the stage's distance to its roof) times its share of the stalls; two reasons one line carries, whose
     instructions call for one change, are one item with both shares (one cause, not two items splitting it)."""
-    total = sum(e.stalls.values())
+    stalls = {reason: per * (1.0 - _idle_share(e, reason)) for reason, per in e.stalls.items()}
+    total = sum(stalls.values())
     if total <= 0 or left_pct <= 0:
         return []
     digits = 0 if e.stall_unit.endswith("samples") else 1
     out: list[tuple[Opportunity, str | None]] = []
     wait = pipeline.waiting(e)  # an mbarrier wait the pipeline entry named: its samples are that item's
-    for reason, per in sorted(e.stalls.items(), key=lambda kv: kv[1], reverse=True)[:MOST]:
+    for reason, per in sorted(stalls.items(), key=lambda kv: kv[1], reverse=True)[:MOST]:
         share = per / total
         if share < DOMINANT_SHARE:
             break
