@@ -25,7 +25,7 @@ if [ "${TIER:-0}" = 1 ]; then
   $py -m pytest -q -m gpu -p no:cacheprovider --continue-on-collection-errors ${TESTS:+-k "$TESTS"} 2>&1 | tee "$res/gpu-tier.log" | tail -25
 fi
 if [ "${PAIR:-0}" = 1 ]; then  # the pipeline-starvation pair: v7_fa3 -> v7 in annotation mode (source lines)
-  for v in v7_fa3 v7; do
+  for v in ${PAIR_VERSIONS:-v7_fa3 v7}; do
     step "annotation mode, mla_decode $v"
     $py -m kbench.kernel mla_decode $v --b=32 --s=16 --t=4096 --prof_type=annotation --out /tmp/pair-$v > "$res/annotation-$v.md" 2> "$res/annotation-$v.err"
     echo "rc=$?"; grep -m3 '^[123]\. ' "$res/annotation-$v.md" | cut -c1-300
@@ -34,6 +34,7 @@ if [ "${PAIR:-0}" = 1 ]; then  # the pipeline-starvation pair: v7_fa3 -> v7 in a
     [ -d "$run/source" ] && cp -r "$run/source" "$dst/"
     $py -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.compress(open(sys.argv[1],'rb').read()))" "$run/profile.ncu-rep" "$dst/profile.ncu-rep.xz"
   done
+  (cd "$res" && tar czf pair.tgz pair && rm -rf pair)  # one file back: the folders are deeper than a copy returns
 fi
 if [ "${BENCH:-0}" = 1 ]; then
   step "bench_mla_decode"
