@@ -1,6 +1,7 @@
-"""Gluon kernels' own mechanisms, read from real H100 captures of mla_decode v7 (tests/data/validation_h100_gluon):
+"""Gluon kernels as kbench reads them, on real H100 captures of mla_decode v7 and v8 (tests/data/validation_h100_gluon):
 the mbarrier wait as a line (not its retry loop's integer arithmetic), the pipeline-starvation item and its guards,
-and the PTX mix's wgmma operand sources and mbarrier waits. The before/after pair itself is in test_diagnosis.PAIRS."""
+the PTX mix's wgmma operand sources and mbarrier waits, and v8's warp-specialized partitions (the warps in no
+partition left out of the stall shares). The before/after pair itself is in test_diagnosis.PAIRS."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from kbench.analysis.catalogue import lines, pipeline
+from kbench.analysis import figures
+from kbench.analysis.catalogue import lines, pipeline, stalls
 from kbench.analysis.catalogue.evidence import Evidence
 from kbench.analysis.lines import Line
 from kbench.analysis.ptx import instruction_mix
+from kbench.analysis.ttgir import idle_warps, partitions
 from tests.conftest import DATA
 from tests.test_diagnosis import top
 
@@ -62,3 +65,54 @@ def test_the_ptx_mix_says_where_wgmma_reads_a_and_counts_mbarrier_waits() -> Non
         "memory); global loads: TMA x8"
     )
     assert line.endswith("; 3 mbarrier waits")  # the Q load's and the two stages' (each once, as written)
+
+
+V8 = RUNS / "mla_decode-v8"
+
+
+def test_a_warp_specialized_kernels_partitions_are_read_from_its_ttgir() -> None:
+    ttgir = (V8 / "event" / "compiled" / "attention" / "mla_v8_kernel.ttgir").read_text()
+    parts = partitions(ttgir)
+    assert parts == {"default_warps": 4, "workers": [{"warps": 4, "registers": 240}, {"warps": 1, "registers": 24}]}
+    assert idle_warps(parts, 12) == 3  # Triton launched 12 warps (whole warpgroups) for 9 partition warps
+    v7 = (RUNS / "mla_decode-v7" / "annotation" / "compiled" / "attention" / "mla_v7_kernel.ttgir").read_text()
+    assert partitions(v7) is None and idle_warps(None, 8) is None
+    report = (V8 / "annotation" / "report.md").read_text()  # written on the H100 by this code
+    assert (
+        "; warp-specialized: default partition 4 warps, workers 4 warps (240 registers), 1 warp (24 registers); "
+        "3 warps in no partition (the launch is whole warpgroups)" in report
+    )
+    assert (
+        "| attention | mla_v8_kernel | BLOCK_M=64, BLOCK_N=64, num_warps=4, REGS=240 | 4, 32, 1 | 12 | n/a |" in report
+    )
+
+
+def test_the_mix_counts_each_wgmma_shape_by_where_it_reads_a() -> None:
+    line = instruction_mix((V8 / "event" / "compiled" / "attention" / "mla_v8_kernel.ptx").read_text()).line()
+    assert line.startswith(  # Q.K^T: the latent half from shared memory, the rotary half from registers
+        "wgmma m64n256k16 f32.bf16.bf16 x8 (A from registers), wgmma m64n64k16 f32.bf16.bf16 x4 (A from registers), "
+        "wgmma m64n64k16 f32.bf16.bf16 x32 (A from shared memory)"
+    )
+
+
+def test_the_warps_in_no_partition_are_no_barrier_stall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # v8's 3 idle warps wait at a barrier on the kernel's def line for the whole run: 57% of its barrier samples
+    opps, _ = top("h100_gluon/mla_decode-v8", "annotation", tmp_path)
+    assert opps[0].metric == "attention.stall_long_scoreboard" and "an mbarrier wait" in opps[0].name
+    barrier = next(o for o in opps if o.metric == "attention.stall_barrier")
+    assert "2.2 of 7.2 stalled warps per issued instruction, 31%" in barrier.name
+    monkeypatch.setattr(stalls, "_idle_share", lambda e, reason: 0.0)  # counted as before: the idle warps' barrier
+    counted, _ = top("h100_gluon/mla_decode-v8", "annotation", tmp_path)
+    assert counted[0].metric == "attention.stall_barrier" and "5.1 of 10.1" in counted[0].name
+
+
+def test_a_wait_one_partition_alone_could_hold_is_no_starvation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # v8's largest wait holds 7.5% of the samples, under what its 1-warp copying partition of 12 warps holds (8.3%)
+    monkeypatch.setattr(pipeline, "WAIT_SHARE", 0.05)
+    opps, _ = top("h100_gluon/mla_decode-v8", "annotation", tmp_path)
+    assert not any(o.metric.endswith("mbarrier_wait_share") for o in opps)
+    monkeypatch.setattr(figures, "partition_warps", lambda parts: ())  # read without partitions, it would be named
+    named, _ = top("h100_gluon/mla_decode-v8", "annotation", tmp_path)
+    assert any(o.metric.endswith("mbarrier_wait_share") for o in named)

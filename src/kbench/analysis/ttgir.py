@@ -341,6 +341,13 @@ def partitions(ttgir: str) -> dict[str, Any] | None:
     }
 
 
+def partition_warps(parts: dict[str, Any] | None) -> tuple[int, ...]:
+    """Each partition's warps, the default partition's first; () for a kernel without partitions."""
+    if not parts or parts.get("default_warps") is None:
+        return ()
+    return (int(parts["default_warps"]), *(int(w.get("warps") or 0) for w in parts.get("workers", [])))
+
+
 def idle_warps(parts: dict[str, Any] | None, launched: object) -> int | None:
     """Warps a warp-specialized kernel launches that belong to no partition (Triton launches whole warpgroups: 4 +
     4 + 1 partition warps run as 12), which wait at a barrier for the kernel's whole run; None where not known."""

@@ -61,6 +61,7 @@ class Evidence:
     atomics: list[AtomicOp] | None = None  # its tl.atomic_* calls as one program executes them (TTGIR; None: none read)
     dots: list[DotOp] | None = None  # its tl.dot products with their accumulator layouts (TTGIR; None: none read)
     idle_warps: int | None = None  # warps of a warp-specialized kernel in no partition (they wait the run out)
+    partition_warps: tuple[int, ...] = ()  # its partitions' warps, the default partition's first (TTGIR)
     stalls: dict[str, float] = field(default_factory=dict)  # warp-stall reason -> stalled warps per issue (ncu)
     stall_unit: str = "stalled warps per issued instruction"  # what ``stalls`` counts (PC sampling: samples)
     hot_lines: tuple[str, ...] = ()  # the source lines with the most stall samples (ncu mode)

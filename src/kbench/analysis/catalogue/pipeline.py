@@ -7,7 +7,9 @@ loop), and its samples land on that line, whatever stall reason they carry. Pure
 
 Gain model: the time the warps spend at the wait, its line's share of the kernel's warp-state samples times the
 kernel's time (with each copy landed before its wait, the wait costs nothing). Named where that share is at least
-WAIT_SHARE and the stage is neither memory-bound (there the copies are the work) nor within HEALTHY_GAP of its roof.
+WAIT_SHARE and the stage is neither memory-bound (there the copies are the work) nor within HEALTHY_GAP of its roof;
+in a warp-specialized kernel, only where the share is more than its smallest partition's warps could hold alone (a
+copying warp waiting for its consumers to release a stage is ahead of them, not starving them).
 Validated pair: mla_decode v7_fa3 -> v7 on an H100 (tests/data/validation_h100_gluon): the wait held 21.7% of the
 samples, the reordered loop took 19.7% less time.
 """
@@ -28,7 +30,14 @@ def waiting(e: Evidence) -> Line | None:
         return None
     waits = [x for x in model.lines if any(op.startswith(MBARRIER_WAIT) for op in x.opcodes)]
     x = max(waits, key=model.time_share, default=None)
-    return x if x is not None and model.time_share(x) >= WAIT_SHARE else None
+    if x is None or model.time_share(x) < WAIT_SHARE:
+        return None
+    if e.partition_warps:  # warp-specialized: a wait one partition alone could hold is no starvation (a producer
+        # waiting for its consumers to release a stage is ahead of them)
+        launched = sum(e.partition_warps) + (e.idle_warps or 0)
+        if model.time_share(x) <= min(e.partition_warps) / launched:
+            return None
+    return x
 
 
 def starved(e: Evidence) -> Opportunity | None:
