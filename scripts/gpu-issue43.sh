@@ -7,14 +7,9 @@
 # and runs ncu beside one (scripts/pm-sampling-costs.py).
 # Needs cupti-python beside kbench (offline: CUPTI=1 ../shared/tools/offline-wheels.sh, installed with --target).
 # Usage: scripts/gpu-issue43.sh [RESULTS_DIR]
-set -uo pipefail
 res=${1:-out/gpu-issue43}
-mkdir -p "$res"
-py=${PYTHON:-python3}
-export PYTHONUNBUFFERED=1 KBENCH_LOCK_CLOCKS=0
-step() { echo; echo "=== $* ($(date -u +%H:%M:%S), sm $(nvidia-smi --query-gpu=clocks.sm --format=csv,noheader)) ==="; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv | tee "$res/device.txt"
-$py -c "import torch, triton; from importlib.metadata import version; print('torch', torch.__version__, 'triton', triton.__version__, 'cupti-python', version('cupti-python'))" | tee -a "$res/device.txt"
+. "$(dirname "$0")/gpu-common.sh"
+$py -c "from importlib.metadata import version; print('cupti-python', version('cupti-python'))" | tee -a "$res/device.txt"
 if [ "${PROBE:-0}" = 1 ]; then
   step "probe"
   $py scripts/pm-sampling-probe.py "$res/probe" > "$res/probe.log" 2>&1; echo "probe rc=$?"; tail -3 "$res/probe.log"

@@ -4,14 +4,8 @@
 # CHECK=1 runs `kbench check mla_decode v7` (the GPU numerics at the check's shapes); TIER=1 the GPU tier (TESTS=
 # narrows it: a pytest -k expression); PAIR=1 the v7_fa3 -> v7 pair in annotation mode; EXAMPLES=1 event and ncu reports of EXAMPLE_VERSIONS (v7); BENCH=1 tests/benchmark/bench_mla_decode.py (VERSIONS=v6,v7 by default).
 # Usage: scripts/gpu-issue44.sh [RESULTS_DIR]
-set -uo pipefail
 res=${1:-out/gpu-issue44}
-mkdir -p "$res"
-py=${PYTHON:-python3}
-export PYTHONUNBUFFERED=1 KBENCH_LOCK_CLOCKS=0
-step() { echo; echo "=== $* ($(date -u +%H:%M:%S), sm $(nvidia-smi --query-gpu=clocks.sm --format=csv,noheader)) ==="; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv | tee "$res/device.txt"
-$py -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$res/device.txt"
+. "$(dirname "$0")/gpu-common.sh"
 if [ "${VARIANTS:-1}" = 1 ]; then
   step "v7 variants against v6"
   timeout 300 $py scripts/mla-decode-gluon.py ${POINTS:-} 2>&1 | tee "$res/variants.txt"

@@ -183,22 +183,26 @@ class MlaDecodeGluon(MlaDecodeDispatch):
             return super().stages()
         return [self.attention_stage(self._fused, self.GLUON_TILES, ["mla_v7_kernel"])]
 
+    def descriptor(self, base: Any, block: list[int]) -> Any:
+        """A TMA descriptor over a 2-D view, its tile ``block`` in the NVMMA shared layout Gluon's copies land in."""
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        el = gl.bfloat16 if self.dtype == "bfloat16" else gl.float16
+        layout = gl.NVMMASharedLayout.get_default_for(block, el)
+        return TensorDescriptor(base, list(base.shape), list(base.stride()), block, layout)
+
+    def tiles(self, ws: SplitWorkspace, block_n: int) -> tuple[Any, Any]:
+        """The cache's descriptors: each tile's D latent columns (keys, then values) and its P rotary columns."""
+        kv = ws.kv.view(self.b * self.t, self.d + self.p)
+        return self.descriptor(kv, [block_n, self.d]), self.descriptor(kv, [block_n, self.p])
+
     def _fused(self, ws: SplitWorkspace, cfg: Config) -> Launch:
         if not self.gluon():
             return super()._fused(ws, cfg)
-        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
         m, bn, d, p = cfg["BLOCK_M"], cfg["BLOCK_N"], self.d, self.p
-        el = gl.bfloat16 if self.dtype == "bfloat16" else gl.float16
-
-        def desc(base: Any, block: list[int]) -> Any:
-            layout = gl.NVMMASharedLayout.get_default_for(block, el)
-            return TensorDescriptor(base, list(base.shape), list(base.stride()), block, layout)
-
-        kv = ws.kv.view(self.b * self.t, d + p)
-        q_desc = desc(ws.q_nope.view(self.b * self.rows, d), [m, d])
-        qpe_desc = desc(ws.q_pe.view(self.b * self.rows, p), [m, p])
-        kv_desc, kpe_desc = desc(kv, [bn, d]), desc(kv, [bn, p])
+        q_desc = self.descriptor(ws.q_nope.view(self.b * self.rows, d), [m, d])
+        qpe_desc = self.descriptor(ws.q_pe.view(self.b * self.rows, p), [m, p])
+        kv_desc, kpe_desc = self.tiles(ws, bn)
         grid = (triton.cdiv(self.rows, m), self.b)
         kernel = mla_v7_kernel[grid]
         args = {"H": self.h, "BLOCK_M": m, "BLOCK_N": bn, "PV_FIRST": cfg["PV_FIRST"], "num_warps": cfg["num_warps"]}

@@ -169,21 +169,12 @@ class MlaDecodeSplitQ(MlaDecodeGluon):
     def _fused(self, ws: SplitWorkspace, cfg: Config) -> Launch:
         if not self.gluon():
             return super()._fused(ws, cfg)
-        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-        bn, d, p = cfg["BLOCK_N"], self.d, self.p
-        el = gl.bfloat16 if self.dtype == "bfloat16" else gl.float16
-
-        def desc(base: Any, block: list[int]) -> Any:
-            layout = gl.NVMMASharedLayout.get_default_for(block, el)
-            return TensorDescriptor(base, list(base.shape), list(base.stride()), block, layout)
-
-        kv = ws.kv.view(self.b * self.t, d + p)
-        q_desc = desc(ws.q_nope.view(self.b * self.rows, d), [cfg["BLOCK_M"], d])
-        kv_desc, kpe_desc = desc(kv, [bn, d]), desc(kv, [bn, p])
-        grid = (triton.cdiv(self.rows, cfg["BLOCK_M"]), self.b)
+        m, bn = cfg["BLOCK_M"], cfg["BLOCK_N"]
+        q_desc = self.descriptor(ws.q_nope.view(self.b * self.rows, self.d), [m, self.d])
+        kv_desc, kpe_desc = self.tiles(ws, bn)
+        grid = (triton.cdiv(self.rows, m), self.b)
         kernel = mla_v8_kernel[grid]
-        args = {"H": self.h, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": bn, "REGS": cfg["REGS"], "num_warps": 4}
+        args = {"H": self.h, "BLOCK_M": m, "BLOCK_N": bn, "REGS": cfg["REGS"], "num_warps": 4}
         shape = (self.scale, self.s, self.t, self.rows)
         return Launch(lambda: kernel(q_desc, ws.q_pe, kv_desc, kpe_desc, ws.out, *shape, **args), grid)
 
