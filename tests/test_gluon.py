@@ -42,8 +42,10 @@ for version in ("v7", "v7_fa3", "v8"):
                                                             "dtype": "float16"})
     (stage,) = plan.stages()
     with compile_only() as made:
-        stage.build(plan.setup("cpu", 0), stage.tuning[0]).fn()
+        kernel = stage.build(plan.setup("cpu", 0), stage.tuning[0]).fn()
     print(made[0].words())
+from kbench.analysis.ttgir import partitions
+print(partitions(kernel.asm["ttgir"]))  # v8's, as this Triton writes its TTGIR
 """
 
 
@@ -55,7 +57,8 @@ def test_mla_decode_v7s_gluon_kernel_compiles_with_its_reductions_under_the_inte
     env = {**os.environ, "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", COMPILE_V7], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
+    *lines, parts = done.stdout.splitlines()
+    assert parts == "{'default_warps': 4, 'workers': [{'warps': 4, 'registers': 240}, {'warps': 1, 'registers': 24}]}"
     assert len(lines) == 3 and all(x.startswith("mla_v7_kernel compiled for sm_90a (") for x in lines[:2]), lines
     # d=64, p=32: v7 2 x (4 + 2) m64n32 Q.K^T steps and 2 x 4 P.V steps; v8 2 x (2 + 1) and 2 x 4 per warpgroup
     assert all("20 wgmma" in x for x in lines[:2]), lines
