@@ -14,7 +14,7 @@ from kbench.analysis.catalogue import lines, pipeline, stalls
 from kbench.analysis.catalogue.evidence import Evidence
 from kbench.analysis.lines import Line
 from kbench.analysis.ptx import instruction_mix
-from kbench.analysis.ttgir import idle_warps, partitions
+from kbench.analysis.ttgir import idle_warps, partition_warps, partitions
 from tests.conftest import DATA
 from tests.test_diagnosis import top
 
@@ -74,9 +74,11 @@ def test_a_warp_specialized_kernels_partitions_are_read_from_its_ttgir() -> None
     ttgir = (V8 / "event" / "compiled" / "attention" / "mla_v8_kernel.ttgir").read_text()
     parts = partitions(ttgir)
     assert parts == {"default_warps": 4, "workers": [{"warps": 4, "registers": 240}, {"warps": 1, "registers": 24}]}
-    assert idle_warps(parts, 12) == 3  # Triton launched 12 warps (whole warpgroups) for 9 partition warps
+    assert (
+        idle_warps(partition_warps(parts), 12) == 3
+    )  # Triton launched 12 warps (whole warpgroups) for 9 partition warps
     v7 = (RUNS / "mla_decode-v7" / "annotation" / "compiled" / "attention" / "mla_v7_kernel.ttgir").read_text()
-    assert partitions(v7) is None and idle_warps(None, 8) is None
+    assert partitions(v7) is None and idle_warps(partition_warps(None), 8) is None
     report = (V8 / "annotation" / "report.md").read_text()  # written on the H100 by this code
     assert (
         "; warp-specialized: default partition 4 warps, workers 4 warps (240 registers), 1 warp (24 registers); "

@@ -29,7 +29,7 @@ from kbench.analysis.roofline import Ceilings
 from kbench.analysis.sampling import SampledStage
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
-from kbench.analysis.ttgir import AtomicOp, DotOp, idle_warps, partition_warps
+from kbench.analysis.ttgir import AtomicOp, DotOp, partition_warps
 from kbench.errors import KbenchError
 from kbench.model import Model
 from kbench.plan.base import Stage
@@ -164,7 +164,6 @@ class Facts:
             "instructions": mix,
             "atomics": [AtomicOp.model_validate(a) for a in t["atomics"]] if t.get("atomics") is not None else None,
             "dots": [DotOp.model_validate(d) for d in t["dots"]] if t.get("dots") is not None else None,
-            "idle_warps": idle_warps(t.get("partitions"), t.get("num_warps")),
             "partition_warps": partition_warps(t.get("partitions")),
             "limits": self.limits,
             "dram_latency_ns": self.dram_latency_ns,

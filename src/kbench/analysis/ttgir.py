@@ -348,13 +348,13 @@ def partition_warps(parts: dict[str, Any] | None) -> tuple[int, ...]:
     return (int(parts["default_warps"]), *(int(w.get("warps") or 0) for w in parts.get("workers", [])))
 
 
-def idle_warps(parts: dict[str, Any] | None, launched: object) -> int | None:
+def idle_warps(partitioned: tuple[int, ...], launched: object) -> int | None:
     """Warps a warp-specialized kernel launches that belong to no partition (Triton launches whole warpgroups: 4 +
-    4 + 1 partition warps run as 12), which wait at a barrier for the kernel's whole run; None where not known."""
-    if not parts or not isinstance(launched, int) or parts.get("default_warps") is None:
+    4 + 1 partition warps run as 12), which wait at a barrier for the kernel's whole run; None where not known
+    (``partitioned``: each partition's warps, as ``partition_warps`` gives them)."""
+    if not partitioned or not isinstance(launched, int):
         return None
-    used = int(parts["default_warps"]) + sum(int(w.get("warps") or 0) for w in parts.get("workers", []))
-    return max(0, launched - used)
+    return max(0, launched - sum(partitioned))
 
 
 def compiled_facts(ttgir: object) -> dict[str, Any]:

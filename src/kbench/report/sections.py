@@ -12,7 +12,7 @@ from kbench.analysis.compare import BaselineRow
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.sampling import SampledStage
-from kbench.analysis.ttgir import idle_warps
+from kbench.analysis.ttgir import idle_warps, partition_warps
 from kbench.model import Model
 
 
@@ -79,15 +79,16 @@ class Tiling(Frozen):
         """Each compiled kernel's instruction mix (kbench.analysis.ptx), as one line labelled as its row is, with its
         warp-specialized partitions where it has them (kbench.analysis.ttgir.partitions)."""
         return [
-            (name, InstructionMix.model_validate(t["instructions"]).line() + _partitions(t.get("partitions"), t))
+            (name, InstructionMix.model_validate(t["instructions"]).line() + _partitions(t))
             for name, t in self.rows()
             if t.get("instructions")
         ]
 
 
-def _partitions(p: dict[str, Any] | None, t: dict[str, Any]) -> str:
-    """``; warp-specialized: default partition 4 warps, workers 4 warps (240 registers), 1 warp (24 registers);
-    3 warps in no partition (the launch is whole warpgroups)``."""
+def _partitions(t: dict[str, Any]) -> str:
+    """A kernel record's partitions: ``; warp-specialized: default partition 4 warps, workers 4 warps (240
+    registers), 1 warp (24 registers); 3 warps in no partition (the launch is whole warpgroups)``."""
+    p = t.get("partitions")
     if not p:
         return ""
 
@@ -98,7 +99,7 @@ def _partitions(p: dict[str, Any] | None, t: dict[str, Any]) -> str:
         warps(w.get("warps")) + (f" ({w['registers']} registers)" if w.get("registers") else "")
         for w in p.get("workers", [])
     )
-    idle = idle_warps(p, t.get("num_warps"))
+    idle = idle_warps(partition_warps(p), t.get("num_warps"))
     spare = f"; {warps(idle)} in no partition (the launch is whole warpgroups)" if idle else ""
     return f"; warp-specialized: default partition {warps(p.get('default_warps'))}, workers {workers}{spare}"
 

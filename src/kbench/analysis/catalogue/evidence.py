@@ -13,7 +13,7 @@ from kbench.analysis.kernels import StageKernels
 from kbench.analysis.lines import LineModel
 from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.stages import StageFigures
-from kbench.analysis.ttgir import AtomicOp, DotOp
+from kbench.analysis.ttgir import AtomicOp, DotOp, idle_warps
 from kbench.model import Model
 
 ALONE_SHARE = 0.95  # a main kernel holding this share of its stage is named as the stage
@@ -60,8 +60,7 @@ class Evidence:
     instructions: InstructionMix | None = None  # the compiled kernel's PTX by instruction class (static)
     atomics: list[AtomicOp] | None = None  # its tl.atomic_* calls as one program executes them (TTGIR; None: none read)
     dots: list[DotOp] | None = None  # its tl.dot products with their accumulator layouts (TTGIR; None: none read)
-    idle_warps: int | None = None  # warps of a warp-specialized kernel in no partition (they wait the run out)
-    partition_warps: tuple[int, ...] = ()  # its partitions' warps, the default partition's first (TTGIR)
+    partition_warps: tuple[int, ...] = ()  # a warp-specialized kernel's partitions' warps, the default's first (TTGIR)
     stalls: dict[str, float] = field(default_factory=dict)  # warp-stall reason -> stalled warps per issue (ncu)
     stall_unit: str = "stalled warps per issued instruction"  # what ``stalls`` counts (PC sampling: samples)
     hot_lines: tuple[str, ...] = ()  # the source lines with the most stall samples (ncu mode)
@@ -92,6 +91,11 @@ class Evidence:
     @property
     def name(self) -> str:
         return self.stage.name
+
+    @property
+    def idle_warps(self) -> int | None:
+        """Warps of a warp-specialized kernel in no partition (they wait the run out); None without partitions."""
+        return idle_warps(self.partition_warps, self.warps)
 
     @property
     def where(self) -> str:

@@ -32,12 +32,10 @@ def waiting(e: Evidence) -> Line | None:
     x = max(waits, key=model.time_share, default=None)
     if x is None or model.time_share(x) < WAIT_SHARE:
         return None
-    if e.partition_warps:  # warp-specialized: a wait one partition alone could hold is no starvation (a producer
-        # waiting for its consumers to release a stage is ahead of them)
-        launched = sum(e.partition_warps) + (e.idle_warps or 0)
-        if model.time_share(x) <= min(e.partition_warps) / launched:
-            return None
-    return x
+    # warp-specialized: a wait one partition alone could hold is no starvation (a producer waiting for its consumers
+    # to release a stage is ahead of them)
+    alone = min(e.partition_warps) / (e.warps or sum(e.partition_warps)) if e.partition_warps else 0.0
+    return x if model.time_share(x) > alone else None
 
 
 def starved(e: Evidence) -> Opportunity | None:

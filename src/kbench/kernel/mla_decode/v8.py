@@ -1,12 +1,13 @@
 """mla_decode v8: v7's fused kernel with the work split by the contraction, warp-specialized (Gluon). v7's two
 warpgroups split the scores' columns (m64n32 wgmmas, both reading all of Q from shared memory: kbench's Top 1 on
-v7, narrow tensor tiles, shared memory feeding at most 79% of the tensor rate). Here each warpgroup holds its half of
-Q (256 + 32 of the 576 columns) in registers and computes the whole 64 x 64 score tile over that half (m64n64 wgmmas,
-A from registers: only the keys come from shared memory); the two partial tiles are summed through shared memory
-(each warpgroup writes its own, mbarriers between the two), both then hold the same scores, the same softmax and the
-same probabilities, in registers, and multiply them by their half of the values (m64n256, A from registers) into
-their half of the output. A third partition, one warp, copies the cache tiles by TMA into two stages as soon as both
-warpgroups are done with a stage, a whole tile ahead."""
+v7, narrow tensor tiles, shared memory feeding at most 79% of the tensor rate). Here each warpgroup computes the
+whole 64 x 64 score tile over its half of the 576 columns (m64n64 wgmmas: its 256 latent columns with Q from shared
+memory, its 32 rotary columns with Q in registers); the first warpgroup's partial goes through shared memory to the
+second, which adds its own and writes the sum back (two mbarriers); both then hold the same scores, softmax and
+probabilities, in registers, and multiply them by their half of the values (m64n256, A from registers) into their
+half of the output. A third partition, one warp, copies the cache tiles by TMA into two stages as soon as both
+warpgroups are done with a stage, a whole tile ahead. Measured on the H100 (issue 44): 2.7% slower than v7, the
+exchange serializing the warpgroups once a tile; kept as a measured step (docs/kernels/mla_decode.md)."""
 
 from __future__ import annotations
 
@@ -104,18 +105,6 @@ def _v8_consumer(W: gl.constexpr, q_pe_ptr, o_ptr, q_s, kv_s, kpe_s, x_s, bars, 
 
 
 @gluon.jit
-def _v8_first(q_pe_ptr, o_ptr, q_s, kv_s, kpe_s, x_s, bars, scale, s, t, R, b, pid, H: gl.constexpr,  # type: ignore[no-untyped-def]
-              BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):  # fmt: skip
-    _v8_consumer(0, q_pe_ptr, o_ptr, q_s, kv_s, kpe_s, x_s, bars, scale, s, t, R, b, pid, H, BLOCK_M, BLOCK_N)
-
-
-@gluon.jit
-def _v8_second(q_pe_ptr, o_ptr, q_s, kv_s, kpe_s, x_s, bars, scale, s, t, R, b, pid, H: gl.constexpr,  # type: ignore[no-untyped-def]
-               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):  # fmt: skip
-    _v8_consumer(1, q_pe_ptr, o_ptr, q_s, kv_s, kpe_s, x_s, bars, scale, s, t, R, b, pid, H, BLOCK_M, BLOCK_N)
-
-
-@gluon.jit
 def mla_v8_kernel(q_desc, q_pe_ptr, kv_desc, kpe_desc, o_ptr, scale, s, t, R, H: gl.constexpr,  # type: ignore[no-untyped-def]
                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, REGS: gl.constexpr,
                   num_warps: gl.constexpr):  # fmt: skip
@@ -140,8 +129,10 @@ def mla_v8_kernel(q_desc, q_pe_ptr, kv_desc, kpe_desc, o_ptr, scale, s, t, R, H:
     fence_async_shared()
     gl.warp_specialize(  # the tuples written out: a tuple kept in a variable turns its constexprs into tensors
         [
-            (_v8_first, (q_pe_ptr, o_ptr, q_s, kv_s, kpe_s, x_s, bars, scale, s, t, R, b, pid, H, BLOCK_M, BLOCK_N)),
-            (_v8_second, (q_pe_ptr, o_ptr, q_s, kv_s, kpe_s, x_s, bars, scale, s, t, R, b, pid, H, BLOCK_M, BLOCK_N)),
+            (_v8_consumer, (0, q_pe_ptr, o_ptr, q_s, kv_s, kpe_s, x_s, bars, scale, s, t, R, b, pid, H, BLOCK_M,
+                            BLOCK_N)),
+            (_v8_consumer, (1, q_pe_ptr, o_ptr, q_s, kv_s, kpe_s, x_s, bars, scale, s, t, R, b, pid, H, BLOCK_M,
+                            BLOCK_N)),
             (_v8_loader, (q_desc, kv_desc, kpe_desc, q_s, kv_s, kpe_s, bars, b, t, row0, BLOCK_N)),
         ],
         [4, 1],
