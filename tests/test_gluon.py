@@ -78,6 +78,29 @@ def test_the_interpreters_library_functions_are_put_back_after_a_compile() -> No
     assert len(made) == 1 and all(vars(standard)[k] is v for k, v in before.items())
 
 
+CHECK_AFTER_INTERPRETED = """
+from kbench.capture.check import check_plan, cpu_values
+from kbench.plan.discovery import load_version
+for version in ("v6", "v7"):  # v6's interpreted kernels call @jit helpers, then v7's Gluon kernel compiles
+    cls = load_version("mla_decode", version)
+    values, note = cpu_values(cls, {})
+    for r in check_plan(cls.from_values(values), "cpu", note):
+        print(version, r.result.passed, bool(r.result.compiled))
+"""
+
+
+def test_a_gluon_kernel_compiles_after_interpreted_kernels_in_the_same_process(tmp_path: Path) -> None:
+    """Triton's interpreter leaves its language patches behind after a kernel's @jit helper calls: a Gluon kernel
+    compiled next in the same process (every version of a package checked at once, an empty Triton cache) failed
+    with "'value' object has no attribute 'dtype'"; each check region now puts the language back as it found it."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", CHECK_AFTER_INTERPRETED], capture_output=True, text=True, env=env,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "v7 True True" and all(x.startswith("v6 True False") for x in lines[:-1]), lines
+
+
 BROKEN = """
 import dataclasses
 from typing import ClassVar

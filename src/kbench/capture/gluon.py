@@ -91,14 +91,17 @@ def compile_only() -> Iterator[list[Compiled]]:
         yield made
         return
     original = GluonJITFunction.run
+    language = _language()  # as the region begins: the interpreter's device calls leave their patches behind
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         swapped = _compilable_library()  # for this compile only: interpreted Triton kernels still need theirs
+        leftover = _restore(language)
         try:
             with warnings.catch_warnings():  # Triton 3.9's notice of a default it will change (fp fusion), not ours
                 warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION")
                 kernel = original(self, *args, grid=grid, warmup=True, **kwargs)
         finally:
+            _restore(leftover)
             for module, name, value in swapped:
                 setattr(module, name, value)
         made.append(Compiled.of(str(getattr(self, "__name__", "a Gluon kernel")), kernel))
@@ -112,6 +115,39 @@ def compile_only() -> Iterator[list[Compiled]]:
     finally:
         GluonJITFunction.run = original
         driver._active = previous
+        _restore(language)  # what this region's interpreted kernels left patched, undone for the next compile
+
+
+_State = dict[Any, dict[str, Any]]
+
+
+def _language() -> _State:
+    """The attributes of what Triton's interpreter patches (triton.language, its core, tensor, math, dtype, condition
+    and tensor descriptors), as they are now. Triton 3.9's interpreter patches them for each interpreted run and puts
+    them back, but its device-function calls (a @jit helper called from a kernel) patch them and never put them back:
+    a Gluon kernel compiled later in the same process then meets interpreter semantics in tensor arithmetic ("'value'
+    object has no attribute 'dtype'", found checking every mla_decode version with an empty Triton cache)."""
+    import triton.language as tl
+
+    core = tl.core
+    owners = [tl, core, core.tensor, tl.math, core.dtype, getattr(core, "condition", None)]
+    owners.append(getattr(core, "tensor_descriptor_base", None))
+    return {o: dict(vars(o)) for o in owners if o is not None}
+
+
+def _restore(state: _State) -> _State:
+    """Each owner's attributes put back as ``state`` has them (those added since removed from classes; a module's
+    new attributes, lazily imported submodules, kept); returns what was there, to put back in turn."""
+    before = _language()
+    for owner, attrs in state.items():
+        now = before.get(owner, {})
+        for name, value in attrs.items():
+            if now.get(name) is not value:
+                setattr(owner, name, value)
+        if isinstance(owner, type):
+            for name in set(now) - set(attrs):
+                delattr(owner, name)
+    return before
 
 
 def _compilable_library() -> list[tuple[Any, str, Any]]:
