@@ -7,7 +7,7 @@ Without CUDA, Triton's interpreter is switched on here, before any kernel module
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +40,18 @@ def never_lock_clocks(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     monkeypatch.setenv("KBENCH_STATE_DIR", str(tmp_path_factory.mktemp("kbench-state")))
     # autotune entries never land in the checkout (`isolated` narrows it further)
     monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kbench-cache"))
+
+
+@pytest.fixture(autouse=True)
+def interpreter_patches_contained() -> Iterator[None]:
+    """Each test leaves triton.language as it found it: Triton's interpreter leaves its language patches behind after
+    a kernel's @jit helper calls (kbench's check regions put them back, kbench.capture.gluon; tests that run
+    interpreted kernels outside one would leave them for a later test's Gluon compile)."""
+    from kbench.capture.gluon import language_now, restore_language
+
+    state = language_now()
+    yield
+    restore_language(state)
 
 
 @pytest.fixture

@@ -91,17 +91,17 @@ def compile_only() -> Iterator[list[Compiled]]:
         yield made
         return
     original = GluonJITFunction.run
-    language = _language()  # as the region begins: the interpreter's device calls leave their patches behind
+    language = language_now()  # as the region begins: the interpreter's device calls leave their patches behind
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
         swapped = _compilable_library()  # for this compile only: interpreted Triton kernels still need theirs
-        leftover = _restore(language)
+        leftover = restore_language(language)
         try:
             with warnings.catch_warnings():  # Triton 3.9's notice of a default it will change (fp fusion), not ours
                 warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION")
                 kernel = original(self, *args, grid=grid, warmup=True, **kwargs)
         finally:
-            _restore(leftover)
+            restore_language(leftover)
             for module, name, value in swapped:
                 setattr(module, name, value)
         made.append(Compiled.of(str(getattr(self, "__name__", "a Gluon kernel")), kernel))
@@ -115,13 +115,13 @@ def compile_only() -> Iterator[list[Compiled]]:
     finally:
         GluonJITFunction.run = original
         driver._active = previous
-        _restore(language)  # what this region's interpreted kernels left patched, undone for the next compile
+        restore_language(language)  # what this region's interpreted kernels left patched, undone for the next compile
 
 
 _State = dict[Any, dict[str, Any]]
 
 
-def _language() -> _State:
+def language_now() -> _State:
     """The attributes of what Triton's interpreter patches (triton.language, its core, tensor, math, dtype, condition
     and tensor descriptors), as they are now. Triton 3.9's interpreter patches them for each interpreted run and puts
     them back, but its device-function calls (a @jit helper called from a kernel) patch them and never put them back:
@@ -135,10 +135,10 @@ def _language() -> _State:
     return {o: dict(vars(o)) for o in owners if o is not None}
 
 
-def _restore(state: _State) -> _State:
+def restore_language(state: _State) -> _State:
     """Each owner's attributes put back as ``state`` has them (those added since removed from classes; a module's
     new attributes, lazily imported submodules, kept); returns what was there, to put back in turn."""
-    before = _language()
+    before = language_now()
     for owner, attrs in state.items():
         now = before.get(owner, {})
         for name, value in attrs.items():
