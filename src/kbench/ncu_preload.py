@@ -33,13 +33,14 @@ process, before any kernel runs.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib
 import importlib.util
 import os
 import sys
 import threading
 from pathlib import Path
+
+from kbench import metric_libraries
 
 LIBRARY = "libnvperf_host.so"
 SASS_WARMUP = Path(__file__).with_name("sass_warmup.ncu-rep")
@@ -128,12 +129,8 @@ def _import_each(names: tuple[str, ...]) -> None:
 
 
 def _dlopen(path: Path) -> None:
-    try:
-        dlopen = ctypes.CDLL(None).dlopen
-        dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
-        dlopen(os.fsencode(path), os.RTLD_LAZY | os.RTLD_DEEPBIND)  # kept loaded: ncu_report uses it next
-    except (OSError, AttributeError):  # no dlopen to call here: ncu_report loads the library itself
-        return
+    metric_libraries.claim()  # CUPTI's copy of the library first: a process that samples later must get it
+    metric_libraries.dlopen(path, os.RTLD_LAZY | os.RTLD_DEEPBIND)  # kept loaded: ncu_report uses it next
 
 
 def warm_sass() -> threading.Thread | None:
@@ -149,6 +146,7 @@ def warm_sass() -> threading.Thread | None:
 def first_sass(capture: Path) -> str:
     """The SASS of the first instruction of the first kernel in ``capture`` that ncu's source counters saw ('' where
     there is none, or no report ncu_report can read: the analysis names such a report itself)."""
+    metric_libraries.claim()  # CUPTI's copy of the metric library before ncu_report's (kbench.metric_libraries)
     try:
         import ncu_report
 

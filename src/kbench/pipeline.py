@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kbench import inputs
+from kbench import inputs, metric_libraries
 from kbench.analysis.devices import load_devices
 from kbench.errors import KbenchError, KernelError, UsageError
 from kbench.fsutil import copy_atomic, safe, write_json_atomic, write_text_atomic
@@ -289,6 +289,7 @@ def analyze(
         taken = beside(path, made, kernel_path)
         plan, mode = taken.plan, mode or taken.mode
     backend = registry.for_capture(path, mode)
+    metric_libraries.claim()  # before ncu_report loads its copy: this process may sample later (MCP, the API)
     capture = backend.open(path)
     from kbench.analysis import records  # checks what a run folder keeps beside its capture
 

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kbench import metric_libraries
 from kbench.analysis.sampling import INTERVAL_ENV as INTERVAL
 from kbench.analysis.sampling import WANTED
 from kbench.capture.cupti import gpu_events, in_session, kineto_session
@@ -137,6 +138,9 @@ class Sampler:
             return f"cupti-python is not installed ({e.name or e}): pip install 'kbench[cupti]'"
         except Exception as e:  # the binding's own import failing (its libraries)
             return f"cupti-python could not load: {type(e).__name__}: {first_line(e)}"
+        why = metric_libraries.claim()  # CUPTI's own libnvperf_host.so, never another release's (see that module)
+        if why is not None:
+            return why
         took: dict[str, float] = {}
         start = time.perf_counter()
         collector = pm_sampling.Collector(device_index)

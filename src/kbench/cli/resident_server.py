@@ -5,6 +5,7 @@ from / down), takes the socket's lock for its life, and serves commands on it on
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import fcntl
 import io
 import os
@@ -192,6 +193,7 @@ def main() -> None:
         print(f"no resident: {e}", flush=True)
         return
     if Path(name).name == name and name.startswith("resident-"):
+        faulthandler.enable()  # a crash in a library leaves the Python stacks in the resident's log
         serve(where / name, float(os.environ.get("KBENCH_RESIDENT_IDLE", IDLE_S)))
 
 
