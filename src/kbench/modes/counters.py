@@ -11,6 +11,7 @@ turned locking off; only when kbench wanted to lock but was not permitted does n
 
 from __future__ import annotations
 
+import hashlib
 import math
 import shlex
 import time
@@ -26,6 +27,7 @@ from kbench.analysis.kernels import declared_kernels
 from kbench.analysis.lines import LineModel
 from kbench.analysis.ncu_kernels import stage_kernels
 from kbench.errors import ConfigError, KbenchError, KernelError
+from kbench.fsutil import json_object, write_json_atomic
 from kbench.modes.base import Analysis, Capture, Context, Job, RunOptions
 from kbench.nvtx import stage_range
 from kbench.plan.base import KernelPlan
@@ -35,6 +37,7 @@ from kbench.report.models import ProfileResult
 from kbench.report.sections import Conformance, Counters, Sections
 
 REPORT = "profile.ncu-rep"
+SASS = "sass.json"  # the SASS ncu_report gave of the report's kernels, by address (ncu_source.sass_record)
 PERMISSION = (
     "ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root, or let all users profile "
     "(nvidia driver option NVreg_RestrictProfilingToAdminUsers=0; https://developer.nvidia.com/ERR_NVGPUCTRPERM)"
@@ -89,16 +92,30 @@ def conformance(plan: KernelPlan, grouped: Grouped, tiling: dict[str, Any]) -> l
     return rows
 
 
-def stage_lines(rep: Path, grouped: Grouped) -> dict[str, list[LineModel]]:
+def stage_lines(rep: Path, grouped: Grouped, sass: dict[int, dict[str, str]]) -> dict[str, list[LineModel]]:
     """Each stage's kernels' time by source line, its longest kernel first (the one Evidence describes); where the
-    report has no source counters, the static mix of the kernel compiled beside it (compiled/<stage>/), else none."""
+    report has no source counters, the static mix of the kernel compiled beside it (compiled/<stage>/), else none.
+    ``sass``: each kernel's SASS by address, as far as known (sass.json beside the report), completed here."""
     actions = ncu.load_actions(rep)
     out: dict[str, list[LineModel]] = {}
     for name, ks in grouped:
         ordered = sorted(ks, key=lambda k: k.duration_us or 0.0, reverse=True)
-        found = [m for k in ordered if (m := ncu_source.line_model(actions[k.index])) is not None]
+        found = [
+            m
+            for k in ordered
+            if (m := ncu_source.line_model(actions[k.index], sass.setdefault(k.index, {}))) is not None
+        ]
         out[name] = found or lines.compiled(rep.parent / "compiled" / name)
     return out
+
+
+def digest(path: Path) -> str:
+    """A capture's sha256 (what sass.json beside it must name)."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _failure(log: str, log_path: Path, code: int) -> KbenchError:
@@ -186,7 +203,9 @@ class CounterMode:
         device = resolve(ctx.table, kernels[0].device or "unknown device")  # the GPU the report names
         grouped = group(kernels, plan)
         counters = [combine(name, ks) for name, ks in grouped]
-        per_line = stage_lines(rep, grouped)
+        sha = digest(rep)
+        sass = ncu_source.sass_table(json_object(rep.parent / SASS), sha)  # read by an earlier analysis of it
+        per_line = stage_lines(rep, grouped, sass)
         models = (
             {
                 s.name: StageModel(flops=s.flops, dram_bytes=s.dram_bytes, precision=s.precision)
@@ -239,15 +258,17 @@ class CounterMode:
             chart=chart.FILE if device.spec and chart.placed(figures, ceilings) else None,
             notes=notes,
             record=record,
-            data=(grouped, per_line),
+            data=(grouped, per_line, ncu_source.sass_record(sha, sass)),
             clock_note=f"SM {clock} MHz while ncu profiled (sm__cycles_elapsed.avg.per_second)" if mhz else None,
         )
 
     def write(self, analysis: Analysis, result: ProfileResult, run_dir: Path) -> None:
         """kernels.csv and rules.csv (the tidy tables), the roofline chart, and in ncu mode report-verbose.md,
         source/<stage>.md and sass/<stage>-<kernel>.csv."""
-        grouped, stage_models = analysis.data
+        grouped, stage_models, sass = analysis.data
         ncu_files.tables(grouped, run_dir)
+        if sass["kernels"]:  # the next analysis of this capture (the copy in this folder) skips the disassembler
+            write_json_atomic(run_dir / SASS, sass)
         if self.deep:
             ncu_files.deep_dive(result, grouped, run_dir)
         for stage, models in stage_models.items():  # time by source line (annotation collects it too: ncu_argv)
