@@ -47,6 +47,13 @@ class ConfigError(KbenchError):
     exit_code = 4
 
 
+class ToolMissing(KbenchError):
+    """A tool or library the work needs is not installed (ncu, nsys, Ray, ncu_report): the message says what to
+    install."""
+
+    exit_code = 7
+
+
 class KernelError(KbenchError):
     """The kernel under test crashed or computed a wrong result."""
 

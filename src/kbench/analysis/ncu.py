@@ -16,7 +16,7 @@ from pydantic import Field
 from kbench import nvtx
 from kbench.analysis import ncu_layout
 from kbench.analysis.ncu_source import hot_lines
-from kbench.errors import ConfigError, first_line
+from kbench.errors import ConfigError, ToolMissing, first_line
 from kbench.model import Model
 
 if TYPE_CHECKING:
@@ -145,6 +145,11 @@ ANNOTATION_METRICS: tuple[str, ...] = (
 # the instructions executed per SASS instruction and the warp-state (PC) samples, with the source imported
 ANNOTATION_SOURCE_METRICS = ("inst_executed", "group:smsp__pcsamp_warp_stall_reasons")
 
+NO_NCU_REPORT = (
+    "reading an Nsight Compute report needs NVIDIA's ncu_report module, which is not importable here: "
+    "pip install ncu-report==2025.3.1 (kbench's own requirement), or put Nsight Compute's ncu on PATH or KBENCH_NCU "
+    "(its extras/python folder holds the module of that release)"
+)
 SPEEDUP_TYPES = {0: "unknown", 1: "local", 2: "global"}  # ncu_report.SpeedupType_*
 
 
@@ -303,7 +308,10 @@ def _load(path: Path) -> Actions:
     if not path.is_file():
         raise ConfigError(f"no such ncu report: {path}")
     ncu_layout.check(path)  # its size and layout, before ncu_report spends memory on what it declares
-    import ncu_report
+    try:
+        import ncu_report
+    except ImportError:
+        raise ToolMissing(NO_NCU_REPORT) from None
 
     try:
         report = ncu_report.load_report(str(path))

@@ -22,10 +22,7 @@ from typing import IO
 from kbench.capture import reaper
 from kbench.capture.reaper import matching_processes as matching_processes  # the tests' name for it
 from kbench.errors import KbenchError
-
-
-class ToolMissing(KbenchError):
-    exit_code = 7
+from kbench.errors import ToolMissing as ToolMissing  # raised here; its home is kbench.errors
 
 
 class ToolTimeout(KbenchError):
@@ -71,6 +68,15 @@ OPT_NVIDIA = Path("/opt/nvidia")
 
 def _version_key(path: Path) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", path.name))
+
+
+def ncu_python(ncu: Path) -> Path | None:
+    """The folder of the ncu_report module that ships with Nsight Compute ``ncu`` (<install>/extras/python), for a
+    toolkit's bin/ncu script the newest <toolkit>/nsight-compute-*'s; None where there is none."""
+    real = ncu.resolve()
+    installs = [real.parent, *sorted(real.parent.parent.glob("nsight-compute*"), key=_version_key, reverse=True)]
+    found = (d / "extras" / "python" for d in installs if (d / "extras" / "python" / "ncu_report.py").is_file())
+    return next(found, None)
 
 
 def _nsys_candidates() -> list[Path]:

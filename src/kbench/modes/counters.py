@@ -12,8 +12,10 @@ turned locking off; only when kbench wanted to lock but was not permitted does n
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import math
 import shlex
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -118,6 +120,22 @@ def digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def ncu_report_from(ncu: Path | None) -> None:
+    """ncu_report importable: the installed package where there is one, else the module of the Nsight Compute that
+    profiles (or, for `kbench analyze`, the one found on KBENCH_NCU, PATH or $CUDA_HOME), from its extras/python;
+    where neither is, the analysis says what to install (analysis.ncu.NO_NCU_REPORT)."""
+    from kbench.capture import tools
+
+    if importlib.util.find_spec("ncu_report") is not None:
+        return
+    try:
+        ncu = ncu or tools.find_ncu()
+    except tools.ToolMissing:
+        return
+    if (where := tools.ncu_python(ncu)) is not None and str(where) not in sys.path:
+        sys.path.append(str(where))
+
+
 def _failure(log: str, log_path: Path, code: int) -> KbenchError:
     from kbench.capture import child
 
@@ -164,6 +182,7 @@ class CounterMode:
         opts.progress(f"{plan.package} {plan.version}: ncu ({self.name} mode) is profiling {len(stages)} stage(s)")
         started = time.monotonic()
         log_path = run_dir / "ncu.log"
+        ncu_report_from(job.tools["ncu"])
         # what the analysis and the report load, loaded while this process only waits on ncu
         ncu_preload.start(run_dir / REPORT)
         if self.deep or annotation_lines():  # the deep dive and time by source line read each stage's SASS
@@ -191,6 +210,7 @@ class CounterMode:
         )
 
     def open(self, path: Path) -> Capture:
+        ncu_report_from(None)
         return Capture(files={"report": path}, live=False)
 
     def analyse(self, capture: Capture, ctx: Context) -> Analysis:
