@@ -274,7 +274,8 @@ def from_counters(
     candidates: list[Opportunity | None] = []
     for c in counters:
         model = models.get(c.stage)
-        f = st.counted(c, model, ceilings.get(model.precision) if model else None, roofline_known)
+        # without a plan, ncu's counts of FLOPs and DRAM bytes against the peak of the precision they show
+        f = st.counted(c, model, ceilings.get(model.precision if model else st.counted_precision(c)), roofline_known)
         figs.append(f)
         e = facts.evidence(
             f,
@@ -328,8 +329,15 @@ def from_counters(
             "No gain can be estimated: no mechanism of the catalogue and no ncu rule with an estimate applies.",
         ),
     )
-    known = roofline_known and bool(models)
-    source = "datasheet peaks" if known else "n/a (no FLOP/byte model or device peaks)"
+    placed = [f for f in figs if f.bound_us is not None]
+    known = roofline_known and bool(placed)
+    if not known:
+        source = "n/a (no FLOPs or bytes counted)" if roofline_known else "n/a (no device peaks in conf/devices.json)"
+    elif models:
+        source = "datasheet peaks"
+    else:  # the device the report names, from conf/devices.json; the work from ncu's counts
+        used = "; ".join(sorted({ceilings[f.precision].source for f in placed if f.precision in ceilings}))
+        source = f"{used}, against ncu's counts of FLOPs and DRAM bytes (no FLOP/byte model: --plan gives one)"
     return _plan(figs, (plan, root), ranked, source, known, facts if models else None, kernels=facts.kernels)
 
 

@@ -189,7 +189,7 @@ def counted(
         compute_pct=c.compute_pct,
         memory_pct=c.dram_pct,
     )
-    if ceiling is not None and roofline_known and model is not None and flops is not None and nbytes is not None:
+    if ceiling is not None and roofline_known and flops is not None and nbytes is not None:
         _place(f, ceiling, flops, nbytes)
     facts = [
         f"TC {c.tc_pct:.1f}%" if c.tc_pct is not None else None,
