@@ -1,41 +1,259 @@
-"""The on-disk autotune cache: reuse, corrupt and stale entries, atomic writes."""
+"""The autotuner: candidates timed interleaved as stages are timed, the incumbent kept unless another beats it
+beyond the noise, the decision (each candidate's median and spread, the margin over the runner-up, within noise or
+not) recorded in the cache entry; and the on-disk cache: reuse, corrupt and stale entries, atomic writes.
+
+Issue 50 (H100): two runs of the same MLA decode rewrite picked different configurations (242.9 us against 228.3 us:
+the faster one lost the first time; another 233.9 against 250.4)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import random
+import statistics
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
+from kbench.capture import prepare, timing
 from kbench.plan import autotune
+from kbench.plan.base import Config, Launch, Stage
 
 SPACE = [{"BLOCK": 64}, {"BLOCK": 128}, {"BLOCK": 256}]
 TIMES = {64: 30.0, 128: 10.0, 256: 20.0}
 
 
-def _timer(calls: list[int]):
-    def time_us(cfg):
-        calls.append(cfg["BLOCK"])
-        return TIMES[cfg["BLOCK"]]
+def _measure(calls: list[list[int]], times: dict[int, float] = TIMES):
+    """A measure that gives each config one sample (its time in ``times``) and records which configs it was asked
+    to time together."""
 
-    return time_us
+    def measure(configs: Sequence[Config]) -> list[list[float] | None]:
+        calls.append([c["BLOCK"] for c in configs])
+        return [[times[c["BLOCK"]]] for c in configs]
+
+    return measure
 
 
+def _given(samples: list[list[float] | None]):
+    def measure(configs: Sequence[Config]) -> list[list[float] | None]:
+        return samples
+
+    return measure
+
+
+def _noisy(medians: dict[int, float], seed: int, noise_pct: float = 1.0, reps: int = 100):
+    """A measure whose samples scatter ``noise_pct`` (one sigma) around each config's true median."""
+    rng = random.Random(seed)
+
+    def measure(configs: Sequence[Config]) -> list[list[float] | None]:
+        return [[medians[c["BLOCK"]] * (1 + rng.gauss(0, noise_pct / 100)) for _ in range(reps)] for c in configs]
+
+    return measure
+
+
+# -- the choice -------------------------------------------------------------------------------------------------------
+def test_the_incumbent_stays_when_a_candidate_is_within_noise(tmp_path: Path) -> None:
+    # BLOCK=128 is 0.4% faster: less than the runs of one source differ by; the space's first, 64, stays
+    r = autotune.tune(SPACE, _noisy({64: 100.0, 128: 99.6, 256: 112.0}, seed=1), tmp_path / "e.json", "t")
+    assert r.source == "tuned" and r.best == {"BLOCK": 64}
+    d = r.decision
+    assert d is not None and d["within_noise"] is True
+    assert d["incumbent"] == {"BLOCK": 64} and d["chosen"] == {"BLOCK": 64} and d["runner_up"] == {"BLOCK": 128}
+    assert d["incumbent_from"] == "the first configuration of the tuning space"
+    assert -2.0 < d["margin_pct"] < 0.5  # the runner-up's median may be lower, within noise
+    assert "within noise" in d["line"] and "BLOCK=64 kept" in d["line"] and "\n" not in d["line"]
+    assert d["rule"] == autotune.RULE
+
+
+def test_a_clearly_faster_candidate_wins_and_its_margin_is_recorded(tmp_path: Path) -> None:
+    path = tmp_path / "e.json"
+    r = autotune.tune(SPACE, _noisy({64: 100.0, 128: 90.0, 256: 112.0}, seed=2), path, "t")
+    assert r.best == {"BLOCK": 128}
+    d = r.decision
+    assert d is not None and d["within_noise"] is False and d["runner_up"] == {"BLOCK": 64}
+    assert d["margin_pct"] == pytest.approx(100 / 90 * 100 - 100, abs=1.0)
+    assert "BLOCK=128 chosen over the incumbent" in d["line"] and "beyond the noise" in d["line"]
+    for h, want in zip(r.history, (100.0, 90.0, 112.0), strict=True):
+        assert h["us"] == pytest.approx(want, rel=0.01) and h["reps"] == 100
+        lo, hi = h["median_ci_us"]
+        assert lo <= h["us"] <= hi and 0.5 < h["spread_pct"] < 2.5
+    stored = json.loads(path.read_text())
+    assert stored["decision"] == d and stored["history"] == r.history
+    again = autotune.tune(SPACE, lambda cs: pytest.fail("re-tuned"), path, "t")
+    assert again.source == "cache" and again.decision == d  # a cached choice still says by how much it won
+
+
+def test_two_tunings_of_the_same_source_agree_where_the_fastest_median_flips() -> None:
+    """The same three configs measured 40 times over (fresh noise each time): within 0.5% of each other, the lowest
+    median (the old rule) picks one on some tunings and another on others; the incumbent rule picks the same one every
+    time."""
+    medians = {64: 100.0, 128: 99.7, 256: 100.2}
+    lowest, picked = set(), set()
+    for seed in range(40):
+        samples = _noisy(medians, seed, noise_pct=2.0)(SPACE)
+        medians_now = [statistics.median(s or [0.0]) for s in samples]
+        lowest.add(SPACE[medians_now.index(min(medians_now))]["BLOCK"])
+        r = autotune.tune(SPACE, _given(samples), None, "t")
+        picked.add(r.best["BLOCK"])
+        assert r.decision is not None and r.decision["within_noise"] is True
+    assert len(lowest) > 1 and picked == {64}
+
+
+def test_a_retune_keeps_the_choice_cached_for_earlier_source(tmp_path: Path) -> None:
+    path = tmp_path / "e.json"
+    first = autotune.tune(SPACE, _noisy({64: 100.0, 128: 90.0, 256: 112.0}, seed=3), path, "t", source="a" * 12)
+    assert first.best == {"BLOCK": 128}
+    # the version edited (a comment): 64 now measures 0.5% faster than 128, within noise: 128 stays
+    r = autotune.tune(SPACE, _noisy({64: 99.5, 128: 100.0, 256: 112.0}, seed=4), path, "t", source="b" * 12)
+    assert r.source == "tuned" and r.best == {"BLOCK": 128}
+    assert r.decision is not None and r.decision["incumbent"] == {"BLOCK": 128}
+    assert "cached choice" in r.decision["incumbent_from"] and r.decision["within_noise"] is True
+
+
+def test_challengers_tied_with_each_other_resolve_in_the_spaces_order() -> None:
+    """Two configs beat the incumbent clearly and tie with each other: whichever measures lower this time, the one
+    first in the space is chosen, so the choice does not follow the noise between them."""
+    for a, b in [(90.0, 90.2), (90.2, 90.0)]:
+        r = autotune.tune(SPACE, _noisy({64: 100.0, 128: a, 256: b}, seed=5, noise_pct=0.5), None, "t")
+        assert r.best == {"BLOCK": 128}
+        assert r.decision is not None and r.decision["runner_up"] == {"BLOCK": 256} and r.decision["within_noise"]
+
+
+def test_an_incumbent_that_fails_gives_way_to_the_first_that_ran() -> None:
+    def measure(configs: Sequence[Config]) -> list[list[float] | None]:
+        return [None, [50.0] * 20, [50.1] * 20]
+
+    r = autotune.tune(SPACE, measure, None, "t")
+    assert r.best == {"BLOCK": 128} and r.history[0] == {"config": {"BLOCK": 64}, "us": None}
+    assert r.decision is not None and r.decision["incumbent_from"] == "the first configuration that ran"
+
+
+def test_the_medians_interval_is_the_order_statistics() -> None:
+    t = autotune.Timed.of([float(x) for x in range(100, 0, -1)])  # 1..100, any order
+    assert (t.reps, t.median_us, t.low_us, t.high_us) == (100, 50.5, 40.0, 61.0)
+    assert t.spread_pct == pytest.approx(100 * (75.25 - 25.75) / 50.5)
+    one = autotune.Timed.of([7.0])
+    assert (one.low_us, one.high_us, one.spread_pct) == (7.0, 7.0, 0.0)
+    wide, narrow = autotune.Timed.of([100.0, 90.0] * 3), autotune.Timed.of([80.0] * 6)
+    assert autotune.beats(narrow, wide) and not autotune.beats(wide, narrow)
+    near = autotune.Timed.of([99.0] * 6)  # apart, but 1% faster: under BEYOND_PCT
+    assert not autotune.beats(near, autotune.Timed.of([100.0] * 6))
+
+
+# -- timed interleaved, as stages are timed ---------------------------------------------------------------------------
+class DriftingGpu:
+    """A GPU whose kernels slow down as it runs (an unlocked clock falling under load): a kernel of ``us`` takes
+    ``us * (1 + DRIFT * t)`` at time t; events stamp the time; the L2 flush and the hold spin take time too."""
+
+    DRIFT = 0.08 / 260_000  # 8% slower after the 260 ms two configs take to tune one after the other
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.order: list[float] = []
+
+    def kernel(self, us: float):
+        def run() -> None:
+            self.order.append(us)
+            self.now += us * (1 + self.DRIFT * self.now)
+
+        return run
+
+    def event(self, enable_timing: bool = True) -> Any:
+        gpu = self
+
+        class Event:
+            def record(self) -> None:
+                self.t = gpu.now
+
+            def query(self) -> bool:
+                return False
+
+            def elapsed_time(self, end: Any) -> float:
+                return float(end.t - self.t) / 1000.0
+
+        return Event()
+
+    def sleep(self, cycles: int) -> None:
+        self.now += cycles / 2000.0
+
+
+@pytest.fixture
+def drifting(monkeypatch: pytest.MonkeyPatch) -> DriftingGpu:
+    gpu = DriftingGpu()
+    monkeypatch.setattr(torch.cuda, "Event", gpu.event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "_sleep", gpu.sleep, raising=False)
+
+    class Flush:
+        words = "L2 flushed (fake)"
+
+        def __init__(self, nbytes: int, write: bool = False) -> None:
+            pass
+
+        def __call__(self) -> None:
+            gpu.now += 30.0
+
+    monkeypatch.setattr(timing, "L2Flush", Flush)
+    monkeypatch.setattr(timing, "l2_flush_bytes", lambda: 1 << 20)
+    return gpu
+
+
+class _Plan:
+    package, version = "pkg", "v1"
+
+
+def _stage(space: Sequence[Config], gpu: DriftingGpu) -> Stage:
+    def build(ws: Any, cfg: Config) -> Launch:
+        if cfg["us"] < 0:
+            return Launch(fn=lambda: (_ for _ in ()).throw(RuntimeError("out of resources: shared memory")))
+        return Launch(fn=gpu.kernel(cfg["us"]))
+
+    return Stage("s", 1.0, 1.0, "fp32", build, tuning=list(space))
+
+
+def test_the_candidates_are_timed_interleaved_so_a_drifting_clock_meets_them_alike(drifting: DriftingGpu) -> None:
+    """Config b is 3% faster than the incumbent a, but the clock falls 8% while the two are tuned: timed one after
+    the other (as kbench did), b looks slower and loses, as the faster MLA configuration lost on the H100; timed
+    interleaved, each repetition times a then b after one flush each, and b wins beyond the noise."""
+    space = [{"us": 100}, {"us": 97}]
+    sequential = [statistics.median(timing.time_cuda(drifting.kernel(c["us"]), 100).us) for c in space]  # the old way
+    assert sequential[1] > sequential[0]  # the fake reproduces the issue: the faster config measured slower
+    drifting.order.clear()
+    measure = prepare.measured(_Plan(), _stage(space, drifting), None, timing.time_candidates)  # type: ignore[arg-type]
+    r = autotune.tune(space, measure, None, "t")
+    assert r.best == {"us": 97} and r.decision is not None and r.decision["within_noise"] is False
+    timed = drifting.order[-200:]  # the 100 repetitions: a, b, a, b, ...
+    assert timed == [100.0, 97.0] * 100
+
+
+def test_a_config_that_fails_to_run_is_no_candidate(drifting: DriftingGpu, caplog: pytest.LogCaptureFixture) -> None:
+    space = [{"us": 100}, {"us": -1}, {"us": 80}]
+    measure = prepare.measured(_Plan(), _stage(space, drifting), None, timing.time_candidates)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING):
+        r = autotune.tune(space, measure, None, "t")
+    assert r.best == {"us": 80} and r.history[1]["us"] is None
+    assert any("config {'us': -1} failed during tuning" in m and "out of resources" in m for m in caplog.messages)
+    assert -1 not in drifting.order
+
+
+# -- the cache --------------------------------------------------------------------------------------------------------
 def test_tunes_then_reads_the_cache(tmp_path: Path) -> None:
     path = autotune.entry_path(tmp_path, "H100 SXM", "pkg", "v2", "stage", "n1_float32")
     assert path.relative_to(tmp_path).parts == ("H100_SXM", "pkg", "v2", "stage", "n1_float32.json")
-    calls: list[int] = []
-    first = autotune.tune(SPACE, _timer(calls), path, "triton 3.6")
-    assert first.source == "tuned" and first.best == {"BLOCK": 128} and calls == [64, 128, 256]
+    calls: list[list[int]] = []
+    first = autotune.tune(SPACE, _measure(calls), path, "triton 3.6")
+    assert first.source == "tuned" and first.best == {"BLOCK": 128} and calls == [[64, 128, 256]]
     assert [h["us"] for h in first.history] == [30.0, 10.0, 20.0]
-    second = autotune.tune(SPACE, _timer(calls), path, "triton 3.6")
-    assert second.source == "cache" and second.best == {"BLOCK": 128} and calls == [64, 128, 256]
+    second = autotune.tune(SPACE, _measure(calls), path, "triton 3.6")
+    assert second.source == "cache" and second.best == {"BLOCK": 128} and calls == [[64, 128, 256]]
     assert not list(path.parent.glob("*.tmp"))
 
 
 def test_single_config_is_not_tuned(tmp_path: Path) -> None:
-    r = autotune.tune([{"BLOCK": 64}], _timer([]), tmp_path / "x.json", "t")
+    r = autotune.tune([{"BLOCK": 64}], _measure([]), tmp_path / "x.json", "t")
     assert r.source == "fixed" and not (tmp_path / "x.json").exists()
 
 
@@ -43,28 +261,31 @@ def test_single_config_is_not_tuned(tmp_path: Path) -> None:
     "content",
     [
         "{not json",
-        '{"schema": 1}',
-        '{"schema": 1, "best": [], "history": []}',
-        '{"schema": 1, "best": {"BLOCK": 128}, "history": [{"config": {"BLOCK": 128}}]}',
-        '{"schema": 1, "best": {"BLOCK": 128}, "history": [{"config": 3, "us": 1.0}]}',
-        '{"schema": 1, "best": {"BLOCK": 128}, "history": [{"config": {"BLOCK": 128}, "us": "fast"}]}',
+        '{"schema": 2}',
+        '{"schema": 2, "best": [], "history": []}',
+        '{"schema": 2, "best": {"BLOCK": 128}, "history": [{"config": {"BLOCK": 128}}]}',
+        '{"schema": 2, "best": {"BLOCK": 128}, "history": [{"config": 3, "us": 1.0}]}',
+        '{"schema": 2, "best": {"BLOCK": 128}, "history": [{"config": {"BLOCK": 128}, "us": "fast"}]}',
+        '{"schema": 2, "best": {"BLOCK": 128}, "history": [], "decision": "won"}',
     ],
 )
 def test_corrupt_entry_is_reported_in_one_line_and_retuned(tmp_path: Path, caplog, content: str) -> None:
     path = tmp_path / "e.json"
     path.write_text(content)
     with caplog.at_level(logging.WARNING):
-        r = autotune.tune(SPACE, _timer([]), path, "t")
+        r = autotune.tune(SPACE, _measure([]), path, "t")
     assert r.source == "tuned" and r.best == {"BLOCK": 128}
     (msg,) = caplog.messages
     assert "is corrupt" in msg and "re-tuning" in msg and "\n" not in msg
     assert json.loads(path.read_text())["best"] == {"BLOCK": 128}
 
 
-@pytest.mark.parametrize(("change", "reason"), [("space", "stale"), ("toolchain", "stale"), ("best", "outside")])
+@pytest.mark.parametrize(
+    ("change", "reason"), [("space", "stale"), ("toolchain", "stale"), ("schema", "stale"), ("best", "outside")]
+)
 def test_stale_entry_is_retuned_and_rewritten(tmp_path: Path, caplog, change: str, reason: str) -> None:
     path = tmp_path / "e.json"
-    autotune.tune(SPACE, _timer([]), path, "triton 3.6")
+    autotune.tune(SPACE, _measure([]), path, "triton 3.6")
     space, toolchain = list(SPACE), "triton 3.6"
     if change == "space":
         space = SPACE[:2]
@@ -72,34 +293,38 @@ def test_stale_entry_is_retuned_and_rewritten(tmp_path: Path, caplog, change: st
         toolchain = "triton 3.7"
     else:
         data = json.loads(path.read_text())
-        data["best"] = {"BLOCK": 1024}
+        if change == "schema":  # an entry of kbench before issue 50: chosen by the lowest median of 20 repetitions
+            data["schema"] = 1
+        else:
+            data["best"] = {"BLOCK": 1024}
         path.write_text(json.dumps(data))
-    calls: list[int] = []
+    calls: list[list[int]] = []
     with caplog.at_level(logging.WARNING):
-        r = autotune.tune(space, _timer(calls), path, toolchain)
-    assert r.source == "tuned" and calls == [c["BLOCK"] for c in space]
+        r = autotune.tune(space, _measure(calls), path, toolchain)
+    assert r.source == "tuned" and calls == [[c["BLOCK"] for c in space]]
     (msg,) = caplog.messages
     assert reason in msg and "re-tuning" in msg
     rewritten = json.loads(path.read_text())
     assert rewritten["space"] == space and rewritten["toolchain"] == toolchain and rewritten["best"] == {"BLOCK": 128}
+    assert rewritten["schema"] == autotune.SCHEMA
 
 
 def test_failed_configs_are_recorded_as_null_and_a_total_failure_raises(tmp_path: Path) -> None:
     path = tmp_path / "e.json"
-    r = autotune.tune(SPACE, lambda cfg: None if cfg["BLOCK"] == 128 else float(cfg["BLOCK"]), path, "t")
+    r = autotune.tune(SPACE, lambda cs: [None if c["BLOCK"] == 128 else [float(c["BLOCK"])] for c in cs], path, "t")
     assert r.best == {"BLOCK": 64} and [h["us"] for h in r.history] == [64.0, None, 256.0]
     text = path.read_text()
     assert "Infinity" not in text and json.loads(text)["history"][1]["us"] is None
-    again = autotune.tune(SPACE, _timer([]), path, "t")
+    again = autotune.tune(SPACE, _measure([]), path, "t")
     assert again.source == "cache"
     with pytest.raises(autotune.TuningFailed, match="none of the 3 tuning configurations ran"):
-        autotune.tune(SPACE, lambda cfg: None, tmp_path / "f.json", "t")
+        autotune.tune(SPACE, lambda cs: [None] * len(cs), tmp_path / "f.json", "t")
     assert not (tmp_path / "f.json").exists()
 
 
 def test_forget_deletes_an_entry(tmp_path: Path) -> None:
     path = tmp_path / "e.json"
-    autotune.tune(SPACE, _timer([]), path, "t")
+    autotune.tune(SPACE, _measure([]), path, "t")
     assert autotune.forget(path) and not path.exists() and not autotune.forget(path) and not autotune.forget(None)
 
 
@@ -107,5 +332,5 @@ def test_an_unwritable_cache_is_reported_not_fatal(tmp_path: Path, caplog) -> No
     blocker = tmp_path / "ro"
     blocker.write_text("a file where the cache folder should be")
     with caplog.at_level(logging.WARNING):
-        r = autotune.tune(SPACE, _timer([]), blocker / "sub" / "e.json", "t")
+        r = autotune.tune(SPACE, _measure([]), blocker / "sub" / "e.json", "t")
     assert r.best == {"BLOCK": 128} and "cannot write autotune cache" in caplog.messages[0]
