@@ -334,3 +334,144 @@ def test_an_unwritable_cache_is_reported_not_fatal(tmp_path: Path, caplog) -> No
     with caplog.at_level(logging.WARNING):
         r = autotune.tune(SPACE, _measure([]), blocker / "sub" / "e.json", "t")
     assert r.best == {"BLOCK": 128} and "cannot write autotune cache" in caplog.messages[0]
+
+
+# -- where the decision is read: tiling/<stage>/autotuning.json, report.md's Tiling section, report.json --------------
+def test_the_decision_is_in_autotuning_json_and_the_reports_tiling_section(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbench import pipeline
+    from kbench.capture.prepare import Prepared, PreparedStage
+    from kbench.modes.base import RunOptions
+    from kbench.plan.discovery import load_version
+    from tests.conftest import DATA, contract_problems
+    from tests.pipeline_fakes import offline_gpu, replay
+
+    folder = DATA / "event_h100" / "vector_add_base"
+    params = json.loads((folder / "params.json").read_text())
+    plan = load_version(params["kernel"], params["version"]).from_values(params["params"])
+    space = [{"BLOCK": 1024, "num_warps": 4}, {"BLOCK": 2048, "num_warps": 4}]
+    tuned = autotune.tune(space, _given([[100.0] * 40, [99.8] * 40]), None, "t")  # 0.2% apart: within noise
+    assert tuned.decision is not None and tuned.decision["within_noise"]
+
+    from kbench.capture import triton_autotune
+
+    tuner, jit = _autotuned()  # and a kernel of the stage that tunes itself
+    with triton_autotune.watched(_timer(jit, {64: 100.0, 128: 90.0}, [])) as self_tuned:
+        tuner.run(torch.zeros(4), 1024, grid=(1,), warmup=False)
+
+    def prepared(plan: Any, device: Any, seed: int) -> Prepared:
+        prep = Prepared(plan=plan, device="cuda", ws=None)
+        (stage,) = plan.checked_stages()
+        prep.stages.append(PreparedStage(stage, tuned.best, Launch(fn=lambda: None), tuned, self_tuned=self_tuned))
+        return prep
+
+    offline_gpu(monkeypatch)
+    monkeypatch.setattr(prepare, "prepare_on_gpu", prepared)
+    replay(monkeypatch, folder / "timings.json")
+    opts = RunOptions(out_root=Path("out"), check=False, progress=lambda msg: None, bench_runs=100)
+    run = Path(pipeline.profile("event", plan, opts).out_dir)
+    written = json.loads((run / "tiling" / "add" / "autotuning.json").read_text())
+    assert written["decision"] == tuned.decision and written["tried"] == tuned.history
+    assert written["triton_autotune"] == self_tuned and len(self_tuned[0]["tried"]) == 2
+    md = (run / "report.md").read_text()
+    tiling = md.split("## Tiling", 1)[1]
+    assert f"- add: {tuned.decision['line']}" in tiling and "within noise" in tiling
+    assert f"- add: {self_tuned[0]['line']}" in tiling and "picked by Triton" in tiling
+    data = json.loads((run / "report.json").read_text())
+    stage = data["sections"]["tiling"]["stages"]["add"]
+    assert stage["tuning"] == tuned.decision
+    assert stage["triton_autotune"][0]["decision"] == self_tuned[0]["decision"]
+    assert contract_problems(run / "report.md") == []
+
+
+# -- a plan's kernel that tunes itself: @triton.autotune ---------------------------------------------------------------
+class FakeJit:
+    """What @triton.autotune wraps (a JITFunction) as far as its Autotuner uses it: argument names, the function
+    underneath, and ``run``; each launch's BLOCK_SIZE recorded, so a timer knows which config it times."""
+
+    def __init__(self) -> None:
+        self.arg_names = ["x", "n"]
+
+        def add_kernel(x: Any, n: int) -> None:
+            pass
+
+        self.fn = add_kernel
+        self.launched: list[int] = []
+
+    def run(self, *args: Any, **kwargs: Any) -> None:
+        self.launched.append(kwargs["BLOCK_SIZE"])
+
+
+def _autotuned(do_bench: Any = None) -> tuple[Any, FakeJit]:
+    import triton
+
+    jit = FakeJit()
+    configs = [triton.Config({"BLOCK_SIZE": 64}, num_warps=4), triton.Config({"BLOCK_SIZE": 128}, num_warps=4)]
+    return triton.autotune(configs, key=["n"], do_bench=do_bench)(jit), jit
+
+
+def _timer(jit: FakeJit, medians: dict[int, float], calls: list[int]):
+    """A stage timer: the config the callable launches, timed at its median with 1% noise."""
+    rng = random.Random(7)
+
+    def time(fn: Any, reps: int) -> list[float]:
+        fn()
+        calls.append(reps)
+        return [medians[jit.launched[-1]] * (1 + rng.gauss(0, 0.01)) for _ in range(reps)]
+
+    return time
+
+
+@pytest.mark.parametrize(("medians", "within"), [({64: 100.0, 128: 99.7}, True), ({64: 100.0, 128: 90.0}, False)])
+def test_triton_autotune_times_with_kbenchs_timer_and_its_pick_is_judged(medians: dict[int, float], within: bool):
+    from triton.runtime.autotuner import Autotuner
+
+    from kbench.capture import triton_autotune
+
+    tuner, jit = _autotuned()
+    calls: list[int] = []
+    with triton_autotune.watched(_timer(jit, medians, calls)) as found:
+        tuner.run(torch.zeros(4), 1024, grid=(1,), warmup=False)
+        tuner.run(torch.zeros(4), 1024, grid=(1,), warmup=False)  # the same key: Triton's pick, not tuned again
+    assert calls == [timing.TUNE_REPS, timing.TUNE_REPS]  # each config timed by kbench's timer, 100 repetitions
+    (rec,) = found
+    assert rec["kernel"] == "add_kernel" and rec["key"] == ["1024", "torch.float32"]
+    assert rec["timed_by"] == "kbench's stage timer" and [h["reps"] for h in rec["tried"]] == [100, 100]
+    d = rec["decision"]
+    assert d["chosen"]["BLOCK_SIZE"] == 128 and d["runner_up"]["BLOCK_SIZE"] == 64  # Triton's: the lowest median
+    assert d["within_noise"] is within and d["picked_by"] == "Triton (the lowest median)"
+    assert ("within noise (a rerun may pick the runner-up)" in rec["line"]) is within
+    assert rec["line"].startswith("add_kernel (@triton.autotune, key ['1024', 'torch.float32']): BLOCK_SIZE=128 picked")
+    assert Autotuner.run.__qualname__ == "Autotuner.run" and "do_bench" not in vars(tuner)  # Triton's again after
+
+
+def test_a_plans_own_do_bench_is_left_alone_and_its_pick_recorded_unjudged() -> None:
+    from kbench.capture import triton_autotune
+
+    own: list[int] = []
+
+    def do_bench(fn: Any, quantiles: Any = None) -> list[float]:
+        fn()
+        own.append(1)
+        return [0.1, 0.09, 0.11] if len(own) == 1 else [0.05, 0.04, 0.06]
+
+    tuner, _ = _autotuned(do_bench)
+    with triton_autotune.watched(lambda fn, reps: pytest.fail("kbench's timer used")) as found:
+        tuner.run(torch.zeros(4), 2048, grid=(1,), warmup=False)
+    (rec,) = found
+    assert own == [1, 1] and rec["timed_by"] == "the plan's own do_bench" and rec["decision"] is None
+    assert [h["us"] for h in rec["tried"]] == pytest.approx([100.0, 50.0])
+    assert "BLOCK_SIZE=128, num_warps=4" in rec["line"] and "not judged" in rec["line"]
+
+
+def test_a_pick_made_earlier_in_the_process_is_recorded_as_such() -> None:
+    from kbench.capture import triton_autotune
+
+    tuner, jit = _autotuned()
+    with triton_autotune.watched(_timer(jit, {64: 100.0, 128: 90.0}, [])):
+        tuner.run(torch.zeros(4), 4096, grid=(1,), warmup=False)
+    with triton_autotune.watched(lambda fn, reps: pytest.fail("timed again")) as found:
+        tuner.run(torch.zeros(4), 4096, grid=(1,), warmup=False)
+    (rec,) = found
+    assert rec["chosen"]["BLOCK_SIZE"] == 128 and "earlier in this process" in rec["line"]

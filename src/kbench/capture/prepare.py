@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis.devices import ActiveDevice
+from kbench.capture import triton_autotune
 from kbench.capture.timing import time_candidates
 from kbench.errors import KernelError, UsageError, first_line
 from kbench.plan import autotune
@@ -42,6 +43,8 @@ class PreparedStage:
     flow: dict[str, Any] | None = None  # what it read and wrote (capture.dataflow), on a GPU
     # every Triton kernel the launch ran, by name: its CompiledKernel, the grid of its first launch, its launches
     launched: dict[str, Launched] = field(default_factory=dict)
+    # what its kernels that tune themselves (@triton.autotune) chose, by how much (capture.triton_autotune.record)
+    self_tuned: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -214,24 +217,28 @@ def prepare(
     prep = Prepared(plan=plan, device=device, ws=ws)
     output = _tensor(plan, "output", guarded("output", lambda: plan.output(ws))) if device == "cuda" else None
     for stage in plan.checked_stages():
-        flow = data_flow(plan, stage, ws, output) if device == "cuda" else None
-        if time_many is None:
-            tune = autotune.TuneResult(best=dict(stage.tuning[0]), history=[], source="fixed", path=None)
-        else:
-            path = cache_dir(stage) if cache_dir is not None else None
-            try:
-                tune = autotune.tune(stage.tuning, measured(plan, stage, ws, time_many), path, toolchain, source)
-            except autotune.TuningFailed as e:
-                raise KernelError(f"stage {stage.name}: {e}") from None
-        launch = built(plan, stage, ws, tune.best)
-        ran: dict[str, Launched] = {}
-        if device == "cuda":
-            compiled, ran = launched_kernel(stage.name, launch)
-        else:
-            compiled = guarded(stage.name, launch.fn)
-        prep.stages.append(
-            PreparedStage(stage, tune.best, launch, tune, compiled if hasattr(compiled, "asm") else None, flow, ran)
+        # a kernel that tunes itself (@triton.autotune) does so on its first launch: with kbench's timer, recorded
+        watch: AbstractContextManager[list[dict[str, Any]]] = (
+            triton_autotune.watched() if device == "cuda" else nullcontext([])
         )
+        with watch as self_tuned:
+            flow = data_flow(plan, stage, ws, output) if device == "cuda" else None
+            if time_many is None:
+                tune = autotune.TuneResult(best=dict(stage.tuning[0]), history=[], source="fixed", path=None)
+            else:
+                path = cache_dir(stage) if cache_dir is not None else None
+                try:
+                    tune = autotune.tune(stage.tuning, measured(plan, stage, ws, time_many), path, toolchain, source)
+                except autotune.TuningFailed as e:
+                    raise KernelError(f"stage {stage.name}: {e}") from None
+            launch = built(plan, stage, ws, tune.best)
+            ran: dict[str, Launched] = {}
+            if device == "cuda":
+                compiled, ran = launched_kernel(stage.name, launch)
+            else:
+                compiled = guarded(stage.name, launch.fn)
+        kernel = compiled if hasattr(compiled, "asm") else None
+        prep.stages.append(PreparedStage(stage, tune.best, launch, tune, kernel, flow, ran, list(self_tuned)))
     return prep
 
 

@@ -136,6 +136,11 @@ def decide(timed: Sequence[Timed | None], incumbent: int) -> Decision:
     return judged(timed, chosen, incumbent)
 
 
+def named(cfg: Config) -> str:
+    """A config in words: ``BLOCK=128, num_warps=4``."""
+    return ", ".join(f"{k}={v}" for k, v in cfg.items())
+
+
 def _differing(a: Config, b: Config) -> tuple[str, str]:
     """Two configs in words, each by the keys where they differ (all of them where none does)."""
     keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)] or list(a)
@@ -147,7 +152,7 @@ def words(d: Decision, configs: Sequence[Config], timed: Sequence[Timed | None],
     ``picked_by`` another tuner), against the runner-up, by how much, and whether that is within noise."""
     chosen = configs[d.chosen]
     if d.runner_up is None:
-        return f"{_differing(chosen, chosen)[0]}: the only configuration that ran"
+        return f"{named(chosen)}: the only configuration that ran"
     ch, ru = timed[d.chosen], timed[d.runner_up]
     assert ch is not None and ru is not None and d.margin_pct is not None
     mine, other = _differing(chosen, configs[d.runner_up])
@@ -158,14 +163,14 @@ def words(d: Decision, configs: Sequence[Config], timed: Sequence[Timed | None],
     else:
         head = f"{mine} chosen over the incumbent {_differing(chosen, configs[d.incumbent])[1]}"
     faster = f"{d.margin_pct:.1f}% faster" if d.margin_pct >= 0 else f"{-d.margin_pct:.1f}% slower"
-    versus = f"median {ch.median_us:.2f} us against {ru.median_us:.2f} us of the runner-up {other}"
+    versus = f"median {ch.median_us:.2f} us against {ru.median_us:.2f} us of the runner-up {other} ({faster})"
     if not d.within_noise:
         verdict = f"beyond the noise (at least {BEYOND_PCT:g}%, 95% intervals of the medians apart)"
     elif picked_by:
         verdict = "within noise (a rerun may pick the runner-up)"
     else:
         verdict = "within noise (a rerun may measure them the other way round; the incumbent stays)"
-    return f"{head}: {versus}, {faster}, {verdict}"
+    return f"{head}: {versus}, {verdict}"
 
 
 @dataclass(frozen=True)
