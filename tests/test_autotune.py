@@ -465,6 +465,30 @@ def test_a_plans_own_do_bench_is_left_alone_and_its_pick_recorded_unjudged() -> 
     assert "BLOCK_SIZE=128, num_warps=4" in rec["line"] and "not judged" in rec["line"]
 
 
+def test_a_triton_whose_benchmarker_cannot_be_replaced_keeps_its_own() -> None:
+    """Feature detection: an Autotuner whose do_bench is a plain property (not Triton 3.6's or 3.9's cached one)."""
+    import triton
+    from triton.runtime.autotuner import Autotuner
+
+    from kbench.capture import triton_autotune
+
+    own: list[int] = []
+
+    def do_bench(fn: Any, quantiles: Any = None) -> list[float]:
+        fn()
+        own.append(1)
+        return [0.1, 0.09, 0.11]
+
+    fixed = type("Fixed", (Autotuner,), {"do_bench": property(lambda self: do_bench)})
+    jit = FakeJit()
+    configs = [triton.Config({"BLOCK_SIZE": 64}), triton.Config({"BLOCK_SIZE": 128})]
+    tuner = fixed(jit, jit.arg_names, configs, ["n"], None, None)
+    with triton_autotune.watched(lambda fn, reps: pytest.fail("kbench's timer used")) as found:
+        tuner.run(torch.zeros(4), 8192, grid=(1,), warmup=False)
+    (rec,) = found
+    assert own == [1, 1] and rec["decision"] is None and "cannot be replaced" in rec["timed_by"]
+
+
 def test_a_pick_made_earlier_in_the_process_is_recorded_as_such() -> None:
     from kbench.capture import triton_autotune
 
@@ -475,3 +499,54 @@ def test_a_pick_made_earlier_in_the_process_is_recorded_as_such() -> None:
         tuner.run(torch.zeros(4), 4096, grid=(1,), warmup=False)
     (rec,) = found
     assert rec["chosen"]["BLOCK_SIZE"] == 128 and "earlier in this process" in rec["line"]
+
+
+# -- the GPU tier: run by the lead on the H100 (skipped cleanly without CUDA) -----------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize(("pkg", "version", "values"), [("vector_add", "v2", {"n": 1 << 24}), ("mla_decode", "v3", {})])
+def test_two_tunings_of_the_same_source_pick_alike_or_say_within_noise(
+    pkg: str, version: str, values: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 50's finding on the GPU: the same source tuned twice from empty caches (two processes' worth: nothing
+    cached between them) picks the same configuration, or its line says the candidates are within noise."""
+    from kbench.capture.gpu import active_device
+    from kbench.capture.prepare import prepare_on_gpu
+    from kbench.plan.discovery import load_version
+
+    tunings: list[dict[str, autotune.TuneResult]] = []
+    for run in range(2):
+        monkeypatch.setenv("KBENCH_CACHE_DIR", str(tmp_path / f"cache{run}"))
+        plan = load_version(pkg, version).from_values(values)
+        prep = prepare_on_gpu(plan, active_device(), seed=1)
+        tunings.append({ps.stage.name: ps.tune for ps in prep.stages if ps.tune.source == "tuned"})
+    assert tunings[0] and tunings[0].keys() == tunings[1].keys()
+    for stage, first in tunings[0].items():
+        second = tunings[1][stage]
+        assert first.decision is not None and second.decision is not None
+        print(f"{pkg} {version} {stage}:\n  {first.decision['line']}\n  {second.decision['line']}")
+        assert all(h["reps"] == timing.TUNE_REPS for h in first.history if h["us"] is not None)
+        assert first.best == second.best or first.decision["within_noise"] or second.decision["within_noise"]
+
+
+@pytest.mark.gpu
+def test_a_triton_autotune_kernel_is_timed_by_kbenchs_timer_on_the_gpu() -> None:
+    """The installed Triton's Autotuner takes kbench's benchmarker (feature detection: Triton 3.6 on the H100, 3.9
+    in CI) and its pick is judged; after the block it benchmarks as Triton does again."""
+    import triton
+
+    from kbench.capture import triton_autotune
+    from kbench.kernel.vector_add.base import add_kernel
+
+    configs = [triton.Config({"BLOCK": 1024}, num_warps=4), triton.Config({"BLOCK": 4096}, num_warps=8)]
+    tuned = triton.autotune(configs, key=["n"])(add_kernel)  # the shipped kernel, tuning itself
+    a, b = torch.randn(1 << 24, device="cuda"), torch.randn(1 << 24, device="cuda")
+    c = torch.empty_like(a)
+    with triton_autotune.watched() as found:
+        tuned[lambda meta: (triton.cdiv(a.numel(), meta["BLOCK"]),)](a, b, c, a.numel())
+    torch.cuda.synchronize()
+    assert torch.equal(c, a + b)
+    (rec,) = found
+    print(rec["line"])
+    assert rec["kernel"] == "add_kernel" and rec["timed_by"] == "kbench's stage timer"
+    assert rec["decision"] is not None and [h["reps"] for h in rec["tried"]] == [timing.TUNE_REPS] * 2
+    assert "do_bench" not in vars(tuned)

@@ -11,8 +11,8 @@ is recorded with its margin over the runner-up and whether the two are within no
 so a pick that a rerun may contradict is said to be within noise.
 
 Feature-detected, not version-checked: the benchmarker is replaced where the Autotuner keeps the one it was given
-as ``_do_bench`` (None: Triton's default; so from Triton 3.2 on, 3.6 and 3.9 among them) and reads ``do_bench``
-through its instance; elsewhere the times it kept are recorded without a verdict.
+as ``_do_bench`` (None: Triton's default; 3.6 and 3.9 among them) and its ``do_bench`` can be shadowed on the
+instance (a cached property); elsewhere the times it kept are recorded without a verdict.
 """
 
 from __future__ import annotations
@@ -124,7 +124,10 @@ def watched(time: Timer = _stage_timer) -> Iterator[list[dict[str, Any]]]:
         cache: dict[Any, Any] = self.cache if isinstance(getattr(self, "cache", None), dict) else {}
         before, timings = set(cache), getattr(self, "configs_timings", None)
         if bench is not None:
-            self.do_bench = bench  # an instance attribute: it shadows Triton's cached property
+            try:
+                self.do_bench = bench  # an instance attribute: it shadows Triton's cached property
+            except AttributeError:  # a Triton whose do_bench is a plain property: its own benchmarker times
+                bench, who = None, "Triton's own benchmarker (this Triton's cannot be replaced)"
         try:
             return original(self, *args, **kwargs)
         finally:
