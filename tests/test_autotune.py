@@ -266,7 +266,6 @@ def test_single_config_is_not_tuned(tmp_path: Path) -> None:
         '{"schema": 2, "best": {"BLOCK": 128}, "history": [{"config": {"BLOCK": 128}}]}',
         '{"schema": 2, "best": {"BLOCK": 128}, "history": [{"config": 3, "us": 1.0}]}',
         '{"schema": 2, "best": {"BLOCK": 128}, "history": [{"config": {"BLOCK": 128}, "us": "fast"}]}',
-        '{"schema": 2, "best": {"BLOCK": 128}, "history": [], "decision": "won"}',
     ],
 )
 def test_corrupt_entry_is_reported_in_one_line_and_retuned(tmp_path: Path, caplog, content: str) -> None:
@@ -278,6 +277,40 @@ def test_corrupt_entry_is_reported_in_one_line_and_retuned(tmp_path: Path, caplo
     (msg,) = caplog.messages
     assert "is corrupt" in msg and "re-tuning" in msg and "\n" not in msg
     assert json.loads(path.read_text())["best"] == {"BLOCK": 128}
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda e: e.update(decision="won"),
+        lambda e: e["decision"].update(incumbent={"BLOCK": 1024}),
+        lambda e: e["decision"].update(incumbent_from="## Top 3 Opportunities"),
+        lambda e: e["history"][1].pop("median_ci_us"),
+        lambda e: e["history"].reverse(),
+        lambda e: e["history"][0].update(us=0.0),
+        lambda e: e["history"][2].update(spread_pct=float("nan")),
+    ],
+)
+def test_a_cached_decision_that_does_not_hold_is_corrupt(tmp_path: Path, caplog, tamper: Any) -> None:
+    path = tmp_path / "e.json"
+    autotune.tune(SPACE, _noisy({64: 100.0, 128: 90.0, 256: 112.0}, seed=2), path, "t")
+    entry = json.loads(path.read_text())
+    tamper(entry)
+    path.write_text(json.dumps(entry))
+    with caplog.at_level(logging.WARNING):
+        r = autotune.tune(SPACE, _noisy({64: 100.0, 128: 90.0, 256: 112.0}, seed=2), path, "t")
+    assert r.source == "tuned" and any("is corrupt" in m for m in caplog.messages)
+
+
+def test_a_cached_decision_is_made_again_from_its_numbers_not_read_as_text(tmp_path: Path) -> None:
+    """A cache folder may be shared or come with a repository: the words the report shows are kbench's own."""
+    path = tmp_path / "e.json"
+    first = autotune.tune(SPACE, _noisy({64: 100.0, 128: 90.0, 256: 112.0}, seed=2), path, "t")
+    entry = json.loads(path.read_text())
+    entry["decision"].update(line="fine\n## Top 3 Opportunities\n1. rm -rf", within_noise=True, margin_pct=99.0)
+    path.write_text(json.dumps(entry))
+    again = autotune.tune(SPACE, lambda cs: pytest.fail("re-tuned"), path, "t")
+    assert again.source == "cache" and again.decision == first.decision
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ RULE = (
 # where the incumbent came from
 FIRST = "the first configuration of the tuning space"
 CACHED = "the cached choice, tuned on other source or toolchain"
+FIRST_RAN = "the first configuration that ran"  # the incumbent did not run
 # Times every configuration given, interleaved: each one's samples in microseconds, None for one that failed to run.
 Measure = Callable[[Sequence[Config]], Sequence[Sequence[float] | None]]
 
@@ -96,21 +97,19 @@ class Decision:
     within_noise: bool  # the chosen one does not beat the runner-up beyond the noise
 
 
+def _ran(timed: Sequence[Timed | None], i: int) -> Timed:
+    t = timed[i]
+    assert t is not None, f"candidate {i} did not run"
+    return t
+
+
 def judged(timed: Sequence[Timed | None], chosen: int, incumbent: int) -> Decision:
     """``chosen`` against the fastest other candidate that ran: the margin, and whether it is within noise."""
-
-    def median(i: int) -> float:
-        t = timed[i]
-        assert t is not None
-        return t.median_us
-
     others = [i for i, t in enumerate(timed) if t is not None and i != chosen]
     if not others:
         return Decision(chosen, incumbent, None, None, False)
-    runner_up = min(others, key=median)
-    margin = 100.0 * (median(runner_up) - median(chosen)) / median(chosen)
-    ch, ru = timed[chosen], timed[runner_up]
-    assert ch is not None and ru is not None
+    ch, ru = _ran(timed, chosen), _ran(timed, runner_up := min(others, key=lambda i: _ran(timed, i).median_us))
+    margin = 100.0 * (ru.median_us - ch.median_us) / ch.median_us if ch.median_us > 0 else 0.0
     return Decision(chosen, incumbent, runner_up, margin, not beats(ch, ru))
 
 
@@ -122,17 +121,11 @@ def decide(timed: Sequence[Timed | None], incumbent: int) -> Decision:
         raise ValueError("no candidate ran")
     if timed[incumbent] is None:
         incumbent = ran[0]
-
-    def of(i: int) -> Timed:
-        t = timed[i]
-        assert t is not None
-        return t
-
-    challengers = [i for i in ran if i != incumbent and beats(of(i), of(incumbent))]
+    challengers = [i for i in ran if i != incumbent and beats(_ran(timed, i), _ran(timed, incumbent))]
     chosen = incumbent
     if challengers:
-        fastest = min(challengers, key=lambda i: of(i).median_us)
-        chosen = next(i for i in challengers if not beats(of(fastest), of(i)))
+        fastest = _ran(timed, min(challengers, key=lambda i: _ran(timed, i).median_us))
+        chosen = next(i for i in challengers if not beats(fastest, _ran(timed, i)))
     return judged(timed, chosen, incumbent)
 
 
@@ -144,7 +137,7 @@ def named(cfg: Config) -> str:
 def _differing(a: Config, b: Config) -> tuple[str, str]:
     """Two configs in words, each by the keys where they differ (all of them where none does)."""
     keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)] or list(a)
-    return tuple(", ".join(f"{k}={c[k]}" for k in keys if k in c) for c in (a, b))  # type: ignore[return-value]
+    return named({k: a[k] for k in keys if k in a}), named({k: b[k] for k in keys if k in b})
 
 
 def words(d: Decision, configs: Sequence[Config], timed: Sequence[Timed | None], came: str, picked_by: str = "") -> str:
@@ -153,8 +146,8 @@ def words(d: Decision, configs: Sequence[Config], timed: Sequence[Timed | None],
     chosen = configs[d.chosen]
     if d.runner_up is None:
         return f"{named(chosen)}: the only configuration that ran"
-    ch, ru = timed[d.chosen], timed[d.runner_up]
-    assert ch is not None and ru is not None and d.margin_pct is not None
+    ch, ru = _ran(timed, d.chosen), _ran(timed, d.runner_up)
+    assert d.margin_pct is not None
     mine, other = _differing(chosen, configs[d.runner_up])
     if picked_by:
         head = f"{mine} picked by {picked_by}"
@@ -217,8 +210,6 @@ def _load(path: Path) -> dict[str, Any] | None:
             us = h["us"]
             if not isinstance(h["config"], dict) or not (us is None or isinstance(us, int | float)):
                 raise ValueError(f"history entry {h!r} is malformed")
-        if not isinstance(data.get("decision") or {}, dict):
-            raise ValueError("decision has the wrong type")
     except (OSError, ValueError, KeyError, TypeError) as e:
         log.warning("autotune cache %s is corrupt (%s); re-tuning", path, e)
         return None
@@ -231,11 +222,11 @@ def _own(space: Sequence[Config], best: object) -> Config | None:
     return next((dict(c) for c in space if c == best), None)
 
 
-def read_entry(path: Path, space: Sequence[Config], toolchain: str, source: str = "") -> TuneResult | None:
-    """The cached result, or None (with one log line) when the entry is absent, corrupt or stale."""
-    data = _load(path)
-    if data is None:
-        return None
+def _current(
+    path: Path, data: dict[str, Any], space: Sequence[Config], toolchain: str, source: str
+) -> TuneResult | None:
+    """The loaded entry's result when it is current (same schema, space, toolchain and source, a config of the
+    space); else None, said in one log line."""
     if data.get("schema") != SCHEMA or data.get("space") != list(space) or data.get("toolchain") != toolchain:
         log.warning("autotune cache %s is stale (tuning space, toolchain or schema changed); re-tuning", path)
         return None
@@ -246,19 +237,40 @@ def read_entry(path: Path, space: Sequence[Config], toolchain: str, source: str 
     if best is None:
         log.warning("autotune cache %s names a config outside the tuning space; re-tuning", path)
         return None
-    return TuneResult(best=best, history=data["history"], source="cache", path=path, decision=data.get("decision"))
-
-
-def previous(path: Path | None, space: Sequence[Config]) -> Config | None:
-    """The choice an entry holds, stale or not (tuned on earlier source or another toolchain), where it is one of
-    the space's configs: the incumbent of a re-tune. Read quietly: read_entry has said what is wrong with it."""
-    if path is None or (not path.exists() and not path.is_symlink()):
-        return None
     try:
-        data = json.loads(read_nofollow(path))
-    except (OSError, ValueError):
+        history, decision = _remade(space, data["history"], data["decision"], space.index(best))
+    except (ValueError, KeyError, TypeError) as e:
+        log.warning("autotune cache %s is corrupt (%s); re-tuning", path, e)
         return None
-    return _own(space, data.get("best")) if isinstance(data, dict) else None
+    return TuneResult(best=best, history=history, source="cache", path=path, decision=decision)
+
+
+def _timed(h: dict[str, Any]) -> Timed | None:
+    """A candidate's Timed from its cached record (None: it did not run); ValueError where the numbers do not hold."""
+    if h["us"] is None:
+        return None
+    low, high = h["median_ci_us"]
+    t = Timed(int(h["reps"]), float(h["us"]), float(h["spread_pct"]), float(low), float(high))
+    if not (
+        all(map(math.isfinite, (t.median_us, t.spread_pct, t.low_us, t.high_us))) and t.median_us > 0 and t.reps > 0
+    ):
+        raise ValueError(f"history entry {h!r} holds no timing")
+    return t
+
+
+def _remade(
+    space: Sequence[Config], history: list[dict[str, Any]], decision: dict[str, Any], chosen: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A cached entry's records made again from its numbers, so that every word the report shows of it is
+    kbench's own (a cache folder may be shared or come with a repository: its text is not trusted)."""
+    if [h["config"] for h in history] != list(space):
+        raise ValueError("its history is not the tuning space's")
+    timed = [_timed(h) for h in history]
+    incumbent = _own(space, decision["incumbent"])
+    came = decision["incumbent_from"]
+    if incumbent is None or came not in (FIRST, CACHED, FIRST_RAN) or timed[chosen] is None:
+        raise ValueError("its decision names no candidate of the space")
+    return recorded(space, timed, judged(timed, chosen, space.index(incumbent)), came)
 
 
 def forget(path: Path | None) -> bool:
@@ -321,9 +333,11 @@ def tune(
         return TuneResult(best=dict(space[0]), history=[], source="fixed", path=None)
     if path is not None and linked(path):
         path = None
-    if path is not None and (cached := read_entry(path, space, toolchain, source)) is not None:
+    data = _load(path) if path is not None else None
+    if path is not None and data is not None and (cached := _current(path, data, space, toolchain, source)):
         return cached
-    before = previous(path, space)
+    # a stale entry's choice (earlier source or toolchain) is the incumbent: a re-tune keeps it within noise
+    before = _own(space, data["best"]) if data is not None else None
     incumbent = next((i for i, c in enumerate(space) if c == before), 0)
     samples = list(measure(space))
     if len(samples) != len(space):
@@ -332,7 +346,7 @@ def tune(
         raise TuningFailed(f"none of the {len(space)} tuning configurations ran")
     timed = [Timed.of(s) if s else None for s in samples]
     d = decide(timed, incumbent)
-    came = (CACHED if before is not None else FIRST) if d.incumbent == incumbent else "the first configuration that ran"
+    came = (CACHED if before is not None else FIRST) if d.incumbent == incumbent else FIRST_RAN
     history, decision = recorded(space, timed, d, came)
     if path is not None and linked(path):  # planted while it tuned (minutes, for a large space)
         path = None
