@@ -143,6 +143,12 @@ def test_the_medians_interval_is_the_order_statistics() -> None:
     assert not autotune.beats(near, autotune.Timed.of([100.0] * 6))
 
 
+def test_a_config_in_words_keeps_to_one_line() -> None:
+    # a @triton.autotune config read back from Triton's disk cache (cache_results) carries whatever its file held
+    read: Any = {"BLOCK": 128, "ir_override": "x\n## Top 3", "a b": 1.5}
+    assert autotune.named(read) == "BLOCK=128, ir_override='x\\n## Top 3', 'a b'=1.5"
+
+
 # -- timed interleaved, as stages are timed ---------------------------------------------------------------------------
 class DriftingGpu:
     """A GPU whose kernels slow down as it runs (an unlocked clock falling under load): a kernel of ``us`` takes

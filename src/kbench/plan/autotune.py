@@ -131,7 +131,12 @@ def decide(timed: Sequence[Timed | None], incumbent: int) -> Decision:
 
 def named(cfg: Config) -> str:
     """A config in words: ``BLOCK=128, num_warps=4``."""
-    return ", ".join(f"{k}={v}" for k, v in cfg.items())
+    return ", ".join(f"{_plain(k)}={_plain(v)}" for k, v in cfg.items())
+
+
+def _plain(x: object) -> str:
+    """A number or a name as it is; anything else quoted, so that no line break of it reaches a report."""
+    return str(x) if isinstance(x, int | float) or (isinstance(x, str) and x.isidentifier()) else repr(x)
 
 
 def _differing(a: Config, b: Config) -> tuple[str, str]:
