@@ -396,11 +396,11 @@ def test_a_cached_config_is_the_plans_own_never_the_files(tmp_path: Path) -> Non
     space = [{"BLOCK": 64}, {"BLOCK": 128}]
     path = autotune.entry_path(tmp_path, "../dev", "..", "/v", "stage", "../../n")
     assert path.resolve().is_relative_to(tmp_path.resolve())  # names from anywhere never leave the cache root
-    autotune.tune(space, lambda c: float(c["BLOCK"]), path, "t")
+    autotune.tune(space, lambda cs: [[float(c["BLOCK"])] for c in cs], path, "t")
     data = json.loads(path.read_text())
     data["best"] = {"BLOCK": 128.0}  # equal to 128 in Python, but a float Triton would specialise on
     path.write_text(json.dumps(data))
-    r = autotune.tune(space, lambda c: pytest.fail("re-tuned"), path, "t")
+    r = autotune.tune(space, lambda cs: pytest.fail("re-tuned"), path, "t")
     assert r.source == "cache" and r.best == {"BLOCK": 128} and type(r.best["BLOCK"]) is int
 
 
@@ -428,7 +428,7 @@ def test_a_retune_never_writes_through_a_link_below_the_cache_root(
 
     _, path, victim = linked_cache
     with caplog.at_level(logging.WARNING):
-        r = autotune.tune([{"BLOCK": 64}, {"BLOCK": 128}], lambda c: float(c["BLOCK"]), path, "t")
+        r = autotune.tune([{"BLOCK": 64}, {"BLOCK": 128}], lambda cs: [[float(c["BLOCK"])] for c in cs], path, "t")
     assert r.source == "tuned" and r.best == {"BLOCK": 64} and r.path is None
     assert victim.read_text() == "precious\n" and sorted(victim.parent.iterdir()) == [victim]
     assert any("symbolic link" in m for m in caplog.messages), caplog.messages
@@ -441,7 +441,7 @@ def test_a_cache_root_that_is_itself_a_link_is_still_used(tmp_path: Path) -> Non
     (tmp_path / "scratch").mkdir()
     (tmp_path / "cache").symlink_to(tmp_path / "scratch", target_is_directory=True)
     path = autotune.entry_path(tmp_path / "cache" / "kernel-autotune", "H100_SXM", "pkg", "v2", "stage", "n1")
-    autotune.tune([{"BLOCK": 64}, {"BLOCK": 128}], lambda c: float(c["BLOCK"]), path, "t")
+    autotune.tune([{"BLOCK": 64}, {"BLOCK": 128}], lambda cs: [[float(c["BLOCK"])] for c in cs], path, "t")
     assert (tmp_path / "scratch" / path.relative_to(tmp_path / "cache")).is_file() and autotune.forget(path)
 
 

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -230,9 +230,9 @@ def test_an_autotune_entry_counts_for_the_source_it_was_tuned_on(tmp_path: Path)
     space = [{"BLOCK": 64}, {"BLOCK": 128}]
     calls: list[int] = []
 
-    def timer(cfg: dict[str, int]) -> float:
-        calls.append(cfg["BLOCK"])
-        return float(cfg["BLOCK"])
+    def timer(cfgs: Sequence[dict[str, int]]) -> list[list[float]]:
+        calls.extend(c["BLOCK"] for c in cfgs)
+        return [[float(c["BLOCK"])] for c in cfgs]
 
     path = tmp_path / "e.json"
     assert autotune.tune(space, timer, path, "t", source="aaaaaaaaaaaa").source == "tuned"

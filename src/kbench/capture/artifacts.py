@@ -90,6 +90,10 @@ def write_stage(run_dir: Path, ps: PreparedStage) -> dict[str, Any]:
     }
     if ran:  # every Triton kernel it launched (a library stage has none)
         tiling["compiled_kernels"] = every
+    if ps.tune.decision:  # the report's autotune line: kept or chosen, the margin over the runner-up, within noise
+        tiling["tuning"] = ps.tune.decision
+    if ps.self_tuned:  # its kernels' own @triton.autotune picks, each with its line (every config's time below)
+        tiling["triton_autotune"] = [{k: v for k, v in r.items() if k != "tried"} for r in ps.self_tuned]
     _json(run_dir / "tiling" / f"{name}.json", tiling)
     _json(
         run_dir / "tiling" / name / "autotuning.json",
@@ -99,7 +103,9 @@ def write_stage(run_dir: Path, ps: PreparedStage) -> dict[str, Any]:
             "cache_entry": str(ps.tune.path) if ps.tune.path else None,
             "chosen": ps.config,
             "space": list(ps.stage.tuning),
-            "tried": ps.tune.history,
+            "tried": ps.tune.history,  # each candidate's median, spread and the median's 95% interval
+            "decision": ps.tune.decision,
+            "triton_autotune": ps.self_tuned,  # what its kernels' own @triton.autotune chose, each config timed
         },
     )
     out = run_dir / "compiled" / name

@@ -7,21 +7,20 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kbench.analysis.devices import ActiveDevice
-from kbench.analysis.timing_stats import TimingStats
-from kbench.capture.timing import time_cuda
+from kbench.capture import triton_autotune
+from kbench.capture.timing import time_candidates
 from kbench.errors import KernelError, UsageError, first_line
 from kbench.plan import autotune
 from kbench.plan.base import Config, KernelPlan, Launch, Stage
 
 log = logging.getLogger(__name__)
-TUNE_REPS = 20
 
 
 @dataclass
@@ -44,6 +43,8 @@ class PreparedStage:
     flow: dict[str, Any] | None = None  # what it read and wrote (capture.dataflow), on a GPU
     # every Triton kernel the launch ran, by name: its CompiledKernel, the grid of its first launch, its launches
     launched: dict[str, Launched] = field(default_factory=dict)
+    # what its kernels that tune themselves (@triton.autotune) chose, by how much (capture.triton_autotune.record)
+    self_tuned: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -174,50 +175,70 @@ def check(prep: Prepared, where: str, note: str = "") -> CheckResult:
     return CheckResult(passed=err <= tol, rel_err=err, tolerance=tol, where=where, dtype=prep.plan.dtype, note=note)
 
 
+# Times callables together (interleaved, kbench.capture.timing.time_candidates): each one's samples in microseconds.
+TimeMany = Callable[[Sequence[Callable[[], object]]], list[list[float]]]
+
+
+def measured(plan: KernelPlan, stage: Stage, ws: Any, time_many: TimeMany) -> autotune.Measure:
+    """The autotuner's measure for ``stage``: each config's launch built and run once (one that does not compile or
+    run is no candidate: None, said in a log line), then all that ran timed together by ``time_many``."""
+
+    def measure(configs: Sequence[Config]) -> list[list[float] | None]:
+        fns: list[Callable[[], object] | None] = []
+        for cfg in configs:
+            launch = built(plan, stage, ws, cfg)  # a build that raises is the plan's fault, not the config's
+            try:
+                launch.fn()  # compiled and run once before any candidate is timed
+                fns.append(launch.fn)
+            except Exception as e:
+                log.warning("stage %s: config %s failed during tuning (%s); skipped", stage.name, cfg, first_line(e))
+                fns.append(None)
+        ran = [fn for fn in fns if fn is not None]
+        timed = iter(time_many(ran) if ran else [])
+        return [next(timed) if fn is not None else None for fn in fns]
+
+    return measure
+
+
 def prepare(
     plan: KernelPlan,
     device: str,
     *,
     seed: int,
-    time_us: Callable[[Callable[[], object]], float] | None = None,
+    time_many: TimeMany | None = None,
     cache_dir: Callable[[Stage], Any] | None = None,
     toolchain: str = "",
     source: str = "",
 ) -> Prepared:
-    """Allocate, tune every stage (``time_us`` times one callable; None = first config) and warm up once; a cached
-    tuning counts for the same ``toolchain`` and ``source`` (the digest of the version's source) only."""
+    """Allocate, tune every stage (``time_many`` times its candidates together; None = first config) and warm up
+    once; a cached tuning counts for the same ``toolchain`` and ``source`` (the digest of the version's source)
+    only."""
     ws = guarded("setup", lambda: plan.setup(device, seed))
     prep = Prepared(plan=plan, device=device, ws=ws)
     output = _tensor(plan, "output", guarded("output", lambda: plan.output(ws))) if device == "cuda" else None
     for stage in plan.checked_stages():
-        flow = data_flow(plan, stage, ws, output) if device == "cuda" else None
-
-        def time_config(cfg: Config, stage: Stage = stage) -> float | None:
-            launch = built(plan, stage, ws, cfg)  # a build that raises is the plan's fault, not the config's
-            try:
-                assert time_us is not None
-                return time_us(launch.fn)
-            except Exception as e:  # a config that does not compile or run is not a candidate
-                log.warning("stage %s: config %s failed during tuning (%s); skipped", stage.name, cfg, first_line(e))
-                return None
-
-        if time_us is None:
-            tune = autotune.TuneResult(best=dict(stage.tuning[0]), history=[], source="fixed", path=None)
-        else:
-            path = cache_dir(stage) if cache_dir is not None else None
-            try:
-                tune = autotune.tune(stage.tuning, time_config, path, toolchain, source)
-            except autotune.TuningFailed as e:
-                raise KernelError(f"stage {stage.name}: {e}") from None
-        launch = built(plan, stage, ws, tune.best)
-        ran: dict[str, Launched] = {}
-        if device == "cuda":
-            compiled, ran = launched_kernel(stage.name, launch)
-        else:
-            compiled = guarded(stage.name, launch.fn)
-        prep.stages.append(
-            PreparedStage(stage, tune.best, launch, tune, compiled if hasattr(compiled, "asm") else None, flow, ran)
+        # a kernel that tunes itself (@triton.autotune) does so on its first launch: with kbench's timer, recorded
+        watch: AbstractContextManager[list[dict[str, Any]]] = (
+            triton_autotune.watched() if device == "cuda" else nullcontext([])
         )
+        with watch as self_tuned:
+            flow = data_flow(plan, stage, ws, output) if device == "cuda" else None
+            if time_many is None:
+                tune = autotune.TuneResult(best=dict(stage.tuning[0]), history=[], source="fixed", path=None)
+            else:
+                path = cache_dir(stage) if cache_dir is not None else None
+                try:
+                    tune = autotune.tune(stage.tuning, measured(plan, stage, ws, time_many), path, toolchain, source)
+                except autotune.TuningFailed as e:
+                    raise KernelError(f"stage {stage.name}: {e}") from None
+            launch = built(plan, stage, ws, tune.best)
+            ran: dict[str, Launched] = {}
+            if device == "cuda":
+                compiled, ran = launched_kernel(stage.name, launch)
+            else:
+                compiled = guarded(stage.name, launch.fn)
+        kernel = compiled if hasattr(compiled, "asm") else None
+        prep.stages.append(PreparedStage(stage, tune.best, launch, tune, kernel, flow, ran, list(self_tuned)))
     return prep
 
 
@@ -289,7 +310,7 @@ def prepare_on_gpu(plan: KernelPlan, device: ActiveDevice, seed: int) -> Prepare
         cache_dir=cache_entry,
         toolchain=toolchain,
         source=ran["digest"] if ran else "",
-        time_us=lambda fn: TimingStats.of(time_cuda(fn, TUNE_REPS).us).median_us,
+        time_many=time_candidates,
     )
 
 

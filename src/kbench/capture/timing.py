@@ -172,6 +172,16 @@ def time_interleaved(
     ]
 
 
+TUNE_REPS = 100  # repetitions of each tuning candidate, as many as a stage's default timing takes
+
+
+def time_candidates(fns: Sequence[Callable[[], object]], reps: int = TUNE_REPS) -> list[list[float]]:
+    """The autotuner's timer: every candidate timed as stages are (warm-up, L2 flushed and the GPU held before each
+    repetition), interleaved (time_interleaved), so a clock drifting during the tuning meets all of them alike;
+    each candidate's samples in microseconds."""
+    return [s.us for s in time_interleaved(fns, reps)]
+
+
 def _warmed(run: Callable[[], object]) -> tuple[int, float]:
     """Warm ``run`` up for at least WARMUP_MS of work, sized from one timed call; (warm-up calls, that call's ms)."""
     import torch

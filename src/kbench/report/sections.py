@@ -75,6 +75,19 @@ class Tiling(Frozen):
                 out.append((name, {**t, "grid": told} if told else t))
         return out
 
+    def tuning(self) -> list[tuple[str, str]]:
+        """Each tuned stage's autotune line (tiling/<stage>/autotuning.json's decision; a cached one says so) and
+        its kernels' own @triton.autotune picks, labelled by the stage."""
+        out = []
+        for name, t in self.stages.items():
+            d = t.get("tuning")
+            if isinstance(d, dict) and d.get("line"):
+                out.append((name, ("cached: " if t.get("tuning_source") == "cache" else "") + str(d["line"])))
+            out += [
+                (name, str(r["line"])) for r in t.get("triton_autotune") or [] if isinstance(r, dict) and r.get("line")
+            ]
+        return out
+
     def instructions(self) -> list[tuple[str, str]]:
         """Each compiled kernel's instruction mix (kbench.analysis.ptx), as one line labelled as its row is, with its
         warp-specialized partitions where it has them (kbench.analysis.ttgir.partitions)."""
