@@ -4,6 +4,7 @@ crashed after an annotation command had loaded Nsight Compute's copy into it).""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,27 @@ def test_claim_is_nothing_without_a_driver_or_binding(monkeypatch: pytest.Monkey
     monkeypatch.setattr(metric_libraries, "_claimed", [])
     assert metric_libraries.cupti_dir() is None
     assert metric_libraries.claim() is None
+
+
+def test_the_binding_s_libcupti_is_the_one_its_functions_lie_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two libcupti copies in one process (the binding's and a CUDA torch's): the one holding the binding's function
+    pointers is the binding's, whatever a search by name would answer."""
+    torchs, bindings = Path("/opt/torch/nvidia/cu13/lib"), Path("/tmp/site/nvidia/cu13/lib")
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f0000000000-7f0000100000 r-xp 00000000 fd:01 11  " + str(torchs / "libcupti.so.13") + "\n"
+        "7f0000200000-7f0000300000 r-xp 00000000 fd:01 12  " + str(bindings / "libcupti.so.13") + "\n"
+        "7f0000400000-7f0000500000 r-xp 00000000 fd:01 13  /usr/lib/libc.so.6\n"
+    )
+    assert metric_libraries.holder(maps.read_text(), 0x7F0000250000) == bindings / "libcupti.so.13"
+    assert metric_libraries.holder(maps.read_text(), 0x7F0000150000) is None
+
+    driver = tmp_path / "version"
+    driver.write_text("NVRM version: fake\n")
+    monkeypatch.setattr(metric_libraries, "DRIVER", driver)
+    monkeypatch.setattr(metric_libraries, "MAPS", maps)
+    pointers = {"__cuptiGetVersion": 0, "__cuptiGetTimestamp": 0x7F0000250000}
+    monkeypatch.setattr(metric_libraries, "_binding_pointers", lambda: pointers)
+    assert metric_libraries.cupti_dir() == Path(os.path.realpath(bindings))

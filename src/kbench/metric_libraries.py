@@ -4,7 +4,8 @@ CUPTI opens them by bare name, so the dynamic loader hands it any library of tha
 the first on its search path. Several copies of different releases can reach a kbench process: the one beside the
 libcupti that cupti-python loads, ncu_report's (Nsight Compute's, loaded by path when a capture is read or its SASS
 warmed) and a CUDA toolkit's (/usr/local/cuda on LD_LIBRARY_PATH). Measured on the lent H200 (driver 580.159.04,
-cupti-python 13.4 with CUPTI 13.4, ncu_report 2025.3.1; .lab experiment, 3 processes of 8 rounds each): PM sampling
+cupti-python 13.4 with CUPTI 13.4, ncu_report 2025.3.1; scripts/metric-library-order.py, 3 processes of 8 rounds
+each): PM sampling
 with ncu_report's copy loaded first, or with the toolkit's 13.0 copy, raised the driver's assertion
 `pSmIssueThrottleCtrl != NULL` in every process; with CUPTI's own copy loaded first, in none. The resident kbench
 that crashed (segfault in libstdc++ seconds after that assertion) ran event mode after an annotation command had
@@ -12,8 +13,8 @@ loaded ncu_report's copy into it.
 
 ``claim`` therefore loads CUPTI's own copies by path before anything else loads one: the loader then answers CUPTI's
 lookups by name with them, while ncu_report, which opens its copy by path, gets its own beside them. Where another
-copy came first, sampling must not run in this process (``claim`` says why). Stdlib only: the resident and
-ncu_preload call it before anything heavy is imported.
+copy came first, sampling must not run in this process (``claim`` says why). Callers: every sampler, ncu_preload
+(before it loads ncu_report's copy) and `kbench analyze` (pipeline.analyze); stdlib only but for the binding it asks.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
-import importlib.util
 import os
 import threading
 from pathlib import Path
@@ -62,17 +62,40 @@ def plan(loaded: list[Path], cupti_dir: Path, present: list[str]) -> tuple[list[
     return [cupti_dir / n for n in NAMES if n in present and n not in have], None
 
 
+def holder(maps: str, address: int) -> Path | None:
+    """The file a /proc/<pid>/maps text shows mapped at ``address`` (None: no file there)."""
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and "-" in fields[0]:
+            low, high = (int(x, 16) for x in fields[0].split("-"))
+            if low <= address < high:
+                return Path(fields[5].strip())
+    return None
+
+
 def cupti_dir() -> Path | None:
-    """The folder of the libcupti that cupti-python loads (through cuda.pathfinder, as the binding does); None where
-    there is no NVIDIA driver, no binding, or it cannot be found."""
-    if not DRIVER.exists() or importlib.util.find_spec("cupti") is None:
+    """The folder of the libcupti that cupti-python calls: made to load it as its first call would, then found by
+    where its functions lie in this process (a CUDA build of torch may bring another copy, and which one the
+    binding's search takes depends on what is loaded already); None where there is no NVIDIA driver, no binding,
+    or it does not say."""
+    if not DRIVER.exists():
         return None
     try:
-        pathfinder = importlib.import_module("cuda.pathfinder")  # cupti-python's own dependency, untyped
-        found = pathfinder.load_nvidia_dynamic_lib("cupti").abs_path
-    except Exception:  # no pathfinder, no library: the binding fails on its own and sampling says so
+        pointers = _binding_pointers()
+        maps = MAPS.read_text()
+    except Exception:  # no binding, another binding release, no driver answering: the sampler reports what fails itself
         return None
-    return Path(os.path.realpath(found)).parent if found else None
+    for address in pointers.values():
+        if address and (path := holder(maps, int(address))) is not None and path.name.startswith("libcupti"):
+            return Path(os.path.realpath(path)).parent
+    return None
+
+
+def _binding_pointers() -> dict[str, int]:
+    """cupti-python's CUPTI function pointers by name (ImportError without the binding); asking loads its libcupti,
+    as its first call would."""
+    internal = importlib.import_module("cupti._internal.cupti")
+    return dict(internal._inspect_function_pointers())
 
 
 def claim() -> str | None:
