@@ -27,7 +27,9 @@ def test_an_event_runs_census_times_say_why_they_differ_from_the_duration(
     text = (Path(r.out_dir) / "report.md").read_text()
     assert ex.disagreeing(text) == []
     said = text.split(ex.KERNEL_TIMES, 1)[1].split("\n\n", 1)[0]
-    assert "- combine: its kernels above sum to 2.66 us against the 5.02 us Duration (4.80-5.50 us over its 100 " in said
+    assert (
+        "- combine: its kernels above sum to 2.66 us against the 5.02 us Duration (4.80-5.50 us over its 100 " in said
+    )
     assert "without the L2 flush (and the rest, on unlocked clocks) each of the Duration's repetitions" in said
     kernels = json.loads((Path(r.out_dir) / "report.json").read_text())["sections"]["kernels"]
     combine = next(k for k in kernels if k["stage"] == "combine")
@@ -43,11 +45,15 @@ def test_nsys_stages_whose_kernels_agree_get_no_line(cli: Callable[..., Ran], is
 
 def test_an_nsys_stage_spanning_more_than_its_kernels_says_so() -> None:
     # issue 42's nsys run of splitk serial_combine (docs/examples): rowsum spans 110.02 us, its kernels 108.84 us
-    stage = StageFigures(name="rowsum", precision="fp32", flops=None, dram_bytes=None,
-                         timing=TimingStats.of([110.02]), duration_us=110.02, tflops=None, gbps=None, intensity=None)  # fmt: skip
+    timing = TimingStats.of([110.02])
+    stage = StageFigures(name="rowsum", precision="fp32", flops=None, dram_bytes=None, timing=timing,
+                         duration_us=110.02, tflops=None, gbps=None, intensity=None)  # fmt: skip
     kernels = StageKernels(
         stage="rowsum",
-        kernels=[StageKernel(name="partial_kernel", launches=1, us=61.0), StageKernel(name="combine", launches=1, us=47.84)],
+        kernels=[
+            StageKernel(name="partial_kernel", launches=1, us=61.0),
+            StageKernel(name="combine", launches=1, us=47.84),
+        ],
     )
     line = kernel_times.differs(kernels, stage, "nsys")
     assert line == (

@@ -255,7 +255,11 @@ def build(r: ProfileResult) -> ReportJson:
                 else {}
             ),
             # the kernels each stage ran, where the mode measured them (kbench.report.kernels_json)
-            **({"kernels": [k.model_dump(mode="json") for k in kernels_json.build(f.kernels, r.kernel_times())]} if f.kernels else {}),
+            **(
+                {"kernels": [k.model_dump(mode="json") for k in kernels_json.build(f.kernels, r.kernel_times())]}
+                if f.kernels
+                else {}
+            ),
         },
         environment=Environment(
             device=r.device,
