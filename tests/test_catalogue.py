@@ -133,3 +133,28 @@ def test_bf16_work_on_the_fp16_path_is_no_precision_finding() -> None:
     tf32 = op.Evidence(stage=f, total_us=1000.0, practical=roofs["bf16"], tensor_paths={"tf32": 1e12}, **kw)
     found = compute.tensor_precision(tf32)
     assert found is not None and found.value == "tf32"
+
+
+def test_every_numeric_trigger_the_catalogue_writes_has_a_unit() -> None:
+    # the trigger metrics written in the catalogue and the gain models, by their name after the stage's
+    import re
+    from pathlib import Path
+
+    from kbench.analysis import catalogue
+    from kbench.analysis.catalogue.evidence import UNITS
+
+    words = {"tensor_core_work", "tensor_precision", "tensor_instruction"}  # a word (none, tf32, mma.sync): no unit
+    root = Path(catalogue.__file__).parent
+    others = ("gains.py", "opportunities.py", "fusion.py", "access_figures.py", "figures.py")
+    sources = [*root.glob("*.py"), *(root.parent / name for name in others)]
+    text = "".join(p.read_text() for p in sources)
+    # f"{e.name}.grid_ctas", f"{c.stage}.{metric}" (dram_pct / compute_pct), "plan.gpu_idle_pct"
+    written = set(re.findall(r"\{[\w.\[\]-]+\}\.([a-z][a-z0-9_]*)", text)) | set(re.findall(r"\"plan\.(\w+)\"", text))
+    written = written - {"md"} | {"dram_pct", "compute_pct"}  # "source/{e.name}.md" is a file; unit_headroom's two
+    assert len(written) >= 30
+    prefixed = ("stall_", "line_", "global_")  # the stall's unit given with it; line_<n>_share: %; global_{op}_...
+    assert {m for m in written if m not in UNITS and m not in words and not m.startswith(prefixed)} == set()
+    assert {f"global_{o}_bytes_per_sector{p}" for o in ("ld", "st") for p in ("", "_predicted")} <= set(UNITS)
+    op_ = op.Opportunity(name="n", gain_pct=1.0, metric="s.stall_barrier", value="2.2", unit="samples")
+    assert op_.trigger_unit == "samples"
+    assert op.Opportunity(name="n", gain_pct=1.0, metric="s.line_58_share", value="61.0%").trigger_unit == "%"

@@ -109,4 +109,5 @@ def contention(e: Evidence) -> Opportunity | None:
         (f"{e.name}.global_atomics_executed", f"{c.executed:.3g}"),
         change,
         whole_stage=True,  # the saving is already the kernel's own time
+        at=c.line or None,
     )

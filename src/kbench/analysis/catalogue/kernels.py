@@ -117,4 +117,8 @@ def host_time(e: Evidence) -> Opportunity | None:
         value=f"{h.gap_pct:.1f}%",
         change="; ".join(changes),
         named=True,
+        stage=e.name,
+        kernel=e.kernel_name,
+        formula="100 * host_gap_us / (total_us + host_gap_us)",
+        inputs={"host_gap_us": h.gap_us, "total_us": e.total_us},
     )

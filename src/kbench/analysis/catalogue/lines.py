@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kbench.analysis import opcodes as oc
-from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
+from kbench.analysis.catalogue.evidence import GAIN, Evidence, Opportunity, finding
 from kbench.analysis.lines import Line
 
 HOT_LINE_SHARE = 0.5  # a line holding at least this share of the kernel's time is an item when the rest is unnamed
@@ -134,18 +134,18 @@ XU_REASONS = ("mio_throttle", "short_scoreboard", "math_pipe_throttle")
 XU_BUSY_PCT = 50.0
 
 
-def carried(e: Evidence, reason: str) -> tuple[str, Cause | None]:
-    """The line(s) that carry stall ``reason`` (" carried by line L `code` (X% of its samples; opcodes ...)") and
-    what the instructions of the first are; without per-line samples, the special-function unit where its pipe is
-    the busiest and at least XU_BUSY_PCT busy on a reason it shows as; else ("", None)."""
+def carried(e: Evidence, reason: str) -> tuple[str, Cause | None, Line | None]:
+    """The line(s) that carry stall ``reason`` (" carried by line L `code` (X% of its samples; opcodes ...)"), what
+    the instructions of the first are, and that line; without per-line samples, the special-function unit where its
+    pipe is the busiest and at least XU_BUSY_PCT busy on a reason it shows as; else ("", None, None)."""
     model = e.lines
     found = [] if model is None or model.static else model.carrying(reason)
     if not found:
         busiest = max(e.pipes.items(), key=lambda kv: kv[1], default=("", 0.0))
         xu = reason in XU_REASONS and busiest[0] == "xu" and busiest[1] >= XU_BUSY_PCT
-        return "", _special(f"its pipe {busiest[1]:.0f}% busy, the busiest") if xu else None
+        return "", _special(f"its pipe {busiest[1]:.0f}% busy, the busiest") if xu else None, None
     words = "; ".join(f"{x.quoted} ({100 * s:.0f}% of its samples; {x.opcode_words()})" for x, s in found)
-    return f"; carried in {e.where} by {words}", cause(found[0][0], e.shared_conflicts)
+    return f"; carried in {e.where} by {words}", cause(found[0][0], e.shared_conflicts), found[0][0]
 
 
 def hottest(e: Evidence, left_pct: float, explained_pct: float) -> Opportunity | None:
@@ -185,8 +185,9 @@ def hottest(e: Evidence, left_pct: float, explained_pct: float) -> Opportunity |
         e.us * share,
         (f"{e.name}.line_{x.line}_share", f"{100 * share:.1f}%"),
         f"{found.change} ({listed} lists every line)",
+        at=x,
     )
-    return o.model_copy(update={"gain_pct": min(o.gain_pct, left_pct)})
+    return o.capped(left_pct, "left_pct", left_pct=left_pct)
 
 
 # warp-stall reasons of warps waiting on global (or local) memory and its queue: the time a memory item can save
@@ -231,10 +232,14 @@ def attributed(e: Evidence, o: Opportunity) -> Opportunity:
         f"{x.quoted} ({', '.join(f'{op} x{n:.0f}' for op, n in x.opcodes.items() if kind(op))})" for x in carrying
     )
     change = f"{o.change}; its instructions in {e.where}: {words}{' (static)' if model.static else ''}"
+    placed = o if o.line is not None else o.at(carrying[0])
     if kind is not _global_op or model.static or not model.samples:
-        return o.model_copy(update={"change": change})
+        return placed.model_copy(update={"change": change})
     waiting = sum(x.stalls.get(r, 0.0) for x in model.lines for r in MEMORY_WAITS) / model.samples
     cap = e.gain(e.kernel_us * waiting)
     if cap < o.gain_pct:
         change += f"; warps waited on memory in {100 * waiting:.0f}% of the stall samples: the gain is capped there"
-    return o.model_copy(update={"change": change, "gain_pct": min(o.gain_pct, cap)})
+    inputs = e.gain_inputs(kernel_us=e.kernel_us, memory_wait_share=waiting)
+    return placed.capped(cap, GAIN.format(saved="kernel_us * memory_wait_share"), **inputs).model_copy(
+        update={"change": change}
+    )

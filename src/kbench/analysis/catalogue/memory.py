@@ -98,6 +98,7 @@ def uncoalesced(e: Evidence) -> Opportunity | None:
         f"{f' at {p.worst.line}' if line and p and p.worst else ''}: index the contiguous dimension with "
         "the fastest-varying tl.arange (load tiles row by row and transpose them on chip with tl.trans), or store "
         "the tensor in the layout the kernel walks",
+        at=p.worst.line if line and p and p.worst else None,
     )
 
 
@@ -118,6 +119,7 @@ def masked_lanes(e: Evidence) -> Opportunity | None:
         f"size {e.name}'s blocks to the data{f' (now {e.config})' if e.config else ''}: a BLOCK no larger than the "
         "dimension it covers (loop over a long one in smaller blocks), and no programs whose lanes are all masked "
         "(a grid of cdiv(size, BLOCK))",
+        at=m.line,
     )
 
 

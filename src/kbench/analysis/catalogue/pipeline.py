@@ -58,4 +58,5 @@ def starved(e: Evidence) -> Opportunity | None:
         "it) is done, so put a whole MMA between that refill and this wait (issue this tile's MMA that frees the "
         "stage first, e.g. P.V of tile j before Q.K^T of tile j+1, and refill right after it), or hold more, smaller "
         f"stages{held}",
+        at=x,
     )

@@ -145,7 +145,7 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
         if wait is not None and e.lines is not None and [x for x, _ in e.lines.carrying(reason)[:1]] == [wait]:
             continue  # the reason is the mbarrier wait's, already an item of its own (pipeline.starved)
         s = STALLS.get(reason, Stall(f"warps stall on {reason}", "see ncu mode's report-verbose.md"))
-        line, found = carried(e, reason)  # the line(s) that carry the reason, and what their instructions are
+        line, found, at = carried(e, reason)  # the line(s) that carry the reason, what they are, the first
         where = line or (f" (hottest: {'; '.join(e.hot_lines)})" if e.hot_lines else "")
         if reason in SHARED_BOUND and e.shared_wavefronts:
             conflicts = 100.0 * (e.shared_conflicts or 0.0) / e.shared_wavefronts
@@ -163,7 +163,12 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
             value=f"{per:.{digits}f}",
             change=f"{found.change if found else s.change}{where}",
             named=True,
-        )
+            stage=e.name,
+            kernel=e.kernel_name,
+            unit=e.stall_unit,
+            formula=f"left_pct * {reason} / all_stalls",
+            inputs={"left_pct": left_pct, reason: per, "all_stalls": total},
+        ).at(at)
         # one cause: the same line (where it is known) and the same change its instructions call for
         key = f"{line.split(' (')[0]}|{found.change}" if found is not None and line else None
         twin = next((i for i, (_, k) in enumerate(out) if key is not None and k == key), None)
@@ -180,6 +185,8 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
                     f"{total:.{digits}f} {e.stall_unit} ({100 * both / total:.0f}%)"
                     + (f"; the line is {found.what}" if found else ""),
                     "gain_pct": first.gain_pct + item.gain_pct,
+                    "formula": f"left_pct * ({reasons.replace(' and ', ' + ')}) / all_stalls",
+                    "inputs": {**first.inputs, reason: per},
                 }
             ),
             key,
