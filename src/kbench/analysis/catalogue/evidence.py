@@ -44,6 +44,14 @@ UNITS: dict[str, str] = {
 }  # fmt: skip
 LINE_SHARE = re.compile(r"line_\d+_share")  # the hottest line's share of the samples
 GAIN = "100 * max(0, min({saved}, gap_us)) / total_us"  # Evidence.gain as report.json's formula
+GLUON_CALL, TRITON_CALL = re.compile(r"\bgl\.\w+\("), re.compile(r"\btl\.\w+\(")  # a line written in either
+ENTRY = ("def ", "async def ", "@")  # a function's own line and its decorators: no statement of the kernel executes
+
+
+def entry(code: str) -> bool:
+    """A function's entry line: the samples there are its prologue's, or warps with nothing to run (a
+    warp-specialized kernel's warps in no partition), never a statement to change."""
+    return code.lstrip().startswith(ENTRY)
 
 
 class Opportunity(Model):
@@ -133,6 +141,7 @@ class Evidence:
     shared_wavefronts: float | None = None  # shared-memory data-pipe wavefronts, and those bank conflicts added (ncu)
     shared_conflicts: float | None = None
     tile: dict[str, object] = field(default_factory=dict)  # its launch configuration by name (BLOCK_M=64, ...)
+    language: str | None = None  # what the kernel is written in, as its launch record says ("triton", "gluon")
     shared_bytes: float | None = None  # shared memory a CTA holds (the compiled kernel)
     tail_idle_pct: float | None = None  # SM time idle after each SM's last CTA, of SMs x span (intra timeline)
     cta_imbalance: float | None = None  # slowest CTA over the mean CTA (intra timeline)
@@ -168,6 +177,30 @@ class Evidence:
         if self.kernel and self.kernels is not None and len(self.kernels.kernels) > 1 and self.share < ALONE_SHARE:
             return f"{self.name} (kernel {self.kernel}, {100.0 * self.share:.0f}% of the stage)"
         return self.name
+
+    @property
+    def gluon(self) -> bool:
+        """A Gluon kernel writes by hand what Triton's compiler decides for a Triton one (its layouts, its pipeline of
+        mbarriers and TMA copies, its warp specialization), so its changes name those levers and its own block
+        constexprs, never Triton's tuning knobs (num_stages, autotune configs) or tl.* calls. Its launch record says
+        so; a record made before it did (no ``language``) is read from the kernel's source lines: gl.* calls, no
+        tl.* call."""
+        if self.language is not None or self.lines is None:
+            return self.language == "gluon"
+        code = [x.code for x in self.lines.lines]
+        return any(GLUON_CALL.search(c) for c in code) and not any(TRITON_CALL.search(c) for c in code)
+
+    @property
+    def larger_blocks(self) -> str:
+        """A Gluon kernel's block sizes as its own constexprs name them: ``larger block constexprs (now BLOCK_M=64,
+        BLOCK_N=64)``."""
+        own = ", ".join(f"{k}={v}" for k, v in self.tile.items() if k.startswith("BLOCK"))
+        return f"larger block constexprs (now {own})" if own else "larger block constexprs"
+
+    @property
+    def hot_executing(self) -> tuple[str, ...]:
+        """The hottest source lines but a function's own line (``def``: the entry, where no statement executes)."""
+        return tuple(h for h in self.hot_lines if not entry(h.split("`", 2)[1] if h.count("`") >= 2 else ""))
 
     @property
     def kernel_name(self) -> str | None:
