@@ -133,3 +133,75 @@ def test_bf16_work_on_the_fp16_path_is_no_precision_finding() -> None:
     tf32 = op.Evidence(stage=f, total_us=1000.0, practical=roofs["bf16"], tensor_paths={"tf32": 1e12}, **kw)
     found = compute.tensor_precision(tf32)
     assert found is not None and found.value == "tf32"
+
+
+def test_every_numeric_trigger_the_catalogue_writes_has_a_unit() -> None:
+    # the trigger metrics written in the catalogue and the gain models, by their name after the stage's
+    import re
+    from pathlib import Path
+
+    from kbench.analysis import catalogue
+    from kbench.analysis.catalogue.evidence import UNITS
+
+    words = {"tensor_core_work", "tensor_precision", "tensor_instruction"}  # a word (none, tf32, mma.sync): no unit
+    root = Path(catalogue.__file__).parent
+    others = ("gains.py", "opportunities.py", "fusion.py", "access_figures.py", "figures.py")
+    sources = [*root.glob("*.py"), *(root.parent / name for name in others)]
+    text = "".join(p.read_text() for p in sources)
+    # f"{e.name}.grid_ctas", f"{c.stage}.{metric}" (dram_pct / compute_pct), "plan.gpu_idle_pct"
+    stage = r"\{(?:e\.name|c\.stage|name|g\.stages\[-?\d\]\.name)\}"  # what a trigger's metric starts with
+    written = set(re.findall(stage + r"\.([a-z][a-z0-9_]*)", text)) | set(re.findall(r"\"plan\.(\w+)\"", text))
+    written = written - {"md"} | {"dram_pct", "compute_pct"}  # "source/{e.name}.md" is a file; unit_headroom's two
+    assert len(written) >= 30
+    prefixed = ("stall_", "line_", "global_")  # the stall's unit given with it; line_<n>_share: %; global_{op}_...
+    assert {m for m in written if m not in UNITS and m not in words and not m.startswith(prefixed)} == set()
+    assert {f"global_{o}_bytes_per_sector{p}" for o in ("ld", "st") for p in ("", "_predicted")} <= set(UNITS)
+    op_ = op.Opportunity(name="n", gain_pct=1.0, metric="s.stall_barrier", value="2.2", unit="samples")
+    assert op_.trigger_unit == "samples"
+    assert op.Opportunity(name="n", gain_pct=1.0, metric="s.line_58_share", value="61.0%").trigger_unit == "%"
+
+
+def test_a_gluon_kernels_changes_never_name_tritons_knobs() -> None:
+    """Every stall reason's change, every line cause's and the launch, compute and memory entries' for a Gluon
+    kernel (its launch record's language) name Gluon's levers: its layouts, its own block constexprs, mbarrier and
+    TMA stages; never tl.* calls, num_stages, autotuning or tl.debug_barrier."""
+    import re
+    from dataclasses import replace
+
+    from kbench.analysis.catalogue import compute, launch, lines, memory, stalls
+    from kbench.analysis.lines import Line
+    from kbench.analysis.ptx import InstructionMix
+
+    triton = re.compile(r"\btl\.|num_stages|autotun|triton\.Config|debug_barrier|\bTriton (?:then|emits?|splits)")
+    tile = {"BLOCK_M": 64, "BLOCK_N": 64}
+    said = [stalls._lever(s, evidence(100.0, language="gluon", tile=tile)) for s in stalls.STALLS.values()]
+    assert "larger block constexprs (now BLOCK_M=64, BLOCK_N=64)" in " ".join(said)
+    ops = {
+        "division": {"I2F.U32.RP": 1.0, "MUFU.RCP": 1.0, "IMAD.HI.U32": 1.0},
+        "atomics": {"ATOMG.E.ADD": 1.0},
+        "special": {"MUFU.EX2": 4.0},
+        "shared": {"LDS.128": 4.0},
+        "alu": {"IADD3": 4.0},
+        "fma": {"FFMA": 4.0},
+    }
+    for name, opcodes in ops.items():
+        found = lines.cause(Line(file="k.py", line=1, code="x", instructions=4.0, opcodes=opcodes), 1.0)
+        assert found is not None, name
+        said.append(found.lever(True))
+        assert found.lever(False) == found.change
+    mm = {"op": "mma", "shape": "m16n8k16", "types": "f32.bf16.bf16.f32", "count": 8, "a_from": "registers"}
+    mix = InstructionMix.model_validate({**_mix(ops=[]).model_dump(), "tensor_ops": [mm]})
+    gluon: dict[str, Any] = {"language": "gluon", "tile": tile}
+    mma = evidence(1000.0, nbytes=1e6, instructions=mix, arch="Hopper (sm_90)", warps=4, **gluon)
+    found_items = [
+        launch.spills(evidence(1000.0, spilled=40.0, registers=255.0, warps=4, **gluon)),
+        memory.uncoalesced(evidence(100.0, ld_sectors=8e6, ld_use=4.0, **gluon)),
+        compute.warp_mma(replace(mma, stage=mma.stage.model_copy(update={"flops": 1e12}))),
+    ]
+    assert all(o is not None for o in found_items)
+    said += [o.change or "" for o in found_items if o is not None]
+    assert [s for s in said if triton.search(s)] == []
+    assert all(set(re.findall(r"\bBLOCK_\w+", s)) <= set(tile) for s in said)
+    # the same entries for a Triton kernel keep Triton's terms
+    triton_spills = launch.spills(evidence(1000.0, spilled=40.0, registers=255.0, warps=4))
+    assert triton_spills is not None and "more num_warps" in (triton_spills.change or "")

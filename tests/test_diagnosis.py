@@ -113,7 +113,8 @@ PAIRS = [
     (
         "h100_gluon/mla_decode-v7_fa3",
         "h100_gluon/mla_decode-v7",
-        "Pipeline starved in attention: warps wait at an mbarrier for the asynchronous copies (TMA)",
+        "Pipeline starved in attention: warps wait for the asynchronous copies (TMA) that fill their next stage, at "
+        "the mbarrier `bars.index(1 + nxt)`, which TMA copies complete",
         "P.V of tile j before Q.K^T of tile j+1",
         "a",
     ),

@@ -5,6 +5,8 @@ partition left out of the stall shares). The before/after pair itself is in test
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,49 @@ def test_a_wait_one_partition_alone_could_hold_is_no_starvation(
     monkeypatch.setattr(figures, "partition_warps", lambda parts: ())  # read without partitions, it would be named
     named, _ = top("h100_gluon/mla_decode-v8", "annotation", tmp_path)
     assert any(o.metric.endswith("mbarrier_wait_share") for o in named)
+
+
+# what only a Triton kernel has: its tl.* calls, its compiler's pipelining and tuning knobs, its debug barrier
+TRITON_ONLY = re.compile(r"\btl\.|num_stages|autotun|triton\.Config|debug_barrier|\bTriton (?:then|emits?|splits)")
+GLUON_RUNS = ["h100_gluon/mla_decode-v7_fa3", "h100_gluon/mla_decode-v7", "h100_gluon/mla_decode-v8"]
+
+
+@pytest.mark.parametrize("run", GLUON_RUNS)
+def test_a_gluon_kernels_items_name_its_own_levers_at_lines_that_execute(run: str, tmp_path: Path) -> None:
+    opps, _ = top(run, "annotation", tmp_path)
+    tiling = json.loads((RUNS / run.split("/")[1] / "annotation" / "tiling" / "attention.json").read_text())
+    assert tiling.get("language") in ("gluon", None)  # v7's records predate the field: read from its source lines
+    for o in opps:
+        said = f"{o.name} {o.change or ''}"
+        assert not TRITON_ONLY.search(said), said
+        assert set(re.findall(r"\bBLOCK_\w+", said)) <= set(tiling["config"]), said  # its own constexprs only
+        assert "`def " not in said and not (o.code or "").startswith("def "), said  # a line that executes
+        if o.line is not None:
+            assert f"{o.file}:{o.line}" in said
+
+
+def test_a_wait_for_the_other_warpgroup_names_its_barrier_and_the_arrive_not_a_copy(tmp_path: Path) -> None:
+    opps, _ = top("h100_gluon/mla_decode-v8", "annotation", tmp_path)
+    first = opps[0]
+    assert first.metric == "attention.stall_long_scoreboard"
+    # v8.py as captured (its source in the .ncu-rep): the wait on X_SUM at 86, the second warpgroup's arrive at 92
+    assert (
+        "the line is an mbarrier wait (SYNCS.PHASECHK in a retry loop) on the mbarrier `bars.index(X_SUM)`, which "
+        "other warps' arrive completes (v8.py:92 `mbarrier.arrive(bars.index(X_SUM))`)" in first.name
+    )
+    assert "warps wait at an mbarrier for its phase to complete" in first.name
+    assert "copy" not in (first.change or "").split("; carried")[0]
+    assert (first.file, first.line, first.code) == ("v8.py", 86, "mbarrier.wait(bars.index(X_SUM), j & 1)")
+    barrier = next(o for o in opps if o.metric == "attention.stall_barrier")  # the MMA lines, not the def line
+    assert barrier.line == 81 and (barrier.code or "").startswith("sc = warpgroup_mma(qn, kv.permute((1, 0))")
+    assert "gl.thread_barrier" in (barrier.change or "") and "BLOCK_M=64, BLOCK_N=64" in (barrier.change or "")
+
+
+def test_a_wait_for_copies_names_its_barrier_and_the_copies(tmp_path: Path) -> None:
+    opps, _ = top(BEFORE, "annotation", tmp_path)
+    first = opps[0]
+    assert first.name.startswith(
+        "Pipeline starved in attention: warps wait for the asynchronous copies (TMA) that fill their next stage, at "
+        "the mbarrier `bars.index(1 + nxt)`, which TMA copies complete (v7.py:62 `mbarrier.expect(bar, "
+    )
+    assert (first.file, first.line) == ("v7.py", 145)

@@ -4,7 +4,10 @@ one, an nsys timeline with a plan)."""
 
 from __future__ import annotations
 
+import ast
 import json
+import lzma
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,20 @@ CAPTURES = {
     "annotation-plan": ("kbench_h100/annotation_matmul_base.ncu-rep", ["--plan", "matmul"]),
     "ncu-no-plan": ("ncu_h100/full_mm.ncu-rep", ["--mode", "ncu"]),
     "nsys-plan": ("kbench_h100/nsys_fork_join.sqlite", ["--plan", "fork_join"]),
+    # a run folder kbench wrote (its params.json and tiling/ beside the capture: the plan and launch records)
+    "annotation-gluon": ("validation_h100_gluon/mla_decode-v7_fa3/annotation/profile.ncu-rep.xz", []),
 }
+
+
+def _capture(name: str) -> Path:
+    """A committed capture where `kbench analyze` reads it: a compressed run folder's copied and unpacked here."""
+    path = DATA / name
+    if path.suffix != ".xz":
+        return path
+    run = Path("run")
+    shutil.copytree(path.parent, run)
+    (run / path.stem).write_bytes(lzma.decompress(path.read_bytes()))
+    return run / path.stem
 
 
 def test_the_exported_schema_is_the_models() -> None:
@@ -41,7 +57,7 @@ def _table(md: str, header: str) -> list[list[str]]:
 @pytest.fixture(params=list(CAPTURES))
 def analysed(request: pytest.FixtureRequest, cli: Callable[..., Ran], isolated: Path) -> tuple[str, dict[str, Any]]:
     capture, args = CAPTURES[request.param]
-    done = cli("analyze", str(DATA / capture), "--out", "out", *args)
+    done = cli("analyze", str(_capture(capture)), "--out", "out", *args)
     assert done.returncode == 0, done.stderr
     run = next(p.parent for p in Path("out").rglob("report.json"))
     data = json.loads((run / "report.json").read_text())
@@ -105,3 +121,72 @@ def test_every_number_says_where_it_came_from(analysed: tuple[str, dict[str, Any
     # (this ncu capture counted DRAM bytes and tensor-core ops but not the FP instructions: the tensor FLOPs stand in)
     sources = {s[k]["source"] for s in data["stages"] for k in ("flops", "dram_bytes")}
     assert sources == ({"measured"} if data["kernel"] == "full_mm" else {"analytic"})
+
+
+def _evaluate(formula: str, inputs: dict[str, float]) -> float:
+    """A gain's formula (arithmetic, min and max over named inputs) evaluated with its inputs, nothing else."""
+
+    def ev(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            return inputs[node.id]  # a name the formula uses and inputs lacks fails here
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.BinOp):
+            ops = {ast.Add: float.__add__, ast.Sub: float.__sub__, ast.Mult: float.__mul__, ast.Div: float.__truediv__}
+            return ops[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+            return (min if node.func.id == "min" else max)(ev(a) for a in node.args)
+        raise AssertionError(f"not a gain formula: {ast.dump(node)}")
+
+    return ev(ast.parse(formula, mode="eval"))
+
+
+def test_every_gain_gives_its_formula_and_the_inputs_it_was_computed_from(
+    analysed: tuple[str, dict[str, Any]],
+) -> None:
+    _, data = analysed
+    assert data["top3"]
+    for o in data["top3"]:
+        gain = o["gain_pct"]
+        formula = gain["by"].split(": ", 1)[0]  # the formula, then what it models
+        assert gain["source"] == "derived" and formula != gain["by"], gain
+        assert _evaluate(formula, gain["inputs"]) == pytest.approx(gain["value"], abs=1e-9), o["name"]
+
+
+def test_every_item_says_where_it_is_and_its_triggers_unit(analysed: tuple[str, dict[str, Any]]) -> None:
+    _, data = analysed
+    stages = [s["name"] for s in data["stages"]]
+    for o in data["top3"]:
+        where, trigger = o["location"], o["trigger"]
+        assert where["stage"] is None or where["stage"] in stages
+        assert trigger["metric"] == o["trigger_metric"] and trigger["text"] == o["trigger_value"]
+        if trigger["value"] is not None:  # a number: its unit (a figure like tf32 or mma.sync has none)
+            assert trigger["unit"] and float(trigger["text"].rstrip("%x")) == trigger["value"]
+        if where["line"] is not None:  # the line it names, as report.md quotes it
+            assert f"{where['file']}:{where['line']}" in o["name"] + (o["change"] or "")
+            assert where["code"] is None or f"`{where['code']}`" in o["name"] + (o["change"] or "")
+
+
+def test_a_gluon_items_place_is_its_wait_line_and_its_trigger_a_percentage(
+    cli: Callable[..., Ran], isolated: Path
+) -> None:
+    capture, args = CAPTURES["annotation-gluon"]
+    assert cli("analyze", str(_capture(capture)), "--out", "out", *args).returncode == 0
+    data = json.loads(next(Path("out").rglob("report.json")).read_text())
+    first = data["top3"][0]
+    assert first["trigger_metric"] == "attention.mbarrier_wait_share"
+    assert first["location"] == {
+        "stage": "attention",
+        "kernel": "mla_v7_kernel",
+        "file": "v7.py",
+        "line": 145,
+        "code": "mbarrier.wait(bars.index(1 + nxt), ((j + 1) // 2) & 1)",
+    }
+    assert first["trigger"] == {"metric": "attention.mbarrier_wait_share", "text": "21.7%", "value": 21.7, "unit": "%"}
+    assert set(first["gain_pct"]["inputs"]) == {"saved_us", "kernel_share", "gap_us", "total_us"}
+    source = (ROOT / "src" / "kbench" / "kernel" / "mla_decode" / "v7.py").read_text().splitlines()
+    assert source[first["location"]["line"] - 1].strip() == first["location"]["code"]

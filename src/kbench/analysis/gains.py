@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kbench.analysis.catalogue.evidence import GAIN
 from kbench.analysis.counters import StageCounters
 from kbench.analysis.ncu import Rule
 from kbench.analysis.opportunities import Evidence, Opportunity
@@ -27,6 +28,9 @@ def unit_headroom(c: StageCounters, share: float) -> Opportunity | None:
         gain_pct=max(0.0, (100.0 - busiest) * share),
         metric=f"{c.stage}.{metric}",
         value=f"{busiest:.1f}%",
+        stage=c.stage,
+        formula="max(0, (100 - busiest_pct) * stage_share)",
+        inputs={"busiest_pct": busiest, "stage_share": share},
     )
 
 
@@ -48,6 +52,10 @@ def ncu_rule(e: Evidence, r: Rule) -> Opportunity | None:
         metric=metric,
         value=shown,
         change=f"see rule {r.rule_id} for {e.name} in report-verbose.md",
+        stage=e.name,
+        kernel=e.kernel_name,
+        formula=GAIN.format(saved="duration_us * speedup_pct / 100"),
+        inputs=e.gain_inputs(duration_us=e.us, speedup_pct=r.speedup_pct),
     )
 
 
@@ -63,6 +71,8 @@ def gpu_idle(a: TimelineAnalysis) -> Opportunity | None:
         gain_pct=idle,
         metric="plan.gpu_idle_pct",
         value=f"{idle:.1f}%",
+        formula="idle_pct",
+        inputs={"idle_pct": idle},
     )
 
 
@@ -78,4 +88,6 @@ def unused_overlap(a: TimelineAnalysis) -> Opportunity | None:
         gain_pct=100.0 * (o.together_us - o.ideal_us) / a.window_us,  # a share of the plan's wall time
         metric="plan.overlap_achieved",
         value="n/a" if o.achieved_pct is None else f"{o.achieved_pct:.1f}%",
+        formula="100 * (together_us - ideal_us) / window_us",
+        inputs={"together_us": o.together_us, "ideal_us": o.ideal_us, "window_us": a.window_us},
     )

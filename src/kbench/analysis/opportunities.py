@@ -107,6 +107,10 @@ def unexplained(e: Evidence, explained_pct: float = 0.0) -> Opportunity | None:
         value=f"{pct:.1f}%",
         change=_would_show(e),
         rest=True,
+        stage=e.name,
+        kernel=e.kernel_name,
+        formula="100 * gap_us / total_us - explained_pct",
+        inputs={**e.gain_inputs(), "explained_pct": explained_pct},
     )
 
 

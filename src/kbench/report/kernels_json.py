@@ -38,6 +38,9 @@ class StageKernelsReport(Model):
     stage: str
     kernels: list[KernelReport]
     host: HostReport | None
+    # where the kernels' sum falls outside the range of the stage's Duration: what each measured and why they differ
+    # (kbench.report.kernel_times); None where they agree
+    against_duration: str | None = None
 
 
 def _kernel(k: StageKernel) -> KernelReport:
@@ -71,10 +74,14 @@ def _host(h: HostTime) -> HostReport:
     )
 
 
-def build(kernels: list[StageKernels]) -> list[StageKernelsReport]:
+def build(kernels: list[StageKernels], differ: dict[str, str]) -> list[StageKernelsReport]:
+    """``differ``: the stages whose kernels and Duration disagree, with why (kbench.report.kernel_times.lines)."""
     return [
         StageKernelsReport(
-            stage=sk.stage, kernels=[_kernel(k) for k in sk.kernels], host=_host(sk.host) if sk.host else None
+            stage=sk.stage,
+            kernels=[_kernel(k) for k in sk.kernels],
+            host=_host(sk.host) if sk.host else None,
+            against_duration=differ.get(sk.stage),
         )
         for sk in kernels
     ]

@@ -22,9 +22,10 @@ def _code(x: Line) -> str:
     return f"`{_cell(x.code)}`" if x.code else "(source not at hand)"
 
 
-def _what(x: Line) -> str:
-    """What the line's instructions are, as the catalogue names them (catalogue/lines.py)."""
-    found = cause(x)
+def _what(x: Line, model: LineModel) -> str:
+    """What the line's instructions are, as the catalogue names them (catalogue/lines.py): an mbarrier wait with
+    the barrier it waits on and what completes it, read from the kernel's other lines."""
+    found = cause(x, model=model)
     return _cell(found.what) if found else ""
 
 
@@ -34,7 +35,7 @@ def table(model: LineModel) -> list[str]:
         head = "| File:line | Instructions (static) | In loops | Share of loops | Pipes | Opcodes | What | Code |"
         rows = [
             f"| {x.where} | {x.instructions:.0f} | {x.looped:.0f} | {pct(x.looped, model.looped)} | "
-            f"{_pipes(x.pipes)} | {_cell(x.opcode_words())} | {_what(x)} | {_code(x)} |"
+            f"{_pipes(x.pipes)} | {_cell(x.opcode_words())} | {_what(x, model)} | {_code(x)} |"
             for x in model.lines[:ROWS]
         ]
     else:
@@ -45,7 +46,7 @@ def table(model: LineModel) -> list[str]:
         rows = [
             f"| {x.where} | {x.instructions:.0f} | {pct(x.instructions, model.instructions)} | {x.samples or 0:.0f} | "
             f"{pct(x.samples or 0.0, model.samples)} | {x.top_stall or 'n/a'} | {_pipes(x.pipes)} | "
-            f"{_cell(x.opcode_words())} | {_what(x)} | {_code(x)} |"
+            f"{_cell(x.opcode_words())} | {_what(x, model)} | {_code(x)} |"
             for x in model.lines[:ROWS]
         ]
     more = len(model.lines) - ROWS

@@ -22,6 +22,7 @@ from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.errors import UsageError
 from kbench.fsutil import checked_name, read_nofollow
+from kbench.report import kernel_times
 from kbench.report.folder import RESULT
 from kbench.report.sections import MODE_SECTIONS, Frozen, Sections
 from kbench.report.source import Source
@@ -85,6 +86,11 @@ class ProfileResult(Frozen):
 
     def stage(self, name: str) -> StageFigures:
         return next(s for s in self.figures.stages if s.name == name)
+
+    def kernel_times(self) -> dict[str, str]:
+        """Per stage whose Kernels table sums outside its Duration's range, the line saying why
+        (kbench.report.kernel_times)."""
+        return kernel_times.lines(self.figures.kernels, self.figures.stages, self.mode)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from kbench.analysis.catalogue.evidence import Opportunity
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.ncu import ALIASES
 from kbench.analysis.stages import StageFigures
@@ -53,16 +54,39 @@ class StageReport(Model):
     flops_per_issue: Value | None = None
 
 
+class Location(Model):
+    """Where an item is: the stage and kernel it is about and the source line it names (each None where it names
+    none: a plan-wide item, or one no line carries)."""
+
+    stage: str | None
+    kernel: str | None
+    file: str | None  # the file's name, as report.md quotes it
+    line: int | None
+    code: str | None  # the line's text as the capture recorded it (None where the source was not at hand)
+
+
+class Trigger(Model):
+    """The measured value that triggered an item: as report.md writes it (``text``), and as a number with its unit
+    (``value`` None where the value is a word: tf32, mma.sync, none)."""
+
+    metric: str
+    text: str
+    value: float | None
+    unit: str | None
+
+
 class OpportunityReport(Model):
     rank: int
     name: str
-    gain_pct: Value
+    gain_pct: Value  # derived: ``by`` is its formula (then what it models), ``inputs`` the formula's operands
     trigger_metric: str
     trigger_value: str
     change: str | None
     named: bool  # the catalogue named a mechanism (or that the stage is done) from this run's data
     # no edit of the kernel in its language and structure reaches it; the change says what would
     structural: bool = False
+    location: Location | None = None
+    trigger: Trigger | None = None
 
 
 class PlanReport(Model):
@@ -192,6 +216,40 @@ def stage_report(r: ProfileResult, s: StageFigures) -> StageReport:
     )
 
 
+def _number(text: str) -> float | None:
+    """A trigger's value as a number (``21.7%`` -> 21.7, ``1.53x`` -> 1.53); None for a word."""
+    try:
+        return float(text.removesuffix("%").removesuffix("x"))
+    except ValueError:
+        return None
+
+
+def _opportunity(rank: int, o: Opportunity, against: str) -> OpportunityReport:
+    # an item with no gain model is a placeholder (nothing gave an estimate): its 0 is the formula
+    formula = o.formula or "0"
+    number = _number(o.value)
+    return OpportunityReport(
+        rank=rank,
+        name=o.name,
+        gain_pct=Value(
+            value=o.gain_pct,
+            unit="% of the plan's time",
+            source="derived",
+            by=f"{formula}: the catalogue's model of this mechanism from {o.metric} = {o.value}, against {against}",
+            inputs=o.inputs,
+        ),
+        trigger_metric=o.metric,
+        trigger_value=o.value,
+        change=o.change,
+        named=o.named,
+        structural=o.structural,
+        location=Location(stage=o.stage, kernel=o.kernel, file=o.file, line=o.line, code=o.code),
+        trigger=Trigger(
+            metric=o.metric, text=o.value, value=number, unit=o.trigger_unit if number is not None else None
+        ),
+    )
+
+
 def build(r: ProfileResult) -> ReportJson:
     f = r.figures
     against = f.practical_source or f.ceilings_source
@@ -214,24 +272,7 @@ def build(r: ProfileResult) -> ReportJson:
             bottleneck=f.bottleneck,
             root_cause=f.root_cause,
         ),
-        top3=[
-            OpportunityReport(
-                rank=i,
-                name=o.name,
-                gain_pct=Value(
-                    value=o.gain_pct,
-                    unit="% of the plan's time",
-                    source="derived",
-                    by=f"the catalogue's model of this mechanism from {o.metric} = {o.value}, against {against}",
-                ),
-                trigger_metric=o.metric,
-                trigger_value=o.value,
-                change=o.change,
-                named=o.named,
-                structural=o.structural,
-            )
-            for i, o in enumerate(f.opportunities, 1)
-        ],
+        top3=[_opportunity(i, o, against) for i, o in enumerate(f.opportunities, 1)],
         opportunities_note=f.opportunities_note,
         roofline=Roofline(ceilings_source=f.ceilings_source, practical_source=f.practical_source, chart=r.chart),
         baseline=baseline.rows if baseline else None,
@@ -255,7 +296,11 @@ def build(r: ProfileResult) -> ReportJson:
                 else {}
             ),
             # the kernels each stage ran, where the mode measured them (kbench.report.kernels_json)
-            **({"kernels": [k.model_dump(mode="json") for k in kernels_json.build(f.kernels)]} if f.kernels else {}),
+            **(
+                {"kernels": [k.model_dump(mode="json") for k in kernels_json.build(f.kernels, r.kernel_times())]}
+                if f.kernels
+                else {}
+            ),
         },
         environment=Environment(
             device=r.device,

@@ -87,6 +87,7 @@ def contention(e: Evidence) -> Opportunity | None:
         return None
     floor = max(e.kernel_us - c.serial_us, (e.bound_us or 0.0) * e.share)
     at = f" at {c.line}" if c.line else ""
+    lang = "gl" if e.gluon else "tl"
     if c.scalar:
         now = f" (now {e.config})" if e.config else ""
         change = (
@@ -97,8 +98,9 @@ def contention(e: Evidence) -> Opportunity | None:
         )
     else:
         change = (
-            f"reduce on chip first in {e.where}{at}: tl.sum over the block, then one tl.atomic_add per program (or "
-            "per output element), or write per-program partial results and reduce them in a second small kernel"
+            f"reduce on chip first in {e.where}{at}: {lang}.sum over the block, then one {lang}.atomic_add per "
+            "program (or per output element), or write per-program partial results and reduce them in a second "
+            "small kernel"
         )
     return finding(
         e,
@@ -109,4 +111,5 @@ def contention(e: Evidence) -> Opportunity | None:
         (f"{e.name}.global_atomics_executed", f"{c.executed:.3g}"),
         change,
         whole_stage=True,  # the saving is already the kernel's own time
+        at=c.line or None,
     )

@@ -25,8 +25,12 @@ def tensor_cores_idle(e: Evidence) -> Opportunity | None:
         "CUDA cores",
         e.us - e.bound_us,
         (f"{e.name}.tensor_core_work", "none"),
-        f"compute {e.name}'s products with tl.dot: {s.precision} tiles of A (BLOCK_M x BLOCK_K) and B (BLOCK_K x "
-        "BLOCK_N), accumulated in fp32",
+        f"compute {e.name}'s products on the tensor cores with warpgroup_mma: {s.precision} tiles of A and B in "
+        "shared memory (NVMMASharedLayout; A may stay in registers as a DotOperandLayout), the fp32 accumulator in "
+        f"an NVMMADistributedLayout over whole warpgroups ({e.larger_blocks.removeprefix('larger ')})"
+        if e.gluon
+        else f"compute {e.name}'s products with tl.dot: {s.precision} tiles of A (BLOCK_M x BLOCK_K) and B (BLOCK_K "
+        "x BLOCK_N), accumulated in fp32",
     )
 
 
@@ -57,8 +61,11 @@ def tensor_precision(e: Evidence) -> Opportunity | None:
         f"{plan.tflops:g} TFLOP/s on this device",
         e.us * (1.0 - slow.tflops / plan.tflops),
         (f"{e.name}.tensor_precision", used),
-        f"give tl.dot {e.name}'s {s.precision} tiles as loaded (no .to(tl.float32) before the dot; accumulate in "
-        "fp32 through the dot's accumulator), so the tensor cores run the plan's precision",
+        f"give warpgroup_mma {e.name}'s {s.precision} tiles as loaded (no .to(gl.float32) before the MMA; "
+        "accumulate in fp32 through its accumulator), so the tensor cores run the plan's precision"
+        if e.gluon
+        else f"give tl.dot {e.name}'s {s.precision} tiles as loaded (no .to(tl.float32) before the dot; accumulate "
+        "in fp32 through the dot's accumulator), so the tensor cores run the plan's precision",
     )
 
 
@@ -77,7 +84,11 @@ def warp_mma(e: Evidence) -> Opportunity | None:
         f"Warp-level MMA in {e.name} on a Hopper GPU: {shapes}, no warpgroup MMA (wgmma)",
         e.gap_us,
         (f"{e.name}.tensor_instruction", "mma.sync"),
-        f"let Triton emit wgmma for {e.name}: num_warps a multiple of 4{warps} and BLOCK_M a multiple of 64 per "
+        f"use warpgroup_mma in {e.name} instead of the warp-level MMA: an NVMMADistributedLayout(version=[3, 0]) "
+        f"accumulator over whole warpgroups (num_warps a multiple of 4{warps}), 64 rows per warpgroup, operands in "
+        "NVMMASharedLayout shared memory"
+        if e.gluon
+        else f"let Triton emit wgmma for {e.name}: num_warps a multiple of 4{warps} and BLOCK_M a multiple of 64 per "
         "warpgroup, operands from shared memory (tl.dot on loaded tiles)",
     )
 
@@ -123,11 +134,17 @@ def narrow_tiles(e: Evidence) -> Opportunity | None:
         return None
     cap, words = fed
     # fewer warpgroups on the same tile double each thread's accumulators: offered only where registers allow it
+    split = (
+        "the accumulator layout's warps_per_cta with one warpgroup along N holds the whole tile"
+        if e.gluon
+        else "num_warps=4 gives one warpgroup the whole BLOCK_N"
+    )
     fewer = (
-        ", fewer warpgroups splitting the same tile (num_warps=4 gives one warpgroup the whole BLOCK_N)"
+        f", fewer warpgroups splitting the same tile ({split})"
         if e.registers is not None and e.registers <= b.REGISTERS_TO_DOUBLE and (e.warps or 0) > 4
         else ""
     )
+    fewer_stages = "fewer shared-memory stages in its mbarrier ring" if e.gluon else "fewer num_stages"
     now = f" (now {e.config})" if e.config else ""
     name = f"Narrow tensor tiles in {e.name}: {words}; shared memory feeds at most {100 * cap:.0f}% of the tensor rate"
     trigger = (f"{e.name}.tensor_feed_cap", f"{100 * cap:.0f}%")
@@ -140,7 +157,7 @@ def narrow_tiles(e: Evidence) -> Opportunity | None:
             e.us * (1.0 - cap),
             trigger,
             f"no wider tile fits {e.name} as it is{now}: its CTA holds {e.shared_bytes:.0f} of the {limit} bytes of "
-            f"shared memory an SM gives, so a larger BLOCK_N fits only with fewer num_stages (the next tiles' loads "
+            f"shared memory an SM gives, so a larger BLOCK_N fits only with {fewer_stages} (the next tiles' loads "
             f"then wait unpipelined), and {e.registers:.0f} registers per thread leave no room for the A operand in "
             "registers. Less shared memory per tile first (operands not kept whole for the loop, fewer stages of "
             "smaller tiles) or fewer registers (see the other items)",
@@ -172,8 +189,11 @@ def unpipelined(e: Evidence) -> Opportunity | None:
         "no asynchronous copies overlap them",
         e.gap_us,
         (f"{e.name}.async_copies", "0"),
-        f"pipeline {e.name}'s operand loads: num_stages of 3 or 4 (Triton then copies the next tiles with cp.async "
-        "or TMA while the current ones multiply)",
+        f"pipeline {e.name}'s operand loads: copy the next tiles by TMA into a ring of 2 to 4 shared-memory stages, "
+        "an mbarrier each, while the current ones multiply"
+        if e.gluon
+        else f"pipeline {e.name}'s operand loads: num_stages of 3 or 4 (Triton then copies the next tiles with "
+        "cp.async or TMA while the current ones multiply)",
     )
 
 
@@ -295,6 +315,13 @@ def repeated_by_warpgroups(e: Evidence) -> Opportunity | None:
     )
     saved = e.us * (1.0 - 1.0 / rep.ratio)
     trigger = (f"{e.name}.repeated_tensor_work", f"{rep.ratio:.2f}x")
+    if e.gluon:  # its layouts are written out: the repeat is the accumulator layout's warps_per_cta
+        change = (
+            f"compute that product once per CTA{now}: lay its accumulator (NVMMADistributedLayout warps_per_cta) "
+            f"so the {rep.groups} warpgroups split its rows or columns instead of each holding it whole, or split "
+            "its contraction between them and add the partial results through shared memory under an mbarrier"
+        )
+        return finding(e, name, saved, trigger, change)
     if rep.acc >= b.THREAD_REGISTERS:
         change = (
             f"no tile change removes it{now}: one warpgroup holding the fed product's whole accumulator (num_warps=4, "
@@ -341,8 +368,8 @@ def fp64_math(e: Evidence) -> Opportunity | None:
         f"{executed:.3g} in all, take {fp64_us:.1f} us at the SM's FP64 rate of its {e.us:.1f} us",
         fp64_us,
         (f"{e.name}.fp64_instructions", f"{executed:.3g}"),
-        f"keep {e.name}'s arithmetic in {s.precision}: no .to(tl.float64), float32 constants and accumulators, "
-        "libdevice calls on float32 values",
+        f"keep {e.name}'s arithmetic in {s.precision}: no .to({'gl' if e.gluon else 'tl'}.float64), float32 "
+        "constants and accumulators, libdevice calls on float32 values",
     )
 
 
@@ -368,5 +395,9 @@ def few_warps(e: Evidence) -> Opportunity | None:
         (f"{e.name}.warps_per_scheduler", f"{per_scheduler:g}"),
         f"give each of {e.name}'s schedulers at least {lim.fma_latency_cycles} independent instruction streams: more "
         "CTAs per SM (a grid of several CTAs per SM instead of a loop inside few), more warps per CTA, or more "
-        f"independent elements per thread (a larger BLOCK){f' (now {e.config})' if e.config else ''}",
+        + (
+            f"independent elements per thread (size_per_thread in its layouts, {e.larger_blocks})"
+            if e.gluon
+            else f"independent elements per thread (a larger BLOCK){f' (now {e.config})' if e.config else ''}"
+        ),
     )

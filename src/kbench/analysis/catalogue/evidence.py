@@ -4,19 +4,54 @@ Pure."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import Field
 
 from kbench.analysis import roofline as rl
 from kbench.analysis.access_facts import Predicted
 from kbench.analysis.devices import SmLimits
 from kbench.analysis.kernels import StageKernels
-from kbench.analysis.lines import LineModel
+from kbench.analysis.lines import Line, LineModel
 from kbench.analysis.ptx import InstructionMix
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.ttgir import AtomicOp, DotOp, idle_warps
 from kbench.model import Model
 
 ALONE_SHARE = 0.95  # a main kernel holding this share of its stage is named as the stage
+
+
+# the unit of a trigger's value by its metric (after the stage's name); a value written with % or x carries its own
+UNITS: dict[str, str] = {
+    **dict.fromkeys(
+        ("practical_roof_pct", "busiest_pct", "tensor_feed_cap", "issue_roof_pct", "undeclared_kernel_pct",
+         "host_gap_pct", "tail_idle_pct", "mbarrier_wait_share", "sm_busy_pct", "masked_lanes_pct_predicted",
+         "dram_pct", "compute_pct", "gpu_idle_pct", "overlap_achieved"),
+        "%",
+    ),
+    "flops_over_model": "x the plan's FLOPs", "repeated_tensor_work": "x the model's tensor FLOPs",
+    "dram_bytes_over_model": "x the plan's DRAM bytes", "distinct_bytes_over_model_predicted": "x the plan's bytes",
+    "bytes_apart_over_fused": "x the bytes moved fused", "program_work_max_over_mean": "x the mean program's bytes",
+    "async_copies": "asynchronous copy instructions", "fp64_instructions": "FP64 instructions executed",
+    "warps_per_scheduler": "warps per scheduler", "spilled_registers": "registers spilled", "local_memory_bytes": "B",
+    "grid_ctas": "CTAs", "waves": "waves", "launches": "kernel launches per run", "bytes_in_flight_per_sm": "B",
+    "global_ld_bytes_per_sector": "B used of each 32-B sector", "global_st_bytes_per_sector": "B used of each 32-B "
+    "sector", "global_ld_bytes_per_sector_predicted": "B used of each 32-B sector", "global_st_bytes_per_sector_"
+    "predicted": "B used of each 32-B sector", "worst_bytes_per_sector_predicted": "B used of each 32-B sector",
+    "global_atomics_executed": "atomics executed", "sites": "load and store lines", "rules_with_speedup": "rules",
+}  # fmt: skip
+LINE_SHARE = re.compile(r"line_\d+_share")  # the hottest line's share of the samples
+GAIN = "100 * max(0, min({saved}, gap_us)) / total_us"  # Evidence.gain as report.json's formula
+GLUON_CALL, TRITON_CALL = re.compile(r"\bgl\.\w+\("), re.compile(r"\btl\.\w+\(")  # a line written in either
+ENTRY = ("def ", "async def ", "@")  # a function's own line and its decorators: no statement of the kernel executes
+
+
+def entry(code: str) -> bool:
+    """A function's entry line: the samples there are its prologue's, or warps with nothing to run (a
+    warp-specialized kernel's warps in no partition), never a statement to change."""
+    return code.lstrip().startswith(ENTRY)
 
 
 class Opportunity(Model):
@@ -31,6 +66,43 @@ class Opportunity(Model):
     # no edit of the kernel in its language and structure reaches it (registers, shared memory, what the compiler
     # emits): its change says what would; said under Top 3, not ranked in it (opportunities.rank)
     structural: bool = False
+    # where it is: the stage and kernel it is about and, where it names one, the source line that executes
+    stage: str | None = None
+    kernel: str | None = None
+    file: str | None = None  # as report.md quotes it (the file's name)
+    line: int | None = None
+    code: str | None = None  # the line's text (None where the source was not at hand)
+    unit: str | None = None  # the trigger value's unit, where UNITS does not give it (a stall reason's)
+    # the gain model: an expression of + - * / min max over ``inputs`` that gives gain_pct (report.json's gain_pct)
+    formula: str = ""
+    inputs: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def trigger_unit(self) -> str | None:
+        """The unit of the trigger's value (None: a word, not a number, or a metric no table names)."""
+        if self.unit:
+            return self.unit
+        suffix = self.metric.split(".", 1)[-1]
+        return UNITS.get(suffix) or ("%" if LINE_SHARE.fullmatch(suffix) or self.value.endswith("%") else None)
+
+    def at(self, x: Line | str | None) -> Opportunity:
+        """This item placed at a source line: a line of the line model, or a ``file.py:N`` place (an access site)."""
+        if isinstance(x, Line):
+            return self.model_copy(update={"file": Path(x.file).name, "line": x.line, "code": x.code or None})
+        found = re.fullmatch(r"(.*?):(\d+)", x or "")
+        if found is None:
+            return self
+        return self.model_copy(update={"file": Path(found[1]).name, "line": int(found[2])})
+
+    def capped(self, cap: float, formula: str, **inputs: float) -> Opportunity:
+        """This item with its gain capped at ``cap`` (``formula`` over ``inputs``)."""
+        return self.model_copy(
+            update={
+                "gain_pct": min(self.gain_pct, cap),
+                "formula": f"min({self.formula}, {formula})",
+                "inputs": {**self.inputs, **inputs},
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -69,6 +141,7 @@ class Evidence:
     shared_wavefronts: float | None = None  # shared-memory data-pipe wavefronts, and those bank conflicts added (ncu)
     shared_conflicts: float | None = None
     tile: dict[str, object] = field(default_factory=dict)  # its launch configuration by name (BLOCK_M=64, ...)
+    language: str | None = None  # what the kernel is written in, as its launch record says ("triton", "gluon")
     shared_bytes: float | None = None  # shared memory a CTA holds (the compiled kernel)
     tail_idle_pct: float | None = None  # SM time idle after each SM's last CTA, of SMs x span (intra timeline)
     cta_imbalance: float | None = None  # slowest CTA over the mean CTA (intra timeline)
@@ -104,6 +177,36 @@ class Evidence:
         if self.kernel and self.kernels is not None and len(self.kernels.kernels) > 1 and self.share < ALONE_SHARE:
             return f"{self.name} (kernel {self.kernel}, {100.0 * self.share:.0f}% of the stage)"
         return self.name
+
+    @property
+    def gluon(self) -> bool:
+        """A Gluon kernel writes by hand what Triton's compiler decides for a Triton one (its layouts, its pipeline of
+        mbarriers and TMA copies, its warp specialization), so its changes name those levers and its own block
+        constexprs, never Triton's tuning knobs (num_stages, autotune configs) or tl.* calls. Its launch record says
+        so; a record made before it did (no ``language``) is read from the kernel's source lines: gl.* calls, no
+        tl.* call."""
+        if self.language is not None or self.lines is None:
+            return self.language == "gluon"
+        code = [x.code for x in self.lines.lines]
+        return any(GLUON_CALL.search(c) for c in code) and not any(TRITON_CALL.search(c) for c in code)
+
+    @property
+    def larger_blocks(self) -> str:
+        """A Gluon kernel's block sizes as its own constexprs name them: ``larger block constexprs (now BLOCK_M=64,
+        BLOCK_N=64)``."""
+        own = ", ".join(f"{k}={v}" for k, v in self.tile.items() if k.startswith("BLOCK"))
+        return f"larger block constexprs (now {own})" if own else "larger block constexprs"
+
+    @property
+    def hot_executing(self) -> tuple[str, ...]:
+        """The hottest source lines but a function's own line (``def``: the entry, where no statement executes)."""
+        return tuple(h for h in self.hot_lines if not entry(h.split("`", 2)[1] if h.count("`") >= 2 else ""))
+
+    @property
+    def kernel_name(self) -> str | None:
+        """The kernel its facts describe: the main kernel, else the one its line model reads."""
+        main = self.kernels.main if self.kernels is not None else None
+        return self.kernel or (self.lines.kernel if self.lines else None) or (main.name if main else None)
 
     @property
     def kernel_us(self) -> float:
@@ -146,6 +249,10 @@ class Evidence:
         """``saved_us`` of this stage as a share of the plan, never beyond its distance to the practical roof."""
         return 100.0 * max(0.0, min(saved_us, self.gap_us)) / self.total_us
 
+    def gain_inputs(self, **saved: float) -> dict[str, float]:
+        """``gain``'s operands: the stage's distance to its roof, the plan's time, and what ``saved`` names."""
+        return {**saved, "gap_us": self.gap_us, "total_us": self.total_us}
+
     @property
     def resident_ctas(self) -> int | None:
         """CTAs one SM holds at once: the grid spread over the SMs, at most what the occupancy limits allow."""
@@ -177,10 +284,13 @@ def finding(
     stop: bool = False,
     structural: bool = False,
     whole_stage: bool = False,
+    at: Line | str | None = None,
 ) -> Opportunity:
     """A mechanism the catalogue named: ``saved_us`` of the stage as a share of the plan, capped by its roof. An
     item about the stage's main kernel (the default) is weighed by that kernel's share of the stage; one about the
-    whole stage (``whole_stage``: at the roof, launches, host time, a kernel the plan did not declare) is not."""
+    whole stage (``whole_stage``: at the roof, launches, host time, a kernel the plan did not declare) is not.
+    ``at``: the source line it names (where it is in report.json)."""
+    saved = {"saved_us": saved_us} if whole_stage else {"saved_us": saved_us, "kernel_share": e.share}
     return Opportunity(
         name=name,
         gain_pct=e.gain(saved_us if whole_stage else saved_us * e.share),
@@ -190,7 +300,11 @@ def finding(
         named=True,
         stop=stop,
         structural=structural,
-    )
+        stage=e.name,
+        kernel=e.kernel_name,
+        formula=GAIN.format(saved=" * ".join(saved)),
+        inputs=e.gain_inputs(**saved),
+    ).at(at)
 
 
 def roof_words(e: Evidence) -> str:

@@ -94,7 +94,7 @@ def issue_bound(e: Evidence) -> Opportunity | None:
     per = s.flops / r.issued / 32 if s.flops else 0.0
     saved = e.us - max(e.bound_us or 0.0, e.us * need / r.issued)
     sms = f" x {e.sm_count} SMs" if e.sm_count else ""
-    at = f"; start at {e.hot_lines[0]}" if e.hot_lines else ""
+    at = f"; start at {e.hot_executing[0]}" if e.hot_executing else ""
     busiest = max(e.pipes.items(), key=lambda kv: kv[1], default=None)
     pipe = f"; busiest pipe: {PIPE_WORDS.get(busiest[0], busiest[0])}, {busiest[1]:.0f}% of peak" if busiest else ""
     return finding(
@@ -108,6 +108,6 @@ def issue_bound(e: Evidence) -> Opportunity | None:
         f"issue fewer instructions per useful FLOP and byte in {e.name}: vectorize loads and stores (contiguous "
         "offsets, a wider BLOCK per thread), hoist loop-invariant index and address arithmetic out of the loop, "
         "replace integer division and modulo by precomputed indices or shifts, and put dot-shaped work on the tensor "
-        f"cores (tl.dot){at}",
+        f"cores ({'warpgroup_mma' if e.gluon else 'tl.dot'}){at}",
         whole_stage=True,
     )

@@ -47,7 +47,7 @@ def _undeclared_change(e: Evidence, k: StageKernel) -> str:
         return (
             f"`{op}` converts or copies a tensor on every run of {e.name}: do it once in the plan's setup (hand the "
             "kernel the tensor in the dtype and layout it reads), or read the original inside the kernel and convert "
-            "in its loads (`tl.load(...).to(...)`, its strides instead of .contiguous())"
+            f"in its loads (`{'gl' if e.gluon else 'tl'}.load(...).to(...)`, its strides instead of .contiguous())"
         )
     if op == TRITON:
         return (
@@ -117,4 +117,8 @@ def host_time(e: Evidence) -> Opportunity | None:
         value=f"{h.gap_pct:.1f}%",
         change="; ".join(changes),
         named=True,
+        stage=e.name,
+        kernel=e.kernel_name,
+        formula="100 * host_gap_us / (total_us + host_gap_us)",
+        inputs={"host_gap_us": h.gap_us, "total_us": e.total_us},
     )

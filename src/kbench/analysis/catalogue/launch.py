@@ -30,7 +30,12 @@ def spills(e: Evidence) -> Opportunity | None:
         f"Register spills in {e.where}: {regs}{warps} cannot hold the tile, values go through local memory",
         saved,
         (metric, value),
-        f"hold fewer values per thread in {e.name}: smaller BLOCK tiles, or more num_warps for the same "
+        f"hold fewer values per thread in {e.name}: smaller block constexprs or layouts that spread a tile over more "
+        "threads, more warps for the same tile, or a larger register budget for the partition that spills "
+        f"(warp_specialize's worker registers){f' (now {e.config})' if e.config else ''}, until the compiler reports "
+        "no spills"
+        if e.gluon
+        else f"hold fewer values per thread in {e.name}: smaller BLOCK tiles, or more num_warps for the same "
         f"tile{f' (now {e.config})' if e.config else ''}, until the compiler reports no spills",
     )
 

@@ -15,11 +15,12 @@ atomics) holding STATIC_COSTLY_SHARE of them, said "static".
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kbench.analysis import opcodes as oc
-from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
-from kbench.analysis.lines import Line
+from kbench.analysis.catalogue.barriers import awaited
+from kbench.analysis.catalogue.evidence import GAIN, Evidence, Opportunity, entry, finding
+from kbench.analysis.lines import Line, LineModel
 
 HOT_LINE_SHARE = 0.5  # a line holding at least this share of the kernel's time is an item when the rest is unnamed
 UNNAMED_SHARE = 0.5  # ... when the named items explain less than this share of the distance to the roof
@@ -28,6 +29,7 @@ ATOMICS = ("atom", "atomg", "red", "redg", "atoms")  # SASS and PTX, lower-cased
 NOTABLE = 0.1  # an opcode class holding this share of a line's instructions names its cause
 MBARRIER_WAIT = ("SYNCS.PHASECHK",)  # SASS of an mbarrier (try-)wait; its arrive and expect are SYNCS.ARRIVE
 HEALTHY_GAP = 0.25  # a stage closer to its roof than this share of its time gets no line item
+MBARRIER = "an mbarrier wait (SYNCS.PHASECHK in a retry loop)"  # what such a line is, as items name it
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ class Cause:
     change: str  # the cheaper way to the same result, in a Triton kernel's terms
     costly: bool = False  # special functions, conversions, division, atomics: unusual in a hot loop
     memory: bool = False  # loads and stores: the work of a memory-bound stage
+    gluon: str | None = None  # the same in a Gluon kernel's terms (None: the change says it in both)
+
+    def lever(self, gluon: bool) -> str:
+        """The change in the kernel's own language's terms."""
+        return self.gluon if gluon and self.gluon else self.change
 
 
 def _share(x: Line, keep: tuple[str, ...]) -> float:
@@ -48,8 +55,9 @@ def _named(x: Line, pipe: str) -> str:
     return ", ".join(op for op in x.opcodes if oc.pipe(op) == pipe)
 
 
-def cause(x: Line, shared_conflicts: float | None = None) -> Cause | None:
-    """What the instructions on line ``x`` are and the cheaper way, first the costly kinds a kernel can avoid."""
+def cause(x: Line, shared_conflicts: float | None = None, model: LineModel | None = None) -> Cause | None:
+    """What the instructions on line ``x`` are and the cheaper way, first the costly kinds a kernel can avoid; an
+    mbarrier wait named by its barrier and what completes it where the kernel's lines (``model``) show it."""
     ops = x.opcodes
     if oc.is_division(ops):
         return Cause(
@@ -58,6 +66,8 @@ def cause(x: Line, shared_conflicts: float | None = None) -> Cause | None:
             "make the divisor a tl.constexpr (the compiler then uses shifts and a multiply), or pass a precomputed "
             "reciprocal / magic number, and hoist the quotient out of the loop (advance it by adding)",
             costly=True,
+            gluon="make the divisor a gl.constexpr (the compiler then uses shifts and a multiply), or pass a "
+            "precomputed reciprocal / magic number, and hoist the quotient out of the loop (advance it by adding)",
         )
     if atomics := [o for o in ops if o.split(".")[0].lower() in ATOMICS]:
         return Cause(
@@ -65,6 +75,8 @@ def cause(x: Line, shared_conflicts: float | None = None) -> Cause | None:
             "reduce in registers first (tl.sum over the tile) and issue one atomic per program, or write partial "
             "results and reduce them in a second pass",
             costly=True,
+            gluon="reduce in registers first (gl.sum over the tile) and issue one atomic per program "
+            "(gl.atomic_add), or write partial results and reduce them in a second pass",
         )
     if _share(x, (oc.XU,)) >= NOTABLE:
         return _special(_named(x, oc.XU))
@@ -81,17 +93,43 @@ def cause(x: Line, shared_conflicts: float | None = None) -> Cause | None:
             f"shared-memory accesses ({', '.join(shared)}) with bank conflicts",
             "fewer, wider shared-memory accesses (16 bytes a thread) and no layout conversions through shared memory "
             "(tl.trans, reshapes), or a swizzled / padded layout so a warp's accesses hit distinct banks",
+            gluon="fewer, wider shared-memory accesses (16 bytes a thread) and fewer gl.convert_layout calls that go "
+            "through shared memory (registers' layouts chosen to match), or a swizzled NVMMASharedLayout / padded "
+            "shared layout so a warp's accesses hit distinct banks",
         )
     if any(o.startswith(MBARRIER_WAIT) for o in ops):  # the retry loop's integer ops are not the cause
-        return Cause(
-            "an mbarrier wait (SYNCS.PHASECHK in a retry loop): warps wait for asynchronous copies (TMA) or other "
-            "warps' arrivals",
-            "issue what the wait is for earlier: the copy that fills the next stage a whole MMA ahead of its wait, "
-            "or more, smaller stages",
-            memory=True,
-        )
+        return waited(x, model)
     busiest = max(x.pipes.items(), key=lambda kv: kv[1], default=None)
     return None if busiest is None else _BY_PIPE.get(busiest[0], lambda y: None)(x)
+
+
+def waited(x: Line, model: LineModel | None) -> Cause:
+    """An mbarrier wait: the barrier it waits on and what completes it (kbench.analysis.catalogue.barriers), and the
+    change that fits: TMA copies issued earlier, other warps' arrive made earlier, or (not known) either."""
+    spin = MBARRIER
+    b = awaited(x, model) if model is not None else None
+    if b is not None and b.by == "copy":
+        return Cause(
+            f"{spin} on {b.words()}",
+            "issue the copy this wait is for earlier: the copy that fills the next stage a whole MMA ahead of its "
+            "wait, or more, smaller stages",
+            memory=True,
+        )
+    if b is not None and b.by == "arrive":
+        return Cause(
+            f"{spin} on {b.words()}",
+            "the waiting warps idle until the arriving warps reach their arrive: arrive as soon as what the barrier "
+            "guards is written, and give the waiting warps independent work before the wait (the next tile's loads or "
+            "MMA) so the two sides overlap instead of taking turns, or let each side compute what it waits for",
+        )
+    on = f" on {b.words()}" if b is not None else ""
+    return Cause(
+        f"{spin}{on}: warps wait for asynchronous copies (TMA) or other warps' arrivals",
+        "complete the barrier earlier: the copies it waits for issued a whole MMA ahead of the wait (or more, smaller "
+        "stages), or the other warps' arrive made as soon as what it guards is written; and give the waiting warps "
+        "independent work before the wait",
+        memory=True,
+    )
 
 
 _BY_PIPE = {
@@ -99,6 +137,8 @@ _BY_PIPE = {
         f"integer index arithmetic ({_named(x, oc.ALU)})",
         "less address arithmetic per element: tl.constexpr strides and shapes, pointers advanced by a constant each "
         "iteration instead of recomputed offsets, tl.multiple_of / tl.max_contiguous hints",
+        gluon="less address arithmetic per element: gl.constexpr strides and shapes, pointers advanced by a constant "
+        "each iteration instead of recomputed offsets, or TMA copies (tensor descriptors do the addressing)",
     ),
     oc.LSU: lambda x: Cause(
         f"memory instructions ({_named(x, oc.LSU)})",
@@ -108,6 +148,8 @@ _BY_PIPE = {
     oc.FMA: lambda x: Cause(
         f"FP32 arithmetic ({_named(x, oc.FMA)})",
         "dot-like work on the tensor cores (tl.dot), packed half-precision math, or fewer operations per element",
+        gluon="dot-like work on the tensor cores (warpgroup_mma), packed half-precision math, or fewer operations "
+        "per element",
     ),
     oc.FP64: lambda x: Cause(
         f"FP64 arithmetic ({_named(x, oc.FP64)})", "FP32 where the accuracy allows (no float64 inputs or constants)"
@@ -125,6 +167,9 @@ def _special(ops: str) -> Cause:
         "with log2(e) folded into a constant (tl.math.exp2(x * C)) instead of exp, and multiply by a reciprocal "
         "computed once instead of dividing",
         costly=True,
+        gluon="fewer special functions per element: hoist them out of the loop or compute them once per row, use "
+        "gl.exp2 with log2(e) folded into a constant (gl.exp2(x * C)) instead of gl.exp, and multiply by a "
+        "reciprocal computed once instead of dividing",
     )
 
 
@@ -134,36 +179,44 @@ XU_REASONS = ("mio_throttle", "short_scoreboard", "math_pipe_throttle")
 XU_BUSY_PCT = 50.0
 
 
-def carried(e: Evidence, reason: str) -> tuple[str, Cause | None]:
-    """The line(s) that carry stall ``reason`` (" carried by line L `code` (X% of its samples; opcodes ...)") and
-    what the instructions of the first are; without per-line samples, the special-function unit where its pipe is
-    the busiest and at least XU_BUSY_PCT busy on a reason it shows as; else ("", None)."""
-    model = e.lines
+def carried(e: Evidence, reason: str) -> tuple[str, Cause | None, Line | None]:
+    """The line(s) that carry stall ``reason`` (" carried by line L `code` (X% of its samples; opcodes ...)"), what
+    the instructions of the first are, and that line; without per-line samples, the special-function unit where its
+    pipe is the busiest and at least XU_BUSY_PCT busy on a reason it shows as; else ("", None, None)."""
+    model = executing(e.lines)
     found = [] if model is None or model.static else model.carrying(reason)
     if not found:
         busiest = max(e.pipes.items(), key=lambda kv: kv[1], default=("", 0.0))
         xu = reason in XU_REASONS and busiest[0] == "xu" and busiest[1] >= XU_BUSY_PCT
-        return "", _special(f"its pipe {busiest[1]:.0f}% busy, the busiest") if xu else None
+        return "", _special(f"its pipe {busiest[1]:.0f}% busy, the busiest") if xu else None, None
     words = "; ".join(f"{x.quoted} ({100 * s:.0f}% of its samples; {x.opcode_words()})" for x, s in found)
-    return f"; carried in {e.where} by {words}", cause(found[0][0], e.shared_conflicts)
+    return f"; carried in {e.where} by {words}", cause(found[0][0], e.shared_conflicts, model), found[0][0]
+
+
+def executing(model: LineModel | None) -> LineModel | None:
+    """The line model without the kernel's entry lines (``def``: its prologue's samples, or a warp-specialized
+    kernel's idle warps'): an item's place is a line that executes a statement."""
+    if model is None or not any(entry(x.code) for x in model.lines):
+        return model
+    return replace(model, lines=tuple(x for x in model.lines if not entry(x.code)))
 
 
 def hottest(e: Evidence, left_pct: float, explained_pct: float) -> Opportunity | None:
     """The hottest line as an item of its own when the named items explain less than half of the distance to the
     roof (``explained_pct`` of the plan, ``left_pct`` left of it)."""
-    model = e.lines
+    model, lines = e.lines, executing(e.lines)  # shares of the whole kernel; the place a line that executes
     gap = e.gain(e.gap_us)
-    if model is None or model.hottest is None or left_pct <= 0 or explained_pct >= UNNAMED_SHARE * gap:
+    if model is None or lines is None or lines.hottest is None or left_pct <= 0 or explained_pct >= UNNAMED_SHARE * gap:
         return None
     if e.kernels is not None and len(e.kernels.kernels) > 1 and e.kernel and e.kernel != model.kernel:
         return None  # the lines of another kernel than the one the stage's facts describe
     if e.gap_us < HEALTHY_GAP * e.us:
         return None  # within reach of its roof: its hottest line is the stage's work, not a defect
-    x = model.hottest
+    x = lines.hottest
     if model.static:  # the line inside loops whose costly instructions weigh most
-        x = max(model.lines, key=lambda y: y.looped if (c := cause(y)) is not None and c.costly else -1.0)
+        x = max(lines.lines, key=lambda y: y.looped if (c := cause(y)) is not None and c.costly else -1.0)
     share = model.time_share(x)
-    found = cause(x, e.shared_conflicts)
+    found = cause(x, e.shared_conflicts, model)
     if found is None or (found.memory and e.memory_limited):
         return None  # no cheaper way to name, or the loads and stores a memory-bound stage exists to make
     if model.static:
@@ -184,9 +237,10 @@ def hottest(e: Evidence, left_pct: float, explained_pct: float) -> Opportunity |
         f"{x.opcode_words()} ({found.what})" + (f", most stalled on {x.top_stall}" if x.top_stall else ""),
         e.us * share,
         (f"{e.name}.line_{x.line}_share", f"{100 * share:.1f}%"),
-        f"{found.change} ({listed} lists every line)",
+        f"{found.lever(e.gluon)} ({listed} lists every line)",
+        at=x,
     )
-    return o.model_copy(update={"gain_pct": min(o.gain_pct, left_pct)})
+    return o.capped(left_pct, "left_pct", left_pct=left_pct)
 
 
 # warp-stall reasons of warps waiting on global (or local) memory and its queue: the time a memory item can save
@@ -216,7 +270,7 @@ CARRIERS: tuple[tuple[tuple[str, ...], Callable[[str], bool]], ...] = (
 def attributed(e: Evidence, o: Opportunity) -> Opportunity:
     """An item built on an aggregate with the lines whose instructions carry it; a global-memory item's gain, where
     warp-state samples were taken, capped by the time warps waited on memory (its mechanism cannot save more)."""
-    model = e.lines
+    model = executing(e.lines)
     kind = next((pick for frags, pick in CARRIERS if any(f in o.metric for f in frags)), None)
     if model is None or kind is None:
         return o
@@ -231,10 +285,14 @@ def attributed(e: Evidence, o: Opportunity) -> Opportunity:
         f"{x.quoted} ({', '.join(f'{op} x{n:.0f}' for op, n in x.opcodes.items() if kind(op))})" for x in carrying
     )
     change = f"{o.change}; its instructions in {e.where}: {words}{' (static)' if model.static else ''}"
+    placed = o if o.line is not None else o.at(carrying[0])
     if kind is not _global_op or model.static or not model.samples:
-        return o.model_copy(update={"change": change})
+        return placed.model_copy(update={"change": change})
     waiting = sum(x.stalls.get(r, 0.0) for x in model.lines for r in MEMORY_WAITS) / model.samples
     cap = e.gain(e.kernel_us * waiting)
     if cap < o.gain_pct:
         change += f"; warps waited on memory in {100 * waiting:.0f}% of the stall samples: the gain is capped there"
-    return o.model_copy(update={"change": change, "gain_pct": min(o.gain_pct, cap)})
+    inputs = e.gain_inputs(kernel_us=e.kernel_us, memory_wait_share=waiting)
+    return placed.capped(cap, GAIN.format(saved="kernel_us * memory_wait_share"), **inputs).model_copy(
+        update={"change": change}
+    )

@@ -95,9 +95,16 @@ def uncoalesced(e: Evidence) -> Opportunity | None:
         e.us * (1.0 - needed / total),
         (f"{e.name}.global_{op}_bytes_per_sector{'' if counted else '_predicted'}", f"{worst:.1f}"),
         f"make neighbouring threads of {e.name} touch neighbouring addresses"
-        f"{f' at {p.worst.line}' if line and p and p.worst else ''}: index the contiguous dimension with "
-        "the fastest-varying tl.arange (load tiles row by row and transpose them on chip with tl.trans), or store "
-        "the tensor in the layout the kernel walks",
+        f"{f' at {p.worst.line}' if line and p and p.worst else ''}: "
+        + (
+            "a layout whose fastest dimension (a BlockedLayout's order) is the contiguous one, 16 bytes per thread "
+            "(size_per_thread), or TMA copies through tensor descriptors; transpose on chip (permute a shared-memory "
+            "tile) instead of loading across the stride, or store the tensor in the layout the kernel walks"
+            if e.gluon
+            else "index the contiguous dimension with the fastest-varying tl.arange (load tiles row by row and "
+            "transpose them on chip with tl.trans), or store the tensor in the layout the kernel walks"
+        ),
+        at=p.worst.line if line and p and p.worst else None,
     )
 
 
@@ -118,6 +125,7 @@ def masked_lanes(e: Evidence) -> Opportunity | None:
         f"size {e.name}'s blocks to the data{f' (now {e.config})' if e.config else ''}: a BLOCK no larger than the "
         "dimension it covers (loop over a long one in smaller blocks), and no programs whose lanes are all masked "
         "(a grid of cdiv(size, BLOCK))",
+        at=m.line,
     )
 
 

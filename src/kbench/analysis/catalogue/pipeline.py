@@ -16,8 +16,9 @@ samples, the reordered loop took 19.7% less time.
 
 from __future__ import annotations
 
+from kbench.analysis.catalogue.barriers import awaited
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
-from kbench.analysis.catalogue.lines import HEALTHY_GAP, MBARRIER_WAIT
+from kbench.analysis.catalogue.lines import HEALTHY_GAP, MBARRIER_WAIT, waited
 from kbench.analysis.lines import Line
 
 WAIT_SHARE = 0.10  # an mbarrier wait holding this share of the kernel's warp-state samples is named
@@ -39,23 +40,43 @@ def waiting(e: Evidence) -> Line | None:
 
 
 def starved(e: Evidence) -> Opportunity | None:
-    """Consumers waiting at an mbarrier for the copies that fill their next stage."""
+    """Warps waiting at an mbarrier, named by what completes it (kbench.analysis.catalogue.barriers): consumers
+    waiting for the copies that fill their next stage (the pipeline starved), or for other warps' arrive."""
     x = waiting(e)
     if x is None or e.lines is None:
         return None
     share = e.lines.time_share(x)
+    b = awaited(x, e.lines)
     held = ""
     if e.shared_bytes and e.limits is not None:
         held = f"; its CTA holds {e.shared_bytes:.0f} of the {e.limits.shared_bytes} bytes of shared memory an SM gives"
+    holds = (
+        f"line {x.where}{f' `{x.code}`' if x.code else ''} holds {100 * share:.1f}% of {e.lines.kernel}'s "
+        "warp-state samples"
+    )
+    trigger = (f"{e.name}.mbarrier_wait_share", f"{100 * share:.1f}%")
+    if b is not None and b.by == "arrive":
+        return finding(
+            e,
+            f"Warps wait for other warps in {e.where}: at {b.words()}; {holds}",
+            e.us * share,
+            trigger,
+            waited(x, e.lines).change,
+            at=x,
+        )
+    if b is not None and not b.by:
+        return finding(e, f"Warps wait at an mbarrier in {e.where}: {b.words()}; {holds}", e.us * share, trigger,
+                       waited(x, e.lines).change, at=x)  # fmt: skip
+    at = f", at {b.words()}" if b is not None else ""
     return finding(
         e,
-        f"Pipeline starved in {e.where}: warps wait at an mbarrier for the asynchronous copies (TMA) that fill their "
-        f"next stage; line {x.where}{f' `{x.code}`' if x.code else ''} holds {100 * share:.1f}% of "
-        f"{e.lines.kernel}'s warp-state samples",
+        f"Pipeline starved in {e.where}: warps wait for the asynchronous copies (TMA) that fill their next stage"
+        f"{at}; {holds}",
         e.us * share,
-        (f"{e.name}.mbarrier_wait_share", f"{100 * share:.1f}%"),
+        trigger,
         "issue the copy this wait is for earlier: a stage is refilled only when its last reader (the MMA that reads "
         "it) is done, so put a whole MMA between that refill and this wait (issue this tile's MMA that frees the "
         "stage first, e.g. P.V of tile j before Q.K^T of tile j+1, and refill right after it), or hold more, smaller "
         f"stages{held}",
+        at=x,
     )

@@ -10,11 +10,11 @@ at least DOMINANT_SHARE of them, at most two reasons a stage.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kbench.analysis.catalogue import pipeline
-from kbench.analysis.catalogue.evidence import Evidence, Opportunity
-from kbench.analysis.catalogue.lines import carried
+from kbench.analysis.catalogue.evidence import Evidence, Opportunity, entry
+from kbench.analysis.catalogue.lines import MBARRIER, carried
 
 DOMINANT_SHARE = 0.25  # a stall reason holding at least this share of a stage's stalled warps is named
 MOST = 2  # reasons named per stage
@@ -34,6 +34,7 @@ PIPE_WORDS = {
 class Stall:
     mechanism: str  # what the warps wait on
     change: str  # what removes the wait, in a Triton kernel's terms
+    gluon: str | None = None  # the same in a Gluon kernel's terms (None: the change says it in both)
 
 
 STALLS: dict[str, Stall] = {
@@ -41,41 +42,60 @@ STALLS: dict[str, Stall] = {
         "warps wait on global or local memory loads",
         "more independent loads in flight before their first use (num_stages for tl.dot loops, a larger BLOCK per "
         "thread, more CTAs per SM through fewer registers), or fewer loads (reuse tiles kept in shared memory)",
+        gluon="more loads in flight before their first use: tiles copied by TMA into a ring of shared-memory stages "
+        "(an mbarrier each) a stage or more ahead of their use, more elements per thread in the loads' layouts "
+        "(size_per_thread), or fewer loads (tiles kept in shared memory)",
     ),
     "barrier": Stall(
         "warps wait at CTA barriers for the other warps",
         "even out the warps' work inside a CTA and do more work between barriers (a larger BLOCK_K per iteration, "
         "fewer tl.debug_barrier / reductions across warps), or fewer warps per CTA",
+        gluon="fewer CTA-wide barriers in the loop (gl.thread_barrier, gl.convert_layout through shared memory) and "
+        "more work between them: {blocks}; or warp-specialized partitions that hand data over through mbarriers "
+        "instead of CTA barriers",
     ),
     "short_scoreboard": Stall(
         "warps wait on shared-memory or special-function results",
         "fewer shared-memory round trips and special functions in the dependent chain (exp2 on pre-scaled inputs "
         "instead of exp, no layout conversions between ops), no bank conflicts",
+        gluon="fewer shared-memory round trips and special functions in the dependent chain (gl.exp2 on pre-scaled "
+        "inputs, registers' layouts chosen so no gl.convert_layout sits between ops), no bank conflicts",
     ),
     "mio_throttle": Stall(
         "the memory-input/output queue (shared memory, special functions) is full",
         "fewer, wider shared-memory instructions (16-byte vectors), no bank conflicts, fewer layout conversions "
         "(tl.trans / reshapes that go through shared memory)",
+        gluon="fewer, wider shared-memory instructions (layouts that give each thread 16-byte vectors), no bank "
+        "conflicts (swizzled NVMMASharedLayout), fewer gl.convert_layout calls that go through shared memory",
     ),
     "lg_throttle": Stall(
         "the local/global memory instruction queue is full",
         "fewer, wider global accesses (16 bytes per thread: aligned, contiguous pointers), and no local memory "
         "(register spills)",
+        gluon="fewer, wider global accesses (16 bytes per thread: a layout whose fastest dimension is the contiguous "
+        "one, or TMA copies), and no local memory (register spills)",
     ),
     "math_pipe_throttle": Stall(
         "an arithmetic pipe is saturated",
         "move the arithmetic to the tensor cores (tl.dot) or to cheaper instructions (packed fp16x2/bf16x2 math, "
         "exp2, fewer float conversions)",
+        gluon="move the arithmetic to the tensor cores (warpgroup_mma) or to cheaper instructions (packed "
+        "fp16x2/bf16x2 math, gl.exp2, fewer float conversions)",
     ),
     "wait": Stall(
         "each instruction waits a fixed latency on the one before (a dependent chain)",
         "more independent work per thread (more elements per thread, unrolled independent accumulators) or more "
         "warps per SM to interleave",
+        gluon="more independent work per thread (more elements per thread in its layouts, independent "
+        "accumulators) or more warps to interleave",
     ),
     "not_selected": Stall(
         "warps are ready but the issue slots are taken: the stage is issue-bound",
         "fewer instructions per byte or FLOP: wider loads and stores, packed math, work moved to the tensor cores, "
         "less index arithmetic in the loop (constexpr strides, tl.multiple_of hints)",
+        gluon="fewer instructions per byte or FLOP: wider loads and stores (16-byte vectors from the layouts, or TMA "
+        "copies), work moved to the tensor cores (warpgroup_mma), less index arithmetic in the loop (gl.constexpr "
+        "strides)",
     ),
     "dispatch_stall": Stall(
         "the dispatcher could not issue the selected instruction (pipe contention)",
@@ -85,14 +105,19 @@ STALLS: dict[str, Stall] = {
         "warps wait on warpgroup MMA (wgmma) operands or results",
         "keep the tensor cores fed: more num_stages so the next tile is in shared memory before the MMA needs it, "
         "two consumer warpgroups (num_warps=8), larger tiles per MMA",
+        gluon="keep the tensor cores fed: the next tile in shared memory before its warpgroup_mma (a deeper ring of "
+        "mbarrier/TMA stages), asynchronous MMAs (is_async=True, warpgroup_mma_wait leaving the last ones "
+        "outstanding) so the warps go on issuing, {blocks} for larger tiles per MMA",
     ),
     "no_instruction": Stall(
         "warps wait for instructions (instruction-cache misses)",
         "a smaller hot loop: fewer statically unrolled steps (tl.static_range) and fewer specialised branches",
+        gluon="a smaller hot loop: fewer statically unrolled steps (gl.static_range) and fewer specialised branches",
     ),
     "branch_resolving": Stall(
         "warps wait for branch targets to resolve (divergent control flow)",
         "masks (tl.where) instead of data-dependent branches inside the loop",
+        gluon="masks (gl.where) instead of data-dependent branches inside the loop",
     ),
     "drain": Stall(
         "warps wait at exit for their stores to drain",
@@ -101,6 +126,8 @@ STALLS: dict[str, Stall] = {
     "membar": Stall(
         "warps wait on memory fences",
         "fewer fences: atomics with relaxed semantics (sem='relaxed') where ordering is not needed",
+        gluon="fewer fences (fence_async_shared only where a shared-memory write feeds an asynchronous read) and "
+        "atomics with relaxed semantics where ordering is not needed",
     ),
     "imc_miss": Stall(
         "warps wait on the immediate-constant cache",
@@ -109,10 +136,16 @@ STALLS: dict[str, Stall] = {
     "tex_throttle": Stall(
         "the texture/TMA unit's queue is full",
         "fewer texture or bulk-copy requests: larger TMA boxes",
+        gluon="fewer bulk-copy requests: larger TMA boxes (the tensor descriptors' block shapes)",
     ),
     "sleeping": Stall("warps sleep (nanosleep, yield)", "no spin-waits between CTAs"),
     "misc": Stall("miscellaneous hardware stalls", "see ncu mode's report-verbose.md"),
 }
+
+
+def _lever(s: Stall, e: Evidence) -> str:
+    """What removes the stall, in the kernel's own language's terms (a Gluon kernel's block constexprs by name)."""
+    return s.gluon.format(blocks=e.larger_blocks) if e.gluon and s.gluon else s.change
 
 
 def _idle_share(e: Evidence, reason: str) -> float:
@@ -123,8 +156,8 @@ def _idle_share(e: Evidence, reason: str) -> float:
     if not e.idle_warps or model is None or model.static:
         return 0.0
     total = sum(x.stalls.get(reason, 0.0) for x in model.lines)
-    entry = sum(x.stalls.get(reason, 0.0) for x in model.lines if x.code.startswith("def "))
-    return entry / total if total > 0 else 0.0
+    idle = sum(x.stalls.get(reason, 0.0) for x in model.lines if entry(x.code))
+    return idle / total if total > 0 else 0.0
 
 
 def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
@@ -145,8 +178,10 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
         if wait is not None and e.lines is not None and [x for x, _ in e.lines.carrying(reason)[:1]] == [wait]:
             continue  # the reason is the mbarrier wait's, already an item of its own (pipeline.starved)
         s = STALLS.get(reason, Stall(f"warps stall on {reason}", "see ncu mode's report-verbose.md"))
-        line, found = carried(e, reason)  # the line(s) that carry the reason, and what their instructions are
-        where = line or (f" (hottest: {'; '.join(e.hot_lines)})" if e.hot_lines else "")
+        line, found, at = carried(e, reason)  # the line(s) that carry the reason, what they are, the first
+        if found is not None and found.what.startswith(MBARRIER):  # its try-wait counts as a long-scoreboard wait
+            s = replace(s, mechanism="warps wait at an mbarrier for its phase to complete")
+        where = line or (f" (hottest: {'; '.join(e.hot_executing)})" if e.hot_executing else "")
         if reason in SHARED_BOUND and e.shared_wavefronts:
             conflicts = 100.0 * (e.shared_conflicts or 0.0) / e.shared_wavefronts
             where += f"; bank conflicts add {conflicts:.0f}% of the shared-memory wavefronts"
@@ -161,9 +196,14 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
             gain_pct=left_pct * share,
             metric=f"{e.name}.stall_{reason}",
             value=f"{per:.{digits}f}",
-            change=f"{found.change if found else s.change}{where}",
+            change=f"{found.lever(e.gluon) if found else _lever(s, e)}{where}",
             named=True,
-        )
+            stage=e.name,
+            kernel=e.kernel_name,
+            unit=e.stall_unit,
+            formula=f"left_pct * {reason} / all_stalls",
+            inputs={"left_pct": left_pct, reason: per, "all_stalls": total},
+        ).at(at)
         # one cause: the same line (where it is known) and the same change its instructions call for
         key = f"{line.split(' (')[0]}|{found.change}" if found is not None and line else None
         twin = next((i for i, (_, k) in enumerate(out) if key is not None and k == key), None)
@@ -180,6 +220,8 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
                     f"{total:.{digits}f} {e.stall_unit} ({100 * both / total:.0f}%)"
                     + (f"; the line is {found.what}" if found else ""),
                     "gain_pct": first.gain_pct + item.gain_pct,
+                    "formula": f"left_pct * ({reasons.replace(' and ', ' + ')}) / all_stalls",
+                    "inputs": {**first.inputs, reason: per},
                 }
             ),
             key,
