@@ -10,8 +10,8 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from kbench.errors import ConfigError, UsageError
@@ -156,21 +156,117 @@ def read_nofollow(path: Path, dir_fd: int | None = None) -> bytes:
         return read_limited(f, path)  # inputs.TooLarge over the limit of its kind
 
 
+_O_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_down(root: Path, parts: tuple[str, ...]) -> int:
+    """A descriptor of the folder ``root/<parts>``, walked down from ``root`` one folder at a time without following
+    any symbolic link below it (OSError, ELOOP or ENOTDIR, where one stands)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            below = os.open(part, _O_FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def read_beneath(root: Path, path: Path) -> bytes:
     """``path`` (resolved, inside the resolved folder ``root``) read by walking down from ``root`` one folder at a
     time without following any symbolic link: a link swapped in after the path was checked is refused, not followed."""
     parts = path.relative_to(root).parts
     if not parts:
         raise OSError(f"{path} is a folder, not a file")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = _open_down(root, parts[:-1])
     try:
-        for part in parts[:-1]:
-            below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            os.close(fd)
-            fd = below
         return read_nofollow(Path(parts[-1]), dir_fd=fd)
     finally:
         os.close(fd)
+
+
+def plain_files(root: Path, folder: Path) -> Iterator[tuple[str, int]]:
+    """Every regular file at any depth in ``folder`` (below ``root``), as its path relative to ``folder`` and a
+    descriptor open for reading (closed when the caller asks for the next): walked down from ``root`` and through
+    ``folder`` without following a symbolic link, so nothing outside ``folder`` is reached; links, FIFOs, devices
+    and sockets are passed over."""
+    top = _open_down(root, folder.relative_to(root).parts)
+    try:
+        for where, _, names, dir_fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+            for name in names:
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+                except OSError:  # a link (ELOOP), or gone meanwhile
+                    continue
+                try:
+                    if stat.S_ISREG(os.fstat(fd).st_mode):
+                        yield PurePosixPath(where, name).as_posix(), fd
+                finally:
+                    os.close(fd)
+    finally:
+        os.close(top)
+
+
+class NotPrivate(ConfigError):
+    """A folder that should be this user's alone could be changed by another user: the message says which and why."""
+
+
+def _check_above(fd: int, where: Path) -> None:
+    """A folder above a private one: only root or this user may rename what is in it (else NotPrivate)."""
+    why = doubt(os.fstat(fd), folder=True)
+    if why is not None:
+        raise NotPrivate(f"{where} {why}")
+
+
+def _open_checked(path: Path) -> int:
+    """A descriptor of folder ``path`` opened one component at a time from /, no symlink followed, each folder checked
+    before the next is opened: what is checked is what is opened, whatever is swapped by name meanwhile."""
+    fd = os.open("/", _O_FOLDER)
+    walked = Path("/")
+    try:
+        for part in path.parts[1:]:
+            _check_above(fd, walked)
+            child = os.open(part, _O_FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd, walked = child, walked / part
+        _check_above(fd, walked)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def private_folder(where: Path) -> int:
+    """A descriptor of the folder ``where``, this user's alone: made 0700 where missing (its parent must exist),
+    never reached through a symbolic link, owned by this user with no access for others, and every folder above it
+    owned by root or this user and writable by no one else (unless sticky, as /tmp), so that no one else can swap
+    it or anything in it. NotPrivate (one line naming the folder and why) otherwise."""
+    try:
+        parent = _open_checked(Path(os.path.realpath(where.parent)))
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(where.name, 0o700, dir_fd=parent)
+            fd = os.open(where.name, _O_FOLDER, dir_fd=parent)
+        finally:
+            os.close(parent)
+    except OSError as e:
+        why = "is a symbolic link" if e.errno == errno.ELOOP else f"cannot be used ({e.strerror})"
+        raise NotPrivate(f"{where} {why}") from None
+    st = os.fstat(fd)
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != me() or mode & 0o077:
+        os.close(fd)
+        raise NotPrivate(f"{where} is not private (owner uid {st.st_uid}, mode {mode:04o})")
+    return fd
+
+
+def user_folder() -> Path:
+    """This user's own folder for what must not be shared with other users (the resident's socket, a GPU lock of
+    one's own): $XDG_RUNTIME_DIR/kbench, else /tmp/kbench-<uid>; reached through ``private_folder``."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(base) / "kbench" if base else Path(f"/tmp/kbench-{os.getuid()}")
 
 
 def json_object(path: Path) -> dict[str, Any] | None:
