@@ -129,7 +129,7 @@ def test_ctrl_c_cancels_what_is_out_and_keeps_what_landed(cluster: Any, isolated
                       make_point=ray_fakes.misbehaving(str(marks)))  # fmt: skip
     assert time.monotonic() - started < 50  # not the slow point's minute
     assert [r.params["s"] for r in sweep.done_rows(folder)] == ["1"]
-    todo, done = sweep.todo(sweep.resumed(folder), folder)
+    todo, done = sweep.todo(sweep.resumed(folder, spec["out"]), folder)
     assert [p["s"] for _, p in todo] == ["5"] and len(done) == 1
     time.sleep(2)
     assert not (marks / "finished-5").exists()

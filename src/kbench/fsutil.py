@@ -88,6 +88,49 @@ def copy_atomic(src: Path, dst: Path) -> None:
         shutil.copystat(src, dst)
 
 
+def kbench_tree() -> Path:
+    """kbench's own files: the checkout it runs from (the repository whose src/ holds it), else its installed
+    package folder."""
+    package = Path(__file__).resolve().parent
+    repo = package.parent.parent
+    return repo if package.parent.name == "src" and (repo / "pyproject.toml").is_file() else package
+
+
+def default_here(name: str, flag: str) -> Path:
+    """The default folder ``name``, relative to the folder this process stands in, unless that folder is inside
+    kbench's own checkout or installed package (its docs/kernels and kernels are kbench's, not the user's):
+    UsageError naming ``flag`` to give instead (the same name given explicitly writes there)."""
+    tree, here = kbench_tree(), Path.cwd().resolve()
+    if here.is_relative_to(tree):
+        what = "checkout" if (tree / "pyproject.toml").is_file() else "installed package"
+        raise UsageError(
+            f"this folder ({here}) is inside kbench's own {what} ({tree}), so {name} here is kbench's, not yours: "
+            f"give {flag} <folder> (or {flag} {name} to write there anyway)"
+        )
+    return Path(name)
+
+
+def write_target(path: Path, what: str) -> Path:
+    """``path``, a folder kbench is about to write into, as named (``what`` names it in the message): refused
+    (UsageError, one line) where it is itself a symbolic link, or where it is named below this folder but leads out
+    of it through a link: a link a checked-out repository ships (docs/kernels -> ~/.claude, kernels -> ~/.config)
+    never carries kbench's writes elsewhere. A path named outside this folder (absolute, or with ..) is the user's
+    own choice above its last part."""
+    here = Path.cwd().resolve()
+    named = Path(os.path.normpath(Path.cwd() / path.expanduser()))  # .. taken as written, links not yet followed
+    real = named.resolve()
+    if named.is_symlink():
+        raise UsageError(
+            f"{what} {path} is a symbolic link (to {real}): kbench writes through no link; name the folder itself"
+        )
+    if named.is_relative_to(Path.cwd().absolute()) and not real.is_relative_to(here):
+        raise UsageError(
+            f"{what} {path} leads out of this folder ({here}) through a symbolic link, to {real}: kbench writes "
+            "through no link; name that folder itself if it is meant"
+        )
+    return path
+
+
 def me() -> int:
     """The user this process acts as (the one seam through which tests simulate another user's files)."""
     return os.geteuid()
