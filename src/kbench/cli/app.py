@@ -166,15 +166,22 @@ def clone_cmd(
     package: str = typer.Argument(..., help="The kernel package."),
     old: str = typer.Argument(..., metavar="FROM", help="The version to copy."),
     new: str = typer.Argument(..., metavar="TO", help="The new version's name (a module name: v3, fused, ...)."),
-    kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
+    kernel_path: list[str] = typer.Option(
+        [],
+        "--kernel-path",
+        help="Folder of your own kernel packages (default for a shipped package's copy: ./kernels, which in kbench's "
+        "own checkout or package must be named explicitly). Never written through a symbolic link.",
+    ),
 ) -> None:
     """Copy a version module into a new one beside it: symbols it defines whose name holds the version (mla_v1_kernel,
     MlaV1, V1_TILES) are renamed with every use (strings such as a stage's kernels=[...] included), so both versions
     register and profile side by side with distinct kernel names. The helper modules holding the Triton kernels it
     imports (_triton.py) are copied for it alone (_triton_<to>.py): edit those to change the new version only. A
     shipped package is first copied into your kernel path (the first --kernel-path, made if missing, else
-    KBENCH_KERNEL_PATH's, else ./kernels) as my_<pkg>. Never overwrites; the new version is imported once to check
-    it registers (what was written is removed again if it does not)."""
+    KBENCH_KERNEL_PATH's, else ./kernels, except in kbench's own checkout or package, where one line asks for
+    --kernel-path) as my_<pkg>. A kernel path or package folder that is a link, or leads out of this folder through
+    one, is refused. Never overwrites; the new version is imported once to check it registers (what was written is
+    removed again if it does not)."""
     from kbench.plan.clone import clone_version
 
     done = clone_version(package, old, new, kernel_path)

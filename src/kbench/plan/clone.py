@@ -223,13 +223,10 @@ def named_kernel_path(kernel_path: list[str] | None) -> list[str]:
 
 
 def destination(kernel_path: list[str] | None) -> Path:
-    """Where a shipped package's copy goes: the first kernel path, else ./kernels (never in kbench's own checkout or
-    package unless named: fsutil.default_here); refused where it is a link or leads out of this folder through one
-    (fsutil.write_target)."""
+    """Where a shipped package's copy goes, as named: the first kernel path, else ./kernels (never in kbench's own
+    checkout or package unless named: fsutil.default_here)."""
     named = named_kernel_path(kernel_path)
-    path = Path(named[0]).expanduser() if named else default_here("kernels", "--kernel-path")
-    write_target(path, "kernel path" if named else "the default kernel path")
-    return path.resolve()
+    return Path(named[0]).expanduser() if named else default_here("kernels", "--kernel-path")
 
 
 def clone_version(
@@ -253,9 +250,11 @@ def clone_version(
     paths = list(kernel_path or [])
     copied: Path | None = None
     if ref.folder is None:  # shipped: never written into; a copy in the user's kernel path instead
-        dest = destination(kernel_path)
+        named = destination(kernel_path)
+        dest = named.resolve()
         version_name(new)  # before anything is copied
         allowed(dest / f"my_{package}")
+        write_target(named, "kernel path")
         try:
             copied = copy_shipped(Path(ref.module().__path__[0]), package, dest)
         except OSError as e:
@@ -263,12 +262,12 @@ def clone_version(
         folder, name, paths = copied, copied.name, [str(dest), *paths]
     else:
         folder, name = ref.folder / package, package
-        for named in named_kernel_path(kernel_path):  # the kernel path it was found in, as named
-            if Path(named).expanduser().resolve() == ref.folder:
-                write_target(Path(named).expanduser(), "kernel path")
-        write_target(folder, "the package folder")
         allowed(folder)
         allowed(folder / f"{old}.py")
+        for entry in named_kernel_path(kernel_path):  # the kernel path it was found in, as named
+            if Path(entry).expanduser().resolve() == ref.folder:
+                write_target(Path(entry).expanduser(), "kernel path")
+        write_target(folder, "the package folder")
     try:
         done = clone(folder, name, old, new)
     except UsageError:
