@@ -188,6 +188,17 @@ def test_devlog_never_writes_into_kbench_s_own_checkout_by_default(
     assert cli("devlog", str(run), "--docs", str(tmp_path / "docs")).returncode == 0
 
 
+def test_mcp_devlog_takes_the_same_default(in_kbench_checkout: Path, tmp_path: Path) -> None:
+    """MCP's devlog computes its default docs folder as the command does: refused in kbench's own checkout."""
+    from kbench.cli.mcp_server import build
+    from tests.test_mcp_bounds import calls
+
+    run = _run(tmp_path)
+    (answer,) = calls(build(roots=[str(in_kbench_checkout), str(tmp_path)]), [("devlog", {"run": str(run)})])
+    assert answer.is_error and "kbench's own checkout" in answer.content[0].text  # type: ignore[union-attr]
+    assert not (in_kbench_checkout / "docs" / "kernels" / "vector_add.md").exists()
+
+
 def test_clone_never_writes_into_kbench_s_own_checkout_by_default(
     cli: Callable[..., Ran], in_kbench_checkout: Path
 ) -> None:
