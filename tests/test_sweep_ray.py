@@ -35,8 +35,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         ray.shutdown()
     state = tmp_path_factory.mktemp("ray-state")
     path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    (state / "tmp").mkdir()  # the workers' temporary folder: the default node folder lands there, not in /tmp
     env = {"PYTHONPATH": path, "KBENCH_STATE_DIR": str(state), "KBENCH_CACHE_DIR": str(state / "cache"),
-           "KBENCH_LOCK_CLOCKS": "0"}  # fmt: skip
+           "KBENCH_LOCK_CLOCKS": "0", "TMPDIR": str(state / "tmp")}  # fmt: skip
     ray.init(num_cpus=2, num_gpus=2, runtime_env={"env_vars": env}, include_dashboard=False, log_to_driver=False,
              configure_logging=False)  # fmt: skip
     try:
