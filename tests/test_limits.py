@@ -531,7 +531,7 @@ def test_a_devlog_or_points_file_over_its_limit_is_refused_not_read(tmp_path: Pa
              "mode": "access", "out": str(tmp_path / "p"), "bench_runs": 1}  # fmt: skip
     (sweep / "sweep.json").write_text(json.dumps(asked))
     (sweep / "points.jsonl").write_text("x" * (2 << 20))
-    done = kbench("sweep", "--resume", str(sweep), env=limited)
+    done = kbench("sweep", "--resume", str(sweep), "--out", str(tmp_path / "p"), env=limited)
     assert done.code == 2, done.stderr
     one_line(done.stderr, "points.jsonl is 2 MB, over the 1 MB kbench reads")
     assert not (tmp_path / "p").exists()

@@ -253,6 +253,51 @@ def test_another_users_lock_file_keeps_its_mode(state: Path) -> None:
     assert lock.stat().st_mode & 0o7777 == 0o644 and lock.stat().st_uid == STRANGER
 
 
+@as_root
+@pytest.mark.parametrize("plant", ["symlink", "fifo"])
+def test_another_users_entry_at_the_lock_file_is_passed_over_not_a_denial(
+    state: Path, victim: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    plant: str,
+) -> None:  # fmt: skip
+    """issue 50: a link another user planted at gpu0.lock stopped every other user's GPU runs (exit 4, "remove it"),
+    and they could not remove it (the sticky bit). Such an entry is passed over: the run holds a lock of its user's
+    own, says so in one line, and the same user's runs still wait for each other."""
+    lock = state / "gpu0.lock"
+    if plant == "symlink":
+        lock.symlink_to(victim)
+    else:
+        os.mkfifo(lock)
+    os.lchown(lock, STRANGER, STRANGER)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    (tmp_path / "run").mkdir(mode=0o700)
+    with caplog.at_level(logging.WARNING, logger="kbench.capture.gpulock"), gpulock.exclusive(0, wait=False):
+        own = tmp_path / "run" / "kbench" / "gpu0.lock"
+        assert json.loads(own.read_text())["pid"] == os.getpid()
+        with pytest.raises(gpulock.GpuBusy), gpulock.exclusive(0, wait=False):  # this user's next run waits
+            pass
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and all(f"{lock} " in m and "belongs to uid 54321" in m for m in said), said
+    assert "holding a lock of your own" in said[0] and len(said[0].splitlines()) == 1
+    assert _untouched(victim) and lock.is_symlink() == (plant == "symlink") and lock.lstat().st_uid == STRANGER
+    assert (tmp_path / "run" / "kbench").stat().st_mode & 0o777 == 0o700
+
+
+@as_root
+def test_another_users_entry_and_no_private_folder_is_one_line(
+    state: Path, victim: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = state / "gpu0.lock"
+    lock.symlink_to(victim)
+    os.lchown(lock, STRANGER, STRANGER)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # no sticky bit: not a place for a private folder
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(shared))
+    with _refused("is a symbolic link and is not yours to remove") as e, gpulock.exclusive(0, wait=False):
+        pass
+    assert "KBENCH_STATE_DIR" in str(e.value) and len(str(e.value).splitlines()) == 1 and _untouched(victim)
+
+
 # -- the clock records -------------------------------------------------------------------------------------------------
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", ""])
@@ -540,10 +585,11 @@ def test_a_file_kbench_writes_takes_the_umask_of_the_moment(tmp_path: Path) -> N
     assert (tmp_path / "a").stat().st_mode & 0o777 == 0o644 and (tmp_path / "b").stat().st_mode & 0o777 == 0o600
 
 
-def _as_nobody(state: Path, code: str) -> subprocess.CompletedProcess[str]:
-    """Python ``code`` run for real as a second user (nobody), with ``state`` as its state folder."""
+def _as_nobody(state: Path, code: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    """Python ``code`` run for real as a second user (nobody), with ``state`` as its state folder (and ``extra`` in
+    its environment)."""
     repo = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "KBENCH_STATE_DIR": str(state), "PYTHONPATH": f"{repo / 'src'}:{repo}"}
+    env = {**os.environ, "KBENCH_STATE_DIR": str(state), "PYTHONPATH": f"{repo / 'src'}:{repo}", **extra}
     return subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
         capture_output=True, text=True, timeout=120, env=env, cwd=repo,
@@ -562,27 +608,45 @@ def shared_state() -> Iterator[Path]:
     shutil.rmtree(state)
 
 
+@pytest.fixture
+def nobodys_runtime() -> Iterator[Path]:
+    """A private folder of nobody's (its XDG_RUNTIME_DIR), where nobody can reach it."""
+    import shutil
+    import tempfile
+
+    runtime = Path(tempfile.mkdtemp(prefix="kbench-runtime-"))
+    os.chown(runtime, 65534, 65534)
+    yield runtime
+    shutil.rmtree(runtime)
+
+
 @as_root
 @pytest.mark.parametrize("mode", [0o644, 0o600])
-def test_another_users_unwritable_lock_file_is_shared_or_named(shared_state: Path, mode: int) -> None:
+def test_another_users_unwritable_lock_file_is_shared_or_passed_over(
+    shared_state: Path, nobodys_runtime: Path, mode: int
+) -> None:
     """A lock file another user left unwritable in the shared folder: the next user still takes the lock where it
     may read the file (flock needs no write access), and nothing is written to that user's file; where it may not
-    even read it, one line names the file and its owner (exit 4), not 'cannot write' as a failed run (exit 1)."""
+    even read it (issue 50: every other user's GPU runs stopped, and none could remove it), the run holds a lock of
+    its own in its private folder and one line names the file and its owner. Run for real as a second user."""
     lock = shared_state / "gpu0.lock"
     lock.write_text("")
     lock.chmod(mode)
     os.chown(lock, STRANGER, STRANGER)
+    runtime = nobodys_runtime
     take = (
         "from kbench.capture import gpulock\nfrom kbench.errors import ConfigError\ntry:\n"
         "    with gpulock.exclusive(0, wait=False):\n        print('held')\n"
         "except ConfigError as e:\n    print(e)\n"
     )
-    done = _as_nobody(shared_state, take)
-    assert done.returncode == 0, done.stderr
+    done = _as_nobody(shared_state, take, XDG_RUNTIME_DIR=str(runtime))
+    assert done.returncode == 0 and done.stdout == "held\n", (done.stdout, done.stderr)
     if mode == 0o644:
-        assert done.stdout == "held\n"
+        assert done.stderr == "" and not (runtime / "kbench").exists()
     else:
-        assert done.stdout.startswith(f"{lock} belongs to uid {STRANGER}") and len(done.stdout.splitlines()) == 1
+        [said] = done.stderr.splitlines()
+        assert f"{lock} lets no one else open it and belongs to uid {STRANGER}" in said, said
+        assert (runtime / "kbench" / "gpu0.lock").stat().st_uid == 65534
     assert lock.read_text() == "" and lock.stat().st_uid == STRANGER
 
 

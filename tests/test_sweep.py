@@ -317,3 +317,30 @@ def test_a_workers_log_is_never_written_through_a_link(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"worker-0\.log is not a plain file of its own"):
         tools.run_all([([sys.executable, "-c", "print(1)"], {}, tmp_path / "worker-0.log")], timeout_s=60)
     assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("recorded", ["ABSOLUTE", "../victim", "linked/profiles"])
+def test_a_resumed_sweep_json_never_picks_where_the_points_go(
+    cli: Callable[..., Ran], replay: Path, recorded: str
+) -> None:
+    """issue 50: --resume took the points' output root from sweep.json unchecked, so a sweep folder someone else left
+    could have kbench write run folders anywhere the user may write. The root sweep.json records is used only where
+    it lies below this folder (relative, no '..', no link leading out); else one line asks for --out, and --out
+    given with --resume says where the points go."""
+    done = cli("sweep", "mla_decode", "base", "--s=1,16", "--b=32", "--d=48", "--prof_type=replay",
+               "--out", "profiles", "--sweep-out", "sweeps")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [folder] = list((replay / "sweeps" / "mla_decode").iterdir())
+    (folder / "points.jsonl").write_text((folder / "points.jsonl").read_text().splitlines()[0] + "\n")
+    victim = replay.parent / f"{replay.name}-victim"  # outside the folder the user stands in
+    victim.mkdir()
+    (replay / "linked").symlink_to(victim, target_is_directory=True)
+    asked = json.loads((folder / "sweep.json").read_text())
+    asked["out"] = str(victim) if recorded == "ABSOLUTE" else recorded.replace("victim", victim.name)
+    (folder / "sweep.json").write_text(json.dumps(asked))
+    again = cli("sweep", "--resume", str(folder))
+    assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1, again.stderr
+    assert "give --out <folder>" in again.stderr and list(victim.iterdir()) == []
+    named = cli("sweep", "--resume", str(folder), "--out", "mine")  # the user names the root: the point goes there
+    assert named.returncode == 0, named.stderr
+    assert len(list((replay / "mine").rglob("report.md"))) == 1 and list(victim.iterdir()) == []

@@ -5,12 +5,16 @@ imported with the package itself.
 """
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
 from kbench.errors import KbenchError
 from kbench.version import __version__
 
+# typing.TYPE_CHECKING's value without importing typing (nor __future__): `python -m kbench.kernel` runs this before
+# it takes the working folder off sys.path (kbench.working_folder), where a typing.py could be planted
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from kbench.api import (
         access_profile_plan,
         annotation_profile_plan,
@@ -58,7 +62,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'kbench' has no attribute {name!r}")

@@ -142,14 +142,15 @@ def sweep(
     """``kbench sweep``: every version (all by default) of ``kernel`` at every combination of ``values`` (a list
     sweeps a parameter, a single value is fixed), each point an ordinary profile under ``out_dir``; the table, plots
     and bound-flip map under ``<sweep_out>/<kernel>/<timestamp>/`` (``resume``: an interrupted sweep's folder, whose
-    missing points run). ``executor``: "local", "ray", or a ``SweepExecutor`` (GPU workers, Ray's address, retries
+    missing points run under ``out_dir``, else under the root its sweep.json records where that lies below this
+    folder). ``executor``: "local", "ray", or a ``SweepExecutor`` (GPU workers, Ray's address, retries
     and captures)."""
     from kbench import sweep as sw
     from kbench import sweep_report
 
     how = executor if isinstance(executor, SweepExecutor) else SweepExecutor(executor)
     if resume is not None:
-        spec = sw.resumed(Path(resume))
+        spec = sw.resumed(Path(resume), None if out_dir is None else str(out_dir))
     else:
         if not kernel:
             raise UsageError("name a kernel package to sweep, e.g. sweep('mla_decode', ['v1', 'v2'], {'s': [1, 4]})")

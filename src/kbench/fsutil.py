@@ -10,8 +10,8 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from kbench.errors import ConfigError, UsageError
@@ -88,6 +88,49 @@ def copy_atomic(src: Path, dst: Path) -> None:
         shutil.copystat(src, dst)
 
 
+def kbench_tree() -> Path:
+    """kbench's own files: the checkout it runs from (the repository whose src/ holds it), else its installed
+    package folder."""
+    package = Path(__file__).resolve().parent
+    repo = package.parent.parent
+    return repo if package.parent.name == "src" and (repo / "pyproject.toml").is_file() else package
+
+
+def default_here(name: str, flag: str) -> Path:
+    """The default folder ``name``, relative to the folder this process stands in, unless that folder is inside
+    kbench's own checkout or installed package (its docs/kernels and kernels are kbench's, not the user's):
+    UsageError naming ``flag`` to give instead (the same name given explicitly writes there)."""
+    tree, here = kbench_tree(), Path.cwd().resolve()
+    if here.is_relative_to(tree):
+        what = "checkout" if (tree / "pyproject.toml").is_file() else "installed package"
+        raise UsageError(
+            f"this folder ({here}) is inside kbench's own {what} ({tree}), so {name} here is kbench's, not yours: "
+            f"give {flag} <folder> (or {flag} {name} to write there anyway)"
+        )
+    return Path(name)
+
+
+def write_target(path: Path, what: str) -> Path:
+    """``path``, a folder kbench is about to write into, as named (``what`` names it in the message): refused
+    (UsageError, one line) where it is itself a symbolic link, or where it is named below this folder but leads out
+    of it through a link: a link a checked-out repository ships (docs/kernels -> ~/.claude, kernels -> ~/.config)
+    never carries kbench's writes elsewhere. A path named outside this folder (absolute, or with ..) is the user's
+    own choice above its last part."""
+    here = Path.cwd().resolve()
+    named = Path(os.path.normpath(Path.cwd() / path.expanduser()))  # .. taken as written, links not yet followed
+    real = named.resolve()
+    if named.is_symlink():
+        raise UsageError(
+            f"{what} {path} is a symbolic link (to {real}): kbench writes through no link; name the folder itself"
+        )
+    if named.is_relative_to(Path.cwd().absolute()) and not real.is_relative_to(here):
+        raise UsageError(
+            f"{what} {path} leads out of this folder ({here}) through a symbolic link, to {real}: kbench writes "
+            "through no link; name that folder itself if it is meant"
+        )
+    return path
+
+
 def me() -> int:
     """The user this process acts as (the one seam through which tests simulate another user's files)."""
     return os.geteuid()
@@ -156,21 +199,117 @@ def read_nofollow(path: Path, dir_fd: int | None = None) -> bytes:
         return read_limited(f, path)  # inputs.TooLarge over the limit of its kind
 
 
+_O_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_down(root: Path, parts: tuple[str, ...]) -> int:
+    """A descriptor of the folder ``root/<parts>``, walked down from ``root`` one folder at a time without following
+    any symbolic link below it (OSError, ELOOP or ENOTDIR, where one stands)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            below = os.open(part, _O_FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd = below
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def read_beneath(root: Path, path: Path) -> bytes:
     """``path`` (resolved, inside the resolved folder ``root``) read by walking down from ``root`` one folder at a
     time without following any symbolic link: a link swapped in after the path was checked is refused, not followed."""
     parts = path.relative_to(root).parts
     if not parts:
         raise OSError(f"{path} is a folder, not a file")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    fd = _open_down(root, parts[:-1])
     try:
-        for part in parts[:-1]:
-            below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-            os.close(fd)
-            fd = below
         return read_nofollow(Path(parts[-1]), dir_fd=fd)
     finally:
         os.close(fd)
+
+
+def plain_files(root: Path, folder: Path) -> Iterator[tuple[str, int]]:
+    """Every regular file at any depth in ``folder`` (below ``root``), as its path relative to ``folder`` and a
+    descriptor open for reading (closed when the caller asks for the next): walked down from ``root`` and through
+    ``folder`` without following a symbolic link, so nothing outside ``folder`` is reached; links, FIFOs, devices
+    and sockets are passed over."""
+    top = _open_down(root, folder.relative_to(root).parts)
+    try:
+        for where, _, names, dir_fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+            for name in names:
+                try:
+                    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+                except OSError:  # a link (ELOOP), or gone meanwhile
+                    continue
+                try:
+                    if stat.S_ISREG(os.fstat(fd).st_mode):
+                        yield PurePosixPath(where, name).as_posix(), fd
+                finally:
+                    os.close(fd)
+    finally:
+        os.close(top)
+
+
+class NotPrivate(ConfigError):
+    """A folder that should be this user's alone could be changed by another user: the message says which and why."""
+
+
+def _check_above(fd: int, where: Path) -> None:
+    """A folder above a private one: only root or this user may rename what is in it (else NotPrivate)."""
+    why = doubt(os.fstat(fd), folder=True)
+    if why is not None:
+        raise NotPrivate(f"{where} {why}")
+
+
+def _open_checked(path: Path) -> int:
+    """A descriptor of folder ``path`` opened one component at a time from /, no symlink followed, each folder checked
+    before the next is opened: what is checked is what is opened, whatever is swapped by name meanwhile."""
+    fd = os.open("/", _O_FOLDER)
+    walked = Path("/")
+    try:
+        for part in path.parts[1:]:
+            _check_above(fd, walked)
+            child = os.open(part, _O_FOLDER, dir_fd=fd)
+            os.close(fd)
+            fd, walked = child, walked / part
+        _check_above(fd, walked)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def private_folder(where: Path) -> int:
+    """A descriptor of the folder ``where``, this user's alone: made 0700 where missing (its parent must exist),
+    never reached through a symbolic link, owned by this user with no access for others, and every folder above it
+    owned by root or this user and writable by no one else (unless sticky, as /tmp), so that no one else can swap
+    it or anything in it. NotPrivate (one line naming the folder and why) otherwise."""
+    try:
+        parent = _open_checked(Path(os.path.realpath(where.parent)))
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(where.name, 0o700, dir_fd=parent)
+            fd = os.open(where.name, _O_FOLDER, dir_fd=parent)
+        finally:
+            os.close(parent)
+    except OSError as e:
+        why = "is a symbolic link" if e.errno == errno.ELOOP else f"cannot be used ({e.strerror})"
+        raise NotPrivate(f"{where} {why}") from None
+    st = os.fstat(fd)
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != me() or mode & 0o077:
+        os.close(fd)
+        raise NotPrivate(f"{where} is not private (owner uid {st.st_uid}, mode {mode:04o})")
+    return fd
+
+
+def user_folder() -> Path:
+    """This user's own folder for what must not be shared with other users (the resident's socket, a GPU lock of
+    one's own): $XDG_RUNTIME_DIR/kbench, else /tmp/kbench-<uid>; reached through ``private_folder``."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(base) / "kbench" if base else Path(f"/tmp/kbench-{os.getuid()}")
 
 
 def json_object(path: Path) -> dict[str, Any] | None:

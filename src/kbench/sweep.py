@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
@@ -299,16 +299,28 @@ class Asked(Model):
         return value
 
 
-def resumed(sweep_dir: Path) -> dict[str, Any]:
-    """The spec of an earlier sweep folder, to finish it (UsageError where it is not one kbench wrote)."""
+def resumed(sweep_dir: Path, out: str | None = None) -> dict[str, Any]:
+    """The spec of an earlier sweep folder, to finish it (UsageError where it is not one kbench wrote). Its points go
+    under ``out`` where the caller names one (--out), else under the root sweep.json records only where that stays
+    below this folder (relative, no '..', no link leading out): the folder may be anyone's, and its sweep.json
+    must not pick where kbench writes (UsageError naming --out otherwise)."""
     try:
         raw = inputs.read_json(sweep_dir / SPEC)
     except (OSError, ConfigError):
         raise UsageError(f"--resume {sweep_dir}: no readable {SPEC}; name a sweep folder kbench made") from None
     try:
-        return Asked.model_validate(raw).model_dump()
+        spec = Asked.model_validate(raw).model_dump()
     except ValidationError as e:
         raise UsageError(f"--resume {sweep_dir}: {SPEC} is not a sweep kbench wrote ({first_error(e)})") from None
+    if out is not None:
+        return {**spec, "out": out}
+    named, here = PurePath(spec["out"]), Path.cwd().resolve()
+    if named.is_absolute() or ".." in named.parts or not (here / named).resolve().is_relative_to(here):
+        raise UsageError(
+            f"--resume {sweep_dir}: its {SPEC} puts the points under {spec['out']!r}, which is not below this folder "
+            f"({here}) or leads out of it through a link; give --out <folder> to say where they go"
+        )
+    return spec
 
 
 def profiler(spec: dict[str, Any], kernel_path: list[str], progress: Callable[[str], None]) -> PointFn:
@@ -332,7 +344,7 @@ def run_workers(spec: dict[str, Any], sweep_dir: Path, devices: list[str], kerne
     from kbench.capture import tools
 
     write_spec(spec, sweep_dir)
-    paths = [f"--kernel-path={k}" for k in kernel_path]
+    paths = [*(f"--kernel-path={k}" for k in kernel_path), f"--out={spec['out']}"]  # the root checked here
     jobs = [
         (
             tools.python_module("kbench", "sweep", "--resume", str(sweep_dir), f"--worker={i}/{len(devices)}", *paths),

@@ -4,8 +4,12 @@ run folder's small files home; the driver writes them under its own ``--out`` an
 point ran on. Ray is an optional extra (``pip install "kbench[ray]"``), imported only here.
 
 On the node, a point's run folder lives under ``<node root>/<kernel>-<sweep folder name>/`` (``node_root``, default
-the node's temporary folder / ``kbench-ray``). Large captures (``CAPTURES`` suffixes, or any file over
-``SMALL_BYTES``) stay there unless ``fetch_captures``; the fetched folder's ``captures-on-node.txt`` names them.
+the node's temporary folder / ``kbench-ray-<uid>``): the node root is the worker's user's alone (made 0700; one owned
+by another user, open to others, a link, or below a folder others may write is refused in one line, the point's
+row), so no one else can swap a run folder for one of links. Its files come home as read without following a link
+(regular files only, nothing outside the run folder) and are written with no more access than they had on the node.
+Large captures (``CAPTURES`` suffixes, or any file over ``SMALL_BYTES``) stay there unless ``fetch_captures``; the
+fetched folder's ``captures-on-node.txt`` names them.
 
 Faults: a task whose worker process or node dies is retried ``retries`` times by Ray (``max_retries``); a point that
 still fails is a row with its one-line error and the sweep goes on. Ctrl-C (or SIGTERM) cancels the outstanding
@@ -14,19 +18,21 @@ tasks (forced: their workers are ended) and keeps every finished point, which ``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
-from kbench import sweep
+from kbench import fsutil, sweep
 from kbench.capture.tools import ToolMissing
-from kbench.errors import NoGpuError, UsageError, first_line
+from kbench.errors import KbenchError, NoGpuError, UsageError, first_line
 from kbench.fsutil import safe, write_json_atomic, write_text_atomic
 from kbench.model import Model
 from kbench.report import folder
@@ -74,13 +80,28 @@ def gpus_in(resources: dict[str, float]) -> float:
 
 
 def node_dir(node_root: str | None, name: str) -> Path:
-    """Where a node keeps this sweep's run folders."""
-    return Path(node_root or Path(tempfile.gettempdir()) / "kbench-ray") / safe(name)
+    """Where this node keeps this sweep's run folders, ``<node root>/<name>``, on the node itself (as its user): the
+    node root (default <temporary folder>/kbench-ray-<uid>) this user's private folder (fsutil.private_folder: made
+    0700, else NotPrivate saying why not), the sweep's folder made in it."""
+    root = Path(node_root or Path(tempfile.gettempdir()) / f"kbench-ray-{fsutil.me()}")
+    try:
+        fd = fsutil.private_folder(root)
+    except fsutil.NotPrivate as e:
+        raise fsutil.NotPrivate(
+            f"the Ray node folder {e}, so another user could swap the run folders in it: remove it, or give the "
+            "node's workers a TMPDIR of their own"
+        ) from None
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(safe(name), 0o700, dir_fd=fd)
+    finally:
+        os.close(fd)
+    return Path(os.path.realpath(root)) / safe(name)  # every folder above checked: none can be swapped by others
 
 
-def small(path: Path, fetch_captures: bool) -> bool:
-    """Whether a run folder's file comes home without --fetch-captures."""
-    return fetch_captures or (path.suffix not in CAPTURES and path.stat().st_size <= SMALL_BYTES)
+def small(path: PurePosixPath, size: int, fetch_captures: bool) -> bool:
+    """Whether a run folder's file (its path and size) comes home without --fetch-captures."""
+    return fetch_captures or (path.suffix not in CAPTURES and size <= SMALL_BYTES)
 
 
 def where() -> dict[str, Any]:
@@ -105,28 +126,38 @@ def task(
     version: str,
     params: dict[str, str],
     kernel_path: list[str],
-    home: str,
+    node_root: str | None,
+    name: str,
     fetch_captures: bool,
     make_point: PointFactory,
 ) -> dict[str, Any]:
-    """One point, inside a Ray worker: profiled by the same code as a local worker's, into a run folder under the
-    node's ``home``; returns the row, where it ran, and the folder's files (the large ones only named)."""
+    """One point, inside a Ray worker: profiled by the same code as a local worker's, into a run folder under this
+    node's folder for the sweep (``node_dir``); returns the row, where it ran, and the run folder's regular files
+    with their permission bits (the large ones only named), read without following a link."""
     import logging
 
     log = logging.getLogger("kbench.sweep")
-    root = Path(home)
-    point = make_point({**spec, "out": str(root)}, kernel_path, log.info)
-    row = sweep.point_row(version, params, point)
-    out: dict[str, Any] = {"row": row.model_dump(mode="json"), "where": where(), "files": {}, "left": []}
-    run = Path(row.run) if row.run else None
-    if run is not None and run.is_dir():
-        out["rel"] = str(run.relative_to(root)) if run.is_relative_to(root) else run.name
-        for f in sorted(p for p in run.rglob("*") if p.is_file()):
-            name = str(f.relative_to(run))
-            if small(f, fetch_captures):
-                out["files"][name] = f.read_bytes()
+    try:
+        root = node_dir(node_root, name)
+    except KbenchError as e:  # the point's row says why, as a failed profile would
+        row = sweep.Row(version=version, params=params, status=f"failed: {e}", code=e.exit_code)
+    else:
+        row = sweep.point_row(version, params, make_point({**spec, "out": str(root)}, kernel_path, log.info))
+    out: dict[str, Any] = {"row": row.model_dump(mode="json"), "where": where(), "files": {}, "modes": {}, "left": []}
+    rel = Path(row.run).relative_to(root) if row.run and Path(row.run).is_relative_to(root) else None
+    if rel is None or not rel.parts or ".." in rel.parts:
+        return out  # no run folder, or none kbench made in the node's folder: nothing comes home
+    run = root / rel
+    out["rel"] = str(rel)
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for file, fd in fsutil.plain_files(root, run):
+            st = os.fstat(fd)
+            out["modes"][file] = stat.S_IMODE(st.st_mode)
+            if small(PurePosixPath(file), st.st_size, fetch_captures):
+                with os.fdopen(os.dup(fd), "rb") as f:
+                    out["files"][file] = f.read()
             else:
-                out["left"].append((name, f.stat().st_size, str(f)))
+                out["left"].append((file, st.st_size, str(run / file)))
     return out
 
 
@@ -147,6 +178,7 @@ class Answer(Model):
     where: Where
     rel: str | None = None  # the run folder below the node's root
     files: dict[str, bytes]  # path in the run folder -> content
+    modes: dict[str, Annotated[int, Field(ge=0, le=0o7777)]]  # path -> its permission bits on the node
     left: list[tuple[str, int, str]]  # the files left on the node: path in the run folder, size, path there
 
 
@@ -185,12 +217,14 @@ def landed(got: dict[str, Any], out_root: Path) -> sweep.Row:
     row.node = at.host
     row.gpu = ",".join(at.gpus) or at.cuda_visible_devices
     if answer.rel is not None:
-        files = {_relative(name, "file"): data for name, data in answer.files.items()}
+        files = {_relative(name, "file"): (data, answer.modes.get(name, 0o600)) for name, data in answer.files.items()}
         target = _fresh(out_root, _relative(answer.rel, "run folder"))
-        for name, data in files.items():
+        for name, (data, mode) in files.items():
             dst = target / name
             dst.parent.mkdir(parents=True, exist_ok=True)
-            with dst.open("xb") as f:  # a fresh folder: nothing there to overwrite or follow
+            # a fresh folder: nothing there to overwrite or follow; never more access than on the node (nor the umask)
+            fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode & 0o666)
+            with os.fdopen(fd, "wb") as f:
                 f.write(data)
         write_json_atomic(target / PLACEMENT, {"executor": "ray", **at.model_dump()})
         if answer.left:
@@ -248,10 +282,10 @@ def run(
     try:
         gpus = gpus_in(ray.cluster_resources())
         progress(f"Ray: {len(todo)} point(s) as tasks of one GPU each, on a cluster of {gpus:g} GPU(s)")
-        home = str(node_dir(node_root, f"{spec['kernel']}-{sweep_dir.name}"))
+        name = f"{spec['kernel']}-{sweep_dir.name}"  # the node's folder for it: made and checked on the node
         remote = ray.remote(task).options(num_gpus=1, max_retries=retries, retry_exceptions=False)
         paths = [str(Path(k).resolve()) for k in kernel_path]  # a task's working folder is not this one
-        refs = {remote.remote(spec, v, p, paths, home, fetch_captures, make_point): (v, p) for v, p in todo}
+        refs = {remote.remote(spec, v, p, paths, node_root, name, fetch_captures, make_point): (v, p) for v, p in todo}
         pending = list(refs)
         finished = len(done)
         bad = sum(r.status != "ok" for r in done)

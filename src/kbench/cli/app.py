@@ -166,15 +166,22 @@ def clone_cmd(
     package: str = typer.Argument(..., help="The kernel package."),
     old: str = typer.Argument(..., metavar="FROM", help="The version to copy."),
     new: str = typer.Argument(..., metavar="TO", help="The new version's name (a module name: v3, fused, ...)."),
-    kernel_path: list[str] = typer.Option([], "--kernel-path", help="Folder of your own kernel packages."),
+    kernel_path: list[str] = typer.Option(
+        [],
+        "--kernel-path",
+        help="Folder of your own kernel packages (default for a shipped package's copy: ./kernels, which in kbench's "
+        "own checkout or package must be named explicitly). Never written through a symbolic link.",
+    ),
 ) -> None:
     """Copy a version module into a new one beside it: symbols it defines whose name holds the version (mla_v1_kernel,
     MlaV1, V1_TILES) are renamed with every use (strings such as a stage's kernels=[...] included), so both versions
     register and profile side by side with distinct kernel names. The helper modules holding the Triton kernels it
     imports (_triton.py) are copied for it alone (_triton_<to>.py): edit those to change the new version only. A
     shipped package is first copied into your kernel path (the first --kernel-path, made if missing, else
-    KBENCH_KERNEL_PATH's, else ./kernels) as my_<pkg>. Never overwrites; the new version is imported once to check
-    it registers (what was written is removed again if it does not)."""
+    KBENCH_KERNEL_PATH's, else ./kernels, except in kbench's own checkout or package, where one line asks for
+    --kernel-path) as my_<pkg>. A kernel path or package folder that is a link, or leads out of this folder through
+    one, is refused. Never overwrites; the new version is imported once to check it registers (what was written is
+    removed again if it does not)."""
     from kbench.plan.clone import clone_version
 
     done = clone_version(package, old, new, kernel_path)
@@ -204,15 +211,21 @@ def devlog_cmd(
     insight: list[str] = typer.Option(
         [], "--insight", help="A line for **Insights** (why a change worked or not; repeat for more)."
     ),
-    docs: Path = typer.Option(Path("docs/kernels"), "--docs", help="Folder of the development logs."),
+    docs: Path | None = typer.Option(
+        None,
+        "--docs",
+        help="Folder of the development logs (default: docs/kernels in the folder you stand in; in kbench's own "
+        "checkout or package give it explicitly). Never written through a symbolic link.",
+    ),
 ) -> None:
     """Append the run's development-log entry (the report contract's template: duration, TFLOP/s, GB/s, occupancy,
     TC utilisation, each vs the previous entry of the same mode and parameters; bottleneck; issues; insights) to
-    <docs>/<kernel>.md. Earlier entries are never rewritten."""
+    <docs>/<kernel>.md. Earlier entries are never rewritten; values from result.json go in as one line of text each."""
     from kbench.report import devlog
     from kbench.report.models import load_result
 
-    path, text = devlog.append(load_result(run), run, docs, insight)
+    result = load_result(run)
+    path, text = devlog.append(result, run, docs if docs is not None else devlog.default_docs(), insight)
     typer.echo(text)
     typer.echo(f"kbench: appended to {path}", err=True)
 
@@ -242,10 +255,17 @@ def mcp_cmd(
 def sweep_cmd(
     ctx: typer.Context,
     prof_type: str = typer.Option(registry.DEFAULT, "--prof_type", "--prof-type", help="The mode of every point."),
-    out: str = typer.Option("out/profiles", "--out", help="Root folder of the points' profiles."),
+    out: str | None = typer.Option(
+        None,
+        "--out",
+        help="Root folder of the points' profiles (default out/profiles; with --resume, the one sweep.json records "
+        "where it lies below this folder, else give it).",
+    ),
     sweep_out: str = typer.Option("out/sweeps", "--sweep-out", help="Root folder of the sweep's table and plots."),
     bench_runs: int | None = typer.Option(None, "--bench-runs", "--bench_runs", min=1, help="Repetitions per stage."),
-    resume: Path | None = typer.Option(None, "--resume", help="An interrupted sweep's folder: run what it lacks."),
+    resume: Path | None = typer.Option(
+        None, "--resume", help="An interrupted sweep's folder: run what it lacks (its points under --out, see there)."
+    ),
     gpus: str | None = typer.Option(
         None, "--gpus", help="all, or GPU indices (0,1): one worker per GPU, each under that GPU's lock; merged."
     ),
@@ -285,10 +305,11 @@ def sweep_cmd(
     if resume is not None:
         if ctx.args:
             raise UsageError("--resume takes the sweep as it was asked; give no kernel or parameters with it")
-        spec = sweep.resumed(resume)
+        spec = sweep.resumed(resume, None if out is None else str(out_folder(out)))
     else:
         args = parse_sweep_args(list(ctx.args))
-        spec = sweep.ask(args.package or "", args.versions, args.values, prof_type, out, bench_runs, kernel_path)
+        root = "out/profiles" if out is None else str(out_folder(out))
+        spec = sweep.ask(args.package or "", args.versions, args.values, prof_type, root, bench_runs, kernel_path)
     how.check_here(spec["mode"])  # without the GPU its points need: one line, before a folder or a point
     sweep_dir = resume if resume is not None else sweep.new_dir(out_folder(sweep_out), spec["kernel"])
     if worker is not None:  # one share of a --gpus sweep, in its own process: the parent merges the rows

@@ -255,9 +255,10 @@ def build(
         return await in_thread(work)
 
     @server.tool()
-    async def devlog(ctx: Context, run: str, insights: list[str] | None = None, docs: str = "docs/kernels") -> Logged:
+    async def devlog(ctx: Context, run: str, insights: list[str] | None = None, docs: str | None = None) -> Logged:
         """Append the run's development-log entry (vs the previous entry of the same mode and parameters) to
-        docs/kernels/<kernel>.md; earlier entries are never rewritten."""
+        <docs>/<kernel>.md (default docs/kernels in the server's folder; name `docs` when that is kbench's own
+        checkout); earlier entries are never rewritten."""
         fence = await bound.of(ctx)
 
         def work() -> Logged:
@@ -268,7 +269,7 @@ def build(
             folder = fence.inside(run, "run")
             fence.inside(folder / RESULT, "run")
             result = load_result(folder)
-            where = fence.inside(docs, "docs")
+            where = fence.inside(docs if docs is not None else log.default_docs(), "docs")
             fence.inside(where / f"{result.kernel}.md", "devlog")  # the file appended to (kbench.report.devlog)
             path, entry = log.append(result, folder, where, list(insights or []))
             return logged(str(path), entry)

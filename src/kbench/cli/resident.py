@@ -33,7 +33,6 @@ import json
 import os
 import signal
 import socket
-import stat
 import struct
 import sys
 from collections.abc import Iterator
@@ -48,12 +47,10 @@ CONNECT_TIMEOUT_S = 2.0
 ACCEPT_WAIT_S = 1.0  # a resident busy with another command for longer: this call runs in its own process
 DIED_EXIT = KernelError.exit_code  # the resident died mid-command: as when a kernel crashes its own process
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_O_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 _held: list[int] = []  # the descriptor of the checked socket folder that folder() returned last
 
 
-class NotPrivate(Exception):
-    """The socket's folder, or one above it, could be changed by another user: the message says which and why."""
+NotPrivate = fsutil.NotPrivate  # the socket's folder, or one above it, could be changed by another user
 
 
 class Foreign(OSError):
@@ -68,57 +65,12 @@ def wanted() -> bool:
     return setting in ("1", "on", "yes", "true") or Path("/proc/driver/nvidia/version").exists()
 
 
-def _location() -> Path:
-    """The socket folder by name (messages name it so; it is reached through folder())."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    return Path(base) / "kbench" if base else Path(f"/tmp/kbench-{os.getuid()}")
-
-
-def _check_above(fd: int, where: Path) -> None:
-    """A folder above the socket's: only root or this user may rename what is in it (else NotPrivate)."""
-    why = fsutil.doubt(os.fstat(fd), folder=True)
-    if why is not None:
-        raise NotPrivate(f"{where} {why}")
-
-
-def _open_checked(path: Path) -> int:
-    """A descriptor of folder ``path`` opened one component at a time from /, no symlink followed, each folder checked
-    before the next is opened: what is checked is what is opened, whatever is swapped by name meanwhile."""
-    fd = os.open("/", _O_FOLDER)
-    walked = Path("/")
-    try:
-        for part in path.parts[1:]:
-            _check_above(fd, walked)
-            child = os.open(part, _O_FOLDER, dir_fd=fd)
-            os.close(fd)
-            fd, walked = child, walked / part
-        _check_above(fd, walked)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def folder() -> Path:
-    """The user's private folder for the socket (created 0700), held open: the path returned reaches the folder that
-    was checked (/proc/self/fd/<fd>) even if another is renamed into its name later. NotPrivate where it cannot be
-    private (the message names the folder and why)."""
-    where = _location()
-    try:
-        parent = _open_checked(Path(os.path.realpath(where.parent)))
-        try:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(where.name, 0o700, dir_fd=parent)
-            fd = os.open(where.name, _O_FOLDER, dir_fd=parent)
-        finally:
-            os.close(parent)
-    except OSError as e:
-        raise NotPrivate(f"{where} cannot be used ({e.strerror})") from None
-    st = os.fstat(fd)
-    mode = stat.S_IMODE(st.st_mode)
-    if st.st_uid != fsutil.me() or mode & 0o077:
-        os.close(fd)
-        raise NotPrivate(f"{where} is not private (owner uid {st.st_uid}, mode {mode:04o})")
+    """The user's private folder for the socket (fsutil.user_folder, created 0700), held open: the path returned
+    reaches the folder that was checked (/proc/self/fd/<fd>) even if another is renamed into its name later.
+    NotPrivate where it cannot be private (the message names the folder and why)."""
+    where = fsutil.user_folder()
+    fd = fsutil.private_folder(where)
     held = Path(f"/proc/self/fd/{fd}")
     if not held.is_dir():  # no /proc: the folder by name, every folder above it checked
         os.close(fd)
@@ -223,7 +175,7 @@ def forward(argv: list[str]) -> int | None:
             send(conn, go=True)  # from here the command is the resident's: it is never run again here
         except OSError:  # gone before reading it: it ran nothing
             return None
-        return _relay(conn, received, _location() / path.with_suffix(".log").name)
+        return _relay(conn, received, fsutil.user_folder() / path.with_suffix(".log").name)
 
 
 def _umask() -> int:
@@ -239,7 +191,7 @@ def _connect(path: Path) -> socket.socket:
         conn.settimeout(CONNECT_TIMEOUT_S)
         conn.connect(str(path))
         if (uid := peer_uid(conn)) != fsutil.me():
-            raise Foreign(f"the resident kbench's socket {_location() / path.name} answers as uid {uid}")
+            raise Foreign(f"the resident kbench's socket {fsutil.user_folder() / path.name} answers as uid {uid}")
     except OSError:
         conn.close()
         raise

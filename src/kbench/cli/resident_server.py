@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.cli.resident import CONNECT_TIMEOUT_S, IDLE_S, NotPrivate, folder, messages, peer_uid, send, stamp
+from kbench.working_folder import without_working_folder
 
 LOCK_WAIT_S = 3.0  # a resident that just answered 'stale' or 'stopped' is leaving: its successor waits this long
 
@@ -180,8 +181,7 @@ def serve(path: Path, idle_s: float) -> None:
 def import_path(path: list[str], start: str, safe_path: bool) -> list[str]:
     """The resident's import path: no working folder on it (Python 3.10 has no -P and puts the folder it started in
     first under -m), nor any relative entry, which would name the folder a served command runs in."""
-    kept = path[1:] if not safe_path and path[:1] == [start] else path
-    return [p for p in kept if Path(p).is_absolute()]
+    return [p for p in without_working_folder(path, start, safe_path) if Path(p).is_absolute()]
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import io
 import keyword
+import os
 import re
 import tokenize
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbench.errors import UsageError
+from kbench.fsutil import default_here, write_target
 from kbench.plan.sources import SHIPPED
 
 VERSION_NAME = re.compile(r"[a-z][a-z0-9_]*")  # matched whole (fullmatch): no trailing newline slips through
@@ -208,10 +210,23 @@ def _make_destination(package: str, kernel_path: list[str], allowed: Callable[[P
         return  # not found without it: the line naming the missing kernel path follows
     if shipped:
         allowed(Path(kernel_path[0]).expanduser())  # before anything is made
+        write_target(Path(kernel_path[0]), "kernel path")
         try:
             Path(kernel_path[0]).expanduser().mkdir(parents=True)
         except OSError as e:
             raise UsageError(f"cannot make kernel path {kernel_path[0]}: {e.strerror}") from None
+
+
+def named_kernel_path(kernel_path: list[str] | None) -> list[str]:
+    """The kernel path as named (--kernel-path, then KBENCH_KERNEL_PATH), before discovery resolves its links."""
+    return [*(kernel_path or []), *(p for p in os.environ.get("KBENCH_KERNEL_PATH", "").split(os.pathsep) if p)]
+
+
+def destination(kernel_path: list[str] | None) -> Path:
+    """Where a shipped package's copy goes, as named: the first kernel path, else ./kernels (never in kbench's own
+    checkout or package unless named: fsutil.default_here)."""
+    named = named_kernel_path(kernel_path)
+    return Path(named[0]).expanduser() if named else default_here("kernels", "--kernel-path")
 
 
 def clone_version(
@@ -219,13 +234,14 @@ def clone_version(
 ) -> Cloned:
     """Clone a version of a visible kernel package, then import the clone once to check it registers; what a clone
     that does not register wrote is removed again (one line says why). A user package is cloned in place; a shipped
-    one is copied into the kernel path first (the first folder of ``kernel_path``/KBENCH_KERNEL_PATH, else
-    ./kernels, made if needed) as my_<package>, and cloned there. ``allowed`` sees the folder written into and the
-    version read before either is touched, and raises to refuse one (``kbench mcp``'s roots)."""
+    one is copied into the kernel path first (``destination``: the first folder of ``kernel_path``/
+    KBENCH_KERNEL_PATH, else ./kernels, made if needed) as my_<package>, and cloned there. No folder written into is
+    a symbolic link or reached through one out of the folder it is named in. ``allowed`` sees the folder written
+    into and the version read before either is touched, and raises to refuse one (``kbench mcp``'s roots)."""
     import importlib
     import shutil
 
-    from kbench.plan.discovery import find_package, kernel_paths, load_version
+    from kbench.plan.discovery import find_package, load_version
 
     _make_destination(package, kernel_path or [], allowed)
     ref = find_package(package, kernel_path)
@@ -234,9 +250,11 @@ def clone_version(
     paths = list(kernel_path or [])
     copied: Path | None = None
     if ref.folder is None:  # shipped: never written into; a copy in the user's kernel path instead
-        dest = next(iter(kernel_paths(kernel_path)), None) or Path("kernels").resolve()
+        named = destination(kernel_path)
+        dest = named.resolve()
         version_name(new)  # before anything is copied
         allowed(dest / f"my_{package}")
+        write_target(named, "kernel path")
         try:
             copied = copy_shipped(Path(ref.module().__path__[0]), package, dest)
         except OSError as e:
@@ -246,6 +264,10 @@ def clone_version(
         folder, name = ref.folder / package, package
         allowed(folder)
         allowed(folder / f"{old}.py")
+        for entry in named_kernel_path(kernel_path):  # the kernel path it was found in, as named
+            if Path(entry).expanduser().resolve() == ref.folder:
+                write_target(Path(entry).expanduser(), "kernel path")
+        write_target(folder, "the package folder")
     try:
         done = clone(folder, name, old, new)
     except UsageError:

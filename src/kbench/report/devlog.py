@@ -2,19 +2,22 @@
 
 Each entry carries its figures in a one-line HTML comment (``<!-- kbench-devlog {...} -->``, invisible when the
 markdown is rendered); vs Previous compares with the last entry of the same mode and parameters found that way.
-The file is only ever appended to: earlier entries are never rewritten.
+The file is only ever appended to: earlier entries are never rewritten. Every value an entry quotes (from
+result.json, an earlier entry, an insight) is put in as one line of text (``inline``): no line break, control
+character, table bar or raw HTML of its own, so no value starts a heading, a table row or ends the comment.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from kbench.fsutil import open_plain
+from kbench.fsutil import default_here, open_plain, write_target
 from kbench.inputs import read_limited
 from kbench.report.models import ProfileResult, totals
 from kbench.report.render import num
@@ -43,16 +46,49 @@ def figures(r: ProfileResult) -> dict[str, Any]:
 
 
 def previous_entry(text: str, mode: str, params: dict[str, Any]) -> dict[str, Any] | None:
-    """The last entry of ``text`` with the same mode and parameters."""
+    """The last entry of ``text`` with the same mode and parameters (one that is not JSON, nests deeper than Python
+    parses or is not an object is passed over: the file is anyone's to edit)."""
     found = None
     for m in MARK.finditer(text):
         try:
             entry = json.loads(m.group(1))
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
-        if entry.get("mode") == mode and entry.get("params") == params:
+        if isinstance(entry, dict) and entry.get("mode") == mode and entry.get("params") == params:
             found = entry
     return found
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # line breaks, tabs, escapes: none in one line of text
+_BLOCK_START = re.compile(r"[#>*+=-]|\d+[.)]")  # what begins a heading, quote, list or table at a line's start
+
+
+def inline(value: object) -> str:
+    """``value`` as markdown text within one line: control characters and line breaks as spaces, a table's bar and
+    raw HTML escaped, a leading character that would open a block (``#``, ``>``, ``-``, ``1.``) escaped."""
+    text = " ".join(_CONTROL.sub(" ", str(value)).split())
+    text = text.replace("|", "\\|").replace("<", "&lt;")
+    if m := _BLOCK_START.match(text):
+        text = f"{text[: m.end() - 1]}\\{text[m.end() - 1 :]}"
+    return text
+
+
+def code(value: object) -> str:
+    """``value`` as an inline code span on one line (a path): fenced by more backticks than it holds in a row."""
+    text = " ".join(_CONTROL.sub(" ", str(value)).split())
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    return f"{fence} {text} {fence}" if "`" in text else f"`{text}`"
+
+
+def _number(value: object) -> float | None:
+    """A figure read back from an earlier entry (anyone's to edit): a finite number, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a float's range
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _faster(prev: float | None, cur: float | None) -> str:
@@ -73,7 +109,8 @@ def _delta(prev: float | None, cur: float | None, points: bool = False) -> str:
 def entry(r: ProfileResult, run_dir: Path, insights: list[str], previous: dict[str, Any] | None) -> str:
     """One entry in the contract's template, headed by the version, mode, date and run folder."""
     f = figures(r)
-    p = (previous or {}).get("figures", {})
+    earlier = (previous or {}).get("figures")
+    p = {k: _number(v) for k, v in earlier.items()} if isinstance(earlier, dict) else {}
     clocks = (
         "locked clocks"
         if r.clocks.startswith("locked")
@@ -81,10 +118,11 @@ def entry(r: ProfileResult, run_dir: Path, insights: list[str], previous: dict[s
         if r.clocks.startswith("not locked")
         else "clocks not recorded"
     )
-    sizes = ", ".join(f"{k}={v}" for k, v in r.params.items() if k != "dtype")
-    dtype = r.params.get("dtype", "n/a")
+    sizes = inline(", ".join(f"{k}={v}" for k, v in r.params.items() if k != "dtype"))
+    dtype = inline(r.params.get("dtype", "n/a"))
     issues = [f"{s.name}: {s.key_issue}" for s in r.figures.stages if s.key_issue]
     issues += [f"{o.name} (est. {o.gain_pct:.1f}%; {o.metric} = {o.value})" for o in r.figures.opportunities[:3]]
+    issues = [inline(i) for i in issues]
     record = {
         "run": str(run_dir),
         "kernel": r.kernel,
@@ -93,19 +131,24 @@ def entry(r: ProfileResult, run_dir: Path, insights: list[str], previous: dict[s
         "params": r.params,
         "figures": f,
     }
-    vs = f"vs {previous['version']} (`{previous['run']}`)" if previous else "no earlier entry with these parameters"
-    on = f"{r.device}, {clocks}"
+    vs = (
+        f"vs {inline(previous.get('version'))} ({code(previous.get('run'))})"
+        if previous
+        else "no earlier entry with these parameters"
+    )
+    on = f"{inline(r.device)}, {clocks}"
     duration = f"| Duration | {num(f['duration_us'])} μs | {_faster(p.get('duration_us'), f['duration_us'])} |"
     if r.figures.timer == "interpreter":  # no GPU ran: its time is the CPU interpreter's, never filed as GPU time
-        on = f"predicted for {r.device}, no GPU used"
+        on = f"predicted for {inline(r.device)}, no GPU used"
         change = _delta(p.get("duration_us"), f["duration_us"])
         duration = f"| Interpreter time (CPU, not GPU time) | {num(f['duration_us'])} μs | {change} |"
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
     lines = [
         "",
-        f"### {r.kernel} {r.version} ({r.mode} mode, {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M')} UTC)",
-        f"<!-- kbench-devlog {json.dumps(record, sort_keys=True)} -->",
+        f"### {inline(r.kernel)} {inline(r.version)} ({inline(r.mode)} mode, {when} UTC)",
+        f"<!-- kbench-devlog {comment(record)} -->",
         "",
-        f"Run: `{run_dir}`; vs Previous: {vs}.",
+        f"Run: {code(run_dir)}; vs Previous: {vs}.",
         "",
         f"**Performance** ({on}, {dtype}, {sizes or 'n/a'}):",
         "",
@@ -117,26 +160,43 @@ def entry(r: ProfileResult, run_dir: Path, insights: list[str], previous: dict[s
         f"| Occupancy | {_pct(f['occ_pct'])} | {_delta(p.get('occ_pct'), f['occ_pct'], points=True)} |",
         f"| TC Util | {_pct(f['tc_pct'])} | {_delta(p.get('tc_pct'), f['tc_pct'], points=True)} |",
         "",
-        f"**Bottleneck**: {r.figures.bottleneck}",
+        f"**Bottleneck**: {inline(r.figures.bottleneck)}",
         "",
         "**Issues**:",
         *([f"- {i}" for i in issues] or ["- none found in this run's data"]),
         "",
         "**Insights**:",
-        *([f"- {i}" for i in insights] or ["- (none written: `kbench devlog RUN --insight TEXT`)"]),
+        *([f"- {inline(i)}" for i in insights] or ["- (none written: `kbench devlog RUN --insight TEXT`)"]),
         "",
     ]
     return "\n".join(lines)
+
+
+def comment(record: dict[str, Any]) -> str:
+    """The entry's figures as JSON inside its HTML comment, on one line: '<', '>' and '&' written as JSON escapes, so
+    that no value ends the comment (``-->``) or opens a tag."""
+    text = json.dumps(record, sort_keys=True, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _pct(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.0f}%"
 
 
+DOCS = "docs/kernels"  # the development logs' folder by default, in the folder the command runs in
+
+
+def default_docs() -> Path:
+    """docs/kernels here, unless here is kbench's own checkout or package (UsageError: give --docs)."""
+    return default_here(DOCS, "--docs")
+
+
 def append(r: ProfileResult, run_dir: Path, docs: Path, insights: list[str]) -> tuple[Path, str]:
     """Append the run's entry to ``docs/<kernel>.md`` (created with a title when new); the file and the entry. The
-    kernel's name is one file name (ProfileResult checks it), and the file is opened as a plain file of its own, so
-    the entry lands in the docs folder and nowhere a link there points."""
+    docs folder is refused where it is a link or leads out of the folder it is named in through one
+    (fsutil.write_target), the kernel's name is one file name (ProfileResult checks it), and the file is opened as a
+    plain file of its own, so the entry lands in the docs folder and nowhere a link there points."""
+    write_target(docs, "the docs folder")
     docs.mkdir(parents=True, exist_ok=True)
     path = docs / f"{r.kernel}.md"
     with os.fdopen(open_plain(path, os.O_RDWR | os.O_CREAT | os.O_APPEND), "r+b") as f:
