@@ -9,6 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from kbench import pipeline
@@ -239,3 +240,63 @@ def test_short_names_keep_a_cpp_kernel_s_function_name() -> None:
     names = {timeline_chart.short(str(n)) for n in frame[frame["kind"] == "kernel"]["name"]}
     assert {"add_kernel", "reduce_kernel", "vectorized_elementwise_kernel"} <= names
     assert "distribution_elementwise_grid_stride_ke…" in names and all(len(n) <= 40 for n in names)
+
+
+# the review's traces (issue 50): 12,000 streams drew a 1200 x 540,250 px picture in 333 s; 40,000 kernels on 50
+# streams spent 162 s naming bars. Counted here, not timed: lanes, names, the PNG's pixels.
+def _crowded(streams: int, kernels: int) -> pd.DataFrame:
+    """``kernels`` launches of three kernels, all running at once, spread over ``streams`` streams; a stream's kernels
+    last longer the higher its number (its busy time decides whether it keeps a lane of its own)."""
+    rows: list[dict[str, Any]] = []
+    for i in range(kernels):
+        t, stream = 1_000 + i % 97, i % streams
+        rows.append({"kind": "runtime", "name": "cudaLaunchKernel", "correlation": i + 1, "pid": 1, "tid": 1,
+                     "start_ns": t, "end_ns": t + 1})  # fmt: skip
+        rows.append({"kind": "kernel", "name": f"k{i % 3}", "stream": stream, "device": 0, "correlation": i + 1,
+                     "start_ns": t + 2, "end_ns": t + 2_000 + stream})  # fmt: skip
+    return tl._frame(rows)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]  # the signature, then IHDR: length, type, width, height (big-endian)
+    assert head[:8] == PNG and head[12:16] == b"IHDR"
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+@pytest.mark.parametrize(("streams", "kernels"), [(12_000, 12_000), (50, 40_000)])
+def test_a_crowded_timeline_draws_capped_lanes_and_names_and_says_what_it_folded(
+    streams: int, kernels: int, tmp_path: Path
+) -> None:
+    frame = _crowded(streams, kernels)
+    analysis = ts.analyze(frame, ts.backend_of(".json"), "crowded.json")
+    d = timeline_chart.drawing(frame, analysis, "t")
+    assert len(d.lanes) <= 25 and len(d.labels) <= 40
+    cap = timeline_chart.MAX_STREAM_LANES
+    folded = streams - (cap - 1)
+    other = f"{folded:,} other streams"
+    busiest = [f"stream {s}" for s in range(streams - cap + 1, streams)]  # the longest kernels: a lane each
+    assert d.lanes == (*busiest, other, timeline_chart.OVERLAP_LANE)
+    assert len(d.bars) == kernels and {b.lane for b in d.bars} == {*busiest, other}  # every bar drawn, some folded
+    assert d.folded == folded and d.wide == kernels  # every bar is wide: all run for most of the stretch
+    # the widest bars named, none in the folded lane (bars of many streams, one over another)
+    named = min(timeline_chart.MAX_LABELS, sum(b.lane != other for b in d.bars))
+    assert len(d.labels) == named and other not in {b.lane for b in d.labels}
+    widths = sorted((b.end_us - b.start_us for b in d.bars if b.lane != other), reverse=True)
+    assert sorted((b.end_us - b.start_us for b in d.labels), reverse=True) == widths[:named]
+    assert d.left_out == (
+        f"the {cap - 1} busiest streams in a lane each, {folded:,} others in one; names on the "
+        f"{named} widest of {kernels:,} wide bars"
+    )
+    assert timeline_chart.described(frame, analysis) == f"{d.stretch.what} ({d.left_out})"  # the report's words
+    path = tmp_path / "timeline.png"
+    timeline_chart.draw_timeline(d, path)
+    width, height = _png_size(path)
+    assert (width, height) == (1200, round(100 * timeline_chart.figure_inches(d)[1]))
+    assert height < 1_600  # 24 stream lanes at most, whatever the capture holds
+
+
+def test_a_timeline_within_the_caps_leaves_nothing_out() -> None:
+    frame, analysis = _fork_join(NSYS_FORK_JOIN)
+    d = timeline_chart.drawing(frame, analysis, "t")
+    assert d.folded == 0 and d.left_out == "" and len(d.labels) == d.wide <= timeline_chart.MAX_LABELS
+    assert timeline_chart.described(frame, analysis) == d.stretch.what

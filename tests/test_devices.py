@@ -123,3 +123,16 @@ def test_a_gpu_report_names_its_device_one_way(tmp_path: Path) -> None:
     (ceilings,) = [line for line in text.splitlines() if line.startswith("Ceilings: ")]
     assert device == f"- Device: {spec.nvml_names[0]} (conf/devices.json: H100_SXM)"
     assert "H100_SXM" in ceilings and spec.display_name not in text
+
+
+def test_every_name_of_a_chip_is_listed_as_its_entrys_display_name() -> None:
+    # one chip, one name in `kbench runs` (issue 50): NVML's names, the display name, or the key alone
+    table = load_devices()
+    for key, spec in table.devices.items():
+        for name in (spec.display_name, *spec.nvml_names):
+            assert table.chip_name(name, None) == table.chip_name(name, key) == spec.display_name
+        assert table.chip_name(None, key) == spec.display_name
+    assert table.chip_name("NVIDIA H200", "H100_SXM") == "NVIDIA H200 SXM 141GB"  # the name recorded decides
+    for unknown in ("NVIDIA B300", "NVIDIA H100 80GB HBM3 (114 SMs, not 132)"):  # another part, a cut-down one
+        assert table.chip_name(unknown, None) == unknown
+    assert table.chip_name(None, None) is None and table.chip_name(None, "B300") is None

@@ -201,3 +201,52 @@ def test_a_result_json_naming_a_kernel_kbench_would_not_is_one_row_not_the_end_o
     assert set(rows) == {"good", "bad"}
     assert rows["good"]["duration_us"] is not None and rows["bad"]["duration_us"] is None
     assert cli("compare", str(good), str(bad)).returncode == 2
+
+
+def _copy(run: Path, to: Path, device: str | None = None, known: bool = True) -> Path:
+    """A real run folder (params.json, result.json) copied to ``to``, its recorded device renamed to ``device``
+    where given, as a run on the CPU records it (capture.gpu.target_device: the table's display name), or, not
+    ``known``, as resolve() records a part the table does not hold (no key)."""
+    import shutil
+
+    shutil.copytree(run, to)
+    if device is not None:
+        result, params = (json.loads((to / name).read_text()) for name in (folder.RESULT, folder.PARAMS))
+        result["device"] = params["device"]["name"] = device
+        if not known:
+            result["device_key"] = params["device"]["key"] = None
+        for name, data in ((folder.RESULT, result), (folder.PARAMS, params)):
+            (to / name).write_text(json.dumps(data))
+    return to
+
+
+def test_runs_name_one_chip_one_way(tmp_path: Path) -> None:
+    # issue 50: "NVIDIA H100 80GB HBM3" (NVML, GPU runs) and "NVIDIA H100 SXM5 80GB" (conf/devices.json, runs on
+    # the CPU) listed one H100 under two names; each is now the table's name, NVML's kept beside it
+    h100, h200 = DATA / "validation_h100_1127" / "splitk-serial_combine", DATA / "validation_h200" / "tail-after"
+    root = tmp_path / "runs"
+    gpu = _copy(h100 / "event", root / "gpu")
+    cpu = _copy(h100 / "annotation", root / "cpu", device="NVIDIA H100 SXM5 80GB")
+    params_only = _copy(h100 / "event", root / "params-only")
+    (params_only / folder.RESULT).unlink()  # a failed run: params.json's {"name", "key"} is all there is
+    other = _copy(h200 / "event", root / "h200")
+    cut = _copy(h100 / "event", root / "cut", device="NVIDIA H100 80GB HBM3 (114 SMs, not 132)", known=False)
+    rows = runs(root)
+    assert {r.device for r in rows if Path(r.path) in (gpu, cpu, params_only)} == {"NVIDIA H100 SXM5 80GB"}
+    shown = {Path(r.path).name: (r.device, r.device_reported) for r in rows}
+    assert shown == {
+        gpu.name: ("NVIDIA H100 SXM5 80GB", "NVIDIA H100 80GB HBM3"),
+        cpu.name: ("NVIDIA H100 SXM5 80GB", None),
+        params_only.name: ("NVIDIA H100 SXM5 80GB", "NVIDIA H100 80GB HBM3"),
+        other.name: ("NVIDIA H200 SXM 141GB", "NVIDIA H200"),
+        cut.name: ("NVIDIA H100 80GB HBM3 (114 SMs, not 132)", None),  # not the table's part: as recorded
+    }
+
+
+def test_runs_list_every_folder_when_the_device_table_is_malformed(tmp_path: Path, monkeypatch) -> None:
+    bad = tmp_path / "devices.json"
+    bad.write_text("{not json")
+    monkeypatch.setenv("KBENCH_DEVICES", str(bad))
+    run = _copy(DATA / "validation_h200" / "tail-after" / "event", tmp_path / "runs" / "h200")
+    (row,) = runs(tmp_path / "runs")
+    assert row.path == str(run) and (row.device, row.device_reported) == ("NVIDIA H200", None)

@@ -5,9 +5,18 @@ the warps make of it; and in the PTX, the atomics predicated to one thread."""
 
 from __future__ import annotations
 
+import re
+import shutil
+from pathlib import Path
+
+from kbench.analysis import ttgir
 from kbench.analysis.ptx import instruction_mix
-from kbench.analysis.ttgir import atomics, compiled_facts, dots
+from kbench.analysis.ttgir import AtomicOp, atomics, compiled_facts, dots
 from tests.conftest import DATA
+from tests.faults.helpers import kbench
+from tests.work_counter import lines_run
+
+LOC_DEF = re.compile(r"^(#loc\d*)\s*=\s*(.*)$")
 
 TTGIR = DATA / "ttgir_triton39_sm90"
 
@@ -118,3 +127,96 @@ def test_an_atomic_under_a_branch_runs_at_most_its_count() -> None:
 """
     (one,) = atomics(text)
     assert one.masked and one.scalar and one.per_program == 1 and one.one_address and one.line == "k.py:7"
+
+
+# --- loc aliases resolved once each (issue 50): a few bytes of hostile TTGIR cost no more than their size --------
+
+HOSTILE = """#loc1 = loc(callsite(#loc1 at #loc1))
+module {
+  tt.func public @k(%p: !tt.ptr<f32>) {
+    %c = arith.constant 1.0 : f32 loc(#loc1)
+    %0 = tt.atomic_rmw fadd, acq_rel, gpu, %p, %c : (!tt.ptr<f32>, f32) -> f32 loc(#loc1)
+    tt.return loc(#loc1)
+  } loc(#loc1)
+}
+"""
+
+
+def _atomic_at(locs: list[str], head: str) -> str:
+    """A kernel of one atomic whose loc is ``head``, with the loc definitions ``locs``."""
+    return "\n".join([*locs, HOSTILE.split("\n", 1)[1].replace("#loc1", head)])
+
+
+def _lines(text: str, budget: int = 50_000) -> tuple[list[AtomicOp], int]:
+    return lines_run(lambda: atomics(text), (ttgir,), budget)
+
+
+def test_a_loc_that_calls_itself_resolves_to_unknown_at_once() -> None:
+    # the reviewer's file: #loc1 = loc(callsite(#loc1 at #loc1)) ran for hours (x2.3 a hop, 2^33 calls)
+    assert len(HOSTILE.encode()) < 300
+    (one,), _ = _lines(HOSTILE, budget=5_000)  # a few hundred lines: parsed, and the alias met once
+    assert one.line == "?" and one.op == "fadd"
+    # a loop through others, and an alias that leads into a loop: unknown too; the loop is never followed around
+    loop = ["#loc1 = loc(callsite(#loc2 at #loc3))", '#loc2 = loc("n"(#loc1))', '#loc3 = loc("k.py":3:1)']
+    assert _lines(_atomic_at(loop, "#loc1"))[0][0].line == "?"
+    assert _lines(_atomic_at([*loop, '#loc4 = loc("m"(#loc1))'], "#loc4"))[0][0].line == "?"
+
+
+def test_a_diamond_of_inlined_calls_is_resolved_once_per_alias() -> None:
+    # each alias an inlined call whose callee and call site are both the next, down to a line of Triton's library
+    # (so that each call site is followed as well as its callee): no loop, 2^depth paths, depth aliases
+    def diamond(depth: int) -> str:
+        locs = [f"#loc{k} = loc(callsite(#loc{k + 1} at #loc{k + 1}))" for k in range(1, depth)]
+        return _atomic_at([*locs, f'#loc{depth} = loc("/x/triton/language/core.py":{depth}:1)'], "#loc1")
+
+    (one,), small = _lines(diamond(16))
+    (two,), large = _lines(diamond(32))
+    assert (one.line, two.line) == ("triton/core.py:16", "triton/core.py:32")
+    assert large < 2.5 * small  # twice the aliases: about twice the work (the old resolver: 65,536 times)
+
+
+def test_a_chain_of_locs_costs_its_length_and_past_the_bound_resolves_to_unknown() -> None:
+    def chain(length: int) -> str:
+        locs = [f'#loc{k} = loc("n{k}"(#loc{k + 1}))' for k in range(1, length)]
+        return _atomic_at([*locs, f'#loc{length} = loc("k.py":7:1)'], "#loc1")
+
+    assert _lines(chain(ttgir.MAX_LOC_DEPTH))[0][0].line == "k.py:7"
+    (deep,), small = _lines(chain(2_000), budget=2_000_000)
+    _, large = _lines(chain(4_000), budget=2_000_000)
+    assert deep.line == "?"  # deeper than any compiler nests a location: not followed to its end
+    assert large < 2.5 * small
+
+
+def test_every_real_kernels_locations_resolve_as_they_are_written() -> None:
+    # every alias of every TTGIR in tests/data against the definition followed literally (a callsite: the callee's
+    # line unless it is Triton's own, else the call site; a named loc: the loc it names), which ends on real files
+    files = sorted(DATA.rglob("*.ttgir"))
+    assert len(files) > 50
+    for path in files:
+        locs = {m[1]: m[2] for line in path.read_text().splitlines() if (m := LOC_DEF.match(line.strip()))}
+
+        def literal(ref: str, locs: dict[str, str] = locs) -> str | None:
+            text = locs.get(ref, "")
+            if call := re.match(r"loc\(callsite\((#loc\d*) at (#loc\d*)\)\)", text):
+                callee = literal(call[1])
+                return callee if callee is not None and not callee.startswith("triton/") else literal(call[2])
+            if f := re.search(r"\"([^\"]+)\":(\d+):\d+", text):
+                name = f[1].rsplit("/", 1)[-1]
+                return f"triton/{name}:{f[2]}" if "/triton/" in f[1] else f"{name}:{f[2]}"
+            nxt = re.search(r"#loc\d*", text)
+            return literal(nxt[0]) if nxt else None
+
+        resolved = ttgir.resolve_locs(locs)
+        assert resolved == {ref: literal(ref) for ref in locs}, path
+        assert sum(v is not None for v in resolved.values()) > len(locs) // 2, path
+
+
+def test_analyze_of_a_capture_beside_the_hostile_ttgir_ends(tmp_path: Path) -> None:
+    # the review's attack end to end: a run folder whose launch record predates the TTGIR's facts, so that analyze
+    # reads compiled/<stage>/<kernel>.ttgir beside the capture (it ran for hours; 2.2 s without the file)
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "examples_h100_1122" / "nsys-vector_add-base-fallback", run)
+    (run / "compiled" / "add").mkdir(parents=True)
+    (run / "compiled" / "add" / "add_kernel.ttgir").write_text(HOSTILE)
+    done = kbench("analyze", str(run / "pytorch_trace.json"), "--out", str(tmp_path / "out"), timeout=120)
+    assert done.code == 0, done.stderr

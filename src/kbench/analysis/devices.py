@@ -150,6 +150,16 @@ class DeviceTable(Model):
                 return key, spec
         return None
 
+    def chip_name(self, name: str | None, key: str | None = None) -> str | None:
+        """One chip, one name wherever a finished run's device is listed: the display name of the entry that the
+        name a run recorded belongs to (NVML's, or the display name a run on the CPU gives), else of the entry its
+        recorded ``key`` names; the recorded name as it is where the table knows neither (a cut-down part or a MIG
+        slice, which resolve() records as unknown). GPU runs record NVML's "NVIDIA H100 80GB HBM3", runs on the CPU
+        the table's "NVIDIA H100 SXM5 80GB": one H100 under two names."""
+        named = [s for s in self.devices.values() if name is not None and name in (s.display_name, *s.nvml_names)]
+        spec = named[0] if named else self.devices.get(key) if key is not None else None
+        return spec.display_name if spec is not None else name
+
 
 def devices_path() -> Path:
     """KBENCH_DEVICES, else the copy packaged in the wheel, else conf/devices.json of a source checkout."""

@@ -8,11 +8,15 @@ start_ns, end_ns, grid, block, registers, shared_bytes (None where the source do
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from kbench import inputs
 from kbench.analysis.timeline_index import GPU_KINDS as GPU_KINDS  # where report.trace and the tests look for it
@@ -64,106 +68,168 @@ def _frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 
 SQLITE_VALUE_BYTES = 16 << 20  # the longest string or blob read from an export (kernel names: a few KB at most)
+# SQLite's steps (VM instructions) a query may take per byte of the export: kbench's queries read each table once and
+# real exports take under 0.1 a byte, so a budget far above that still ends a query the file makes cost without end
+SQLITE_STEPS_PER_BYTE = 50
+SQLITE_STEPS_FLOOR = 50_000_000  # the budget of a small export
+PROGRESS_EVERY = 10_000  # steps between two checks of the budget (where a signal that arrived meanwhile is handled)
 
 
-def _open_export(path: Path) -> sqlite3.Connection:
-    """An nsys export opened read-only, with no value longer than SQLITE_VALUE_BYTES and no function the schema names
-    trusted (a file of a few KB can declare a view of endless rows or a column computed as a gigabyte: only tables
-    are read, and those limits bound what a row may cost)."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    if hasattr(db, "setlimit"):  # Python 3.11+
-        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SQLITE_VALUE_BYTES)
-    db.execute("pragma trusted_schema = off")
-    return db
+@dataclass
+class _Guard:
+    """SQLite's progress handler on an export: it stops a query past its budget of steps, and stops one where a
+    signal arrived (Terminated, KeyboardInterrupt: raised as SQLite calls back, which SQLite would swallow), to be
+    raised again once SQLite returned."""
+
+    checks: int  # the budget, in calls of the handler
+    spent: bool = False
+    caught: BaseException | None = None
+
+    def calls(self) -> Iterator[int]:
+        """The handler's answers, one a call (0: go on, 1: stop); a generator so that a signal's exception, raised
+        where the generator resumes, is inside its ``try``."""
+        try:
+            for _ in range(self.checks):
+                yield 0
+            self.spent = True
+            while True:
+                yield 1
+        except GeneratorExit:  # the connection closed
+            raise
+        except BaseException as e:  # a signal handler's exception: kept, raised again once SQLite returned
+            self.caught = e
+        while True:
+            yield 1
 
 
-def from_nsys_sqlite(path: Path) -> pd.DataFrame:
-    inputs.check_size(path)
+def _tables_only(action: int, arg1: str | None, arg2: str | None, db: str | None, source: str | None) -> int:
+    """SQLite's authorizer on an export: a query may read tables; nothing a view, a trigger or a recursive query of
+    the file's schema would run (a view of a few bytes can yield rows without end)."""
+    if source is not None or action == sqlite3.SQLITE_RECURSIVE:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def _uri(path: Path) -> str:
+    """The ``file:`` URI of exactly ``path``, read-only: percent-quoted, so that ``%2e%2e``, ``?`` or ``#`` in a name
+    are those characters (SQLite would decode them), the file the caller checked is the file opened."""
+    return f"file://{quote(os.fsencode(path.absolute()))}?mode=ro"
+
+
+@contextlib.contextmanager
+def _open_export(path: Path) -> Iterator[sqlite3.Connection]:
+    """An nsys export, opened the one way kbench queries SQLite: its size checked, read-only, no value longer than
+    SQLITE_VALUE_BYTES, no function the schema names trusted, tables only (no view, trigger or recursive query runs),
+    its queries' steps together within a budget that grows with the file. An SQLite error inside the block is the file's
+    (ConfigError, one line); a signal that arrived during a query is raised again."""
+    size = inputs.check_size(path)
+    guard = _Guard(max(SQLITE_STEPS_FLOOR, size * SQLITE_STEPS_PER_BYTE) // PROGRESS_EVERY)
     try:
-        db = _open_export(path)
+        db = sqlite3.connect(_uri(path), uri=True)
     except sqlite3.Error as e:
         raise ConfigError(f"cannot open {path}: {e}") from None
     try:
-        tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
-        if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
-            raise ConfigError(f"{path} holds no CUDA kernel activity (was nsys run with -t cuda?)")
-        if "StringIds" not in tables:  # a view of that name may yield rows without end
-            raise ConfigError(f"{path} is not a readable nsys SQLite export: its StringIds is no table")
-        names = dict(db.execute("select id, value from StringIds"))
-        rows: list[dict[str, Any]] = []
-        for r in db.execute(
-            "select start, end, deviceId, streamId, correlationId, globalPid, shortName, gridX, gridY, "
-            "gridZ, blockX, blockY, blockZ, registersPerThread, staticSharedMemory + "
-            "dynamicSharedMemory from CUPTI_ACTIVITY_KIND_KERNEL"
-        ):
-            rows.append(
-                {
-                    "kind": "kernel",
-                    "name": names.get(r[6], str(r[6])),
-                    "device": r[2],
-                    "stream": r[3],
-                    "correlation": r[4],
-                    "pid": r[5] >> 24,
-                    "tid": None,
-                    "start_ns": r[0],
-                    "end_ns": r[1],
-                    "grid": (r[7], r[8], r[9]),
-                    "block": (r[10], r[11], r[12]),
-                    "registers": r[13],
-                    "shared_bytes": r[14],
-                }
-            )
-        for kind, table in (("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY"), ("memset", "CUPTI_ACTIVITY_KIND_MEMSET")):
-            if table in tables:
-                for r in db.execute(
-                    f"select start, end, deviceId, streamId, correlationId, globalPid, bytes from {table}"
-                ):
-                    rows.append(
-                        {
-                            "kind": kind,
-                            "name": f"{kind} {r[6]} B",
-                            "device": r[2],
-                            "stream": r[3],
-                            "correlation": r[4],
-                            "pid": r[5] >> 24,
-                            "start_ns": r[0],
-                            "end_ns": r[1],
-                        }
-                    )
-        for kind, table in (("runtime", "CUPTI_ACTIVITY_KIND_RUNTIME"), ("driver", "CUPTI_ACTIVITY_KIND_DRIVER")):
-            if table in tables:
-                for r in db.execute(f"select start, end, correlationId, globalTid, nameId from {table}"):
-                    rows.append(
-                        {
-                            "kind": kind,
-                            "name": names.get(r[4], str(r[4])),
-                            "correlation": r[2],
-                            "pid": r[3] >> 24,
-                            "tid": r[3] & 0xFFFFFF,
-                            "start_ns": r[0],
-                            "end_ns": r[1],
-                        }
-                    )
-        if "NVTX_EVENTS" in tables:
-            for r in db.execute(
-                "select start, end, coalesce(text, (select value from StringIds where id = textId)), "
-                "globalTid from NVTX_EVENTS where end is not null"
-            ):
+        if hasattr(db, "setlimit"):  # Python 3.11+
+            db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SQLITE_VALUE_BYTES)
+        db.execute("pragma trusted_schema = off")
+        db.set_authorizer(_tables_only)
+        calls = guard.calls()
+        next(calls)  # started: a signal at the generator's first step would land outside its try
+        db.set_progress_handler(calls.__next__, PROGRESS_EVERY)
+        yield db
+    except sqlite3.Error as e:
+        if guard.caught is not None:
+            raise guard.caught from None
+        why = f"a query ran past {guard.checks * PROGRESS_EVERY:,} steps of SQLite's" if guard.spent else str(e)
+        raise ConfigError(f"{path} is not a readable nsys SQLite export: {why}") from None
+    finally:
+        db.close()
+
+
+def from_nsys_sqlite(path: Path) -> pd.DataFrame:
+    with _open_export(path) as db:
+        try:
+            return _frame(_nsys_rows(db, path))
+        except (TypeError, ValueError) as e:  # a missing column, or a NULL or text where numbers belong
+            raise ConfigError(f"{path} is not a readable nsys SQLite export: {e}") from None
+
+
+def _nsys_rows(db: sqlite3.Connection, path: Path) -> list[dict[str, Any]]:
+    """The export's kernels, copies, API calls and NVTX ranges as timeline rows."""
+    tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
+    if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
+        raise ConfigError(f"{path} holds no CUDA kernel activity (was nsys run with -t cuda?)")
+    if "StringIds" not in tables:  # a view of that name may yield rows without end
+        raise ConfigError(f"{path} is not a readable nsys SQLite export: its StringIds is no table")
+    names = dict(db.execute("select id, value from StringIds"))
+    rows: list[dict[str, Any]] = []
+    for r in db.execute(
+        "select start, end, deviceId, streamId, correlationId, globalPid, shortName, gridX, gridY, "
+        "gridZ, blockX, blockY, blockZ, registersPerThread, staticSharedMemory + "
+        "dynamicSharedMemory from CUPTI_ACTIVITY_KIND_KERNEL"
+    ):
+        rows.append(
+            {
+                "kind": "kernel",
+                "name": names.get(r[6], str(r[6])),
+                "device": r[2],
+                "stream": r[3],
+                "correlation": r[4],
+                "pid": r[5] >> 24,
+                "tid": None,
+                "start_ns": r[0],
+                "end_ns": r[1],
+                "grid": (r[7], r[8], r[9]),
+                "block": (r[10], r[11], r[12]),
+                "registers": r[13],
+                "shared_bytes": r[14],
+            }
+        )
+    for kind, table in (("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY"), ("memset", "CUPTI_ACTIVITY_KIND_MEMSET")):
+        if table in tables:
+            for r in db.execute(f"select start, end, deviceId, streamId, correlationId, globalPid, bytes from {table}"):
                 rows.append(
                     {
-                        "kind": "nvtx",
-                        "name": r[2],
+                        "kind": kind,
+                        "name": f"{kind} {r[6]} B",
+                        "device": r[2],
+                        "stream": r[3],
+                        "correlation": r[4],
+                        "pid": r[5] >> 24,
+                        "start_ns": r[0],
+                        "end_ns": r[1],
+                    }
+                )
+    for kind, table in (("runtime", "CUPTI_ACTIVITY_KIND_RUNTIME"), ("driver", "CUPTI_ACTIVITY_KIND_DRIVER")):
+        if table in tables:
+            for r in db.execute(f"select start, end, correlationId, globalTid, nameId from {table}"):
+                rows.append(
+                    {
+                        "kind": kind,
+                        "name": names.get(r[4], str(r[4])),
+                        "correlation": r[2],
                         "pid": r[3] >> 24,
                         "tid": r[3] & 0xFFFFFF,
                         "start_ns": r[0],
                         "end_ns": r[1],
                     }
                 )
-        return _frame(rows)
-    except (sqlite3.Error, TypeError, ValueError) as e:  # a missing column, or a NULL or text where numbers belong
-        raise ConfigError(f"{path} is not a readable nsys SQLite export: {e}") from None
-    finally:
-        db.close()
+    if "NVTX_EVENTS" in tables:
+        for r in db.execute(
+            "select start, end, coalesce(text, (select value from StringIds where id = textId)), "
+            "globalTid from NVTX_EVENTS where end is not null"
+        ):
+            rows.append(
+                {
+                    "kind": "nvtx",
+                    "name": r[2],
+                    "pid": r[3] >> 24,
+                    "tid": r[3] & 0xFFFFFF,
+                    "start_ns": r[0],
+                    "end_ns": r[1],
+                }
+            )
+    return rows
 
 
 # (kineto's gpu_user_annotation, a CPU annotation redrawn over the GPU work it covered, is left out: the work
@@ -305,21 +371,23 @@ def idle_gaps(tl: pd.DataFrame, start: int, end: int, top: int = 5) -> pd.DataFr
     return pd.DataFrame([(g.start_ns, g.gap_us, g.after) for g in gaps], columns=["start_ns", "gap_us", "after"])
 
 
+DEVICE_NAME_CHARS = 200  # a GPU's name ("NVIDIA H100 80GB HBM3") is a few words; a capture's longer one is not used
+
+
 def device_name(path: Path) -> str | None:
-    """The GPU a capture was made on, as the capture names it (None when it does not)."""
+    """The GPU a capture was made on, as the capture names it (None when it does not, or names it in more than one
+    short line)."""
     try:
         if path.suffix == ".sqlite":
-            inputs.check_size(path)
-            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            try:
+            with _open_export(path) as db:
                 row = db.execute("select name from TARGET_INFO_GPU order by id limit 1").fetchone()
-            finally:
-                db.close()
-            return str(row[0]) if row else None
-        data = inputs.read_json(path)
-        props = data.get("deviceProperties") if isinstance(data, dict) else None
-        first = props[0] if isinstance(props, list) and props else None
-        name = first.get("name") if isinstance(first, dict) else None
-        return str(name) if name else None
-    except (OSError, ConfigError, sqlite3.Error):
+            name = row[0] if row else None
+        else:
+            data = inputs.read_json(path)
+            props = data.get("deviceProperties") if isinstance(data, dict) else None
+            first = props[0] if isinstance(props, list) and props else None
+            name = first.get("name") if isinstance(first, dict) else None
+    except (OSError, ConfigError):
         return None
+    name = str(name) if name else None
+    return name if name and len(name) <= DEVICE_NAME_CHARS and name.isprintable() else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,9 @@ _FOR = re.compile(r"scf\.for\s+(%[\w$.-]+)\s*=\s*(%[\w$.-]+)\s+to\s+(%[\w$.-]+)\
 _ITER_ARGS = re.compile(r"iter_args\((.*?)\)\s*->")
 _TENSOR = re.compile(r"tensor<([\dx]+)x[^,>]+(?:,\s*(#[\w]+|#ttg\.dot_op<\{[^}]*\}>))?")
 _INT_CONST = re.compile(r"arith\.constant\s+(-?\d+)\s*:")
+_CALLSITE = re.compile(r"loc\(callsite\((#loc\d*) at (#loc\d*)\)\)")
+_LOC_REF = re.compile(r"#loc\d*")
+MAX_LOC_DEPTH = 32  # inlined calls nest a loc 7 deep in the deepest kernel we have seen (Gluon MLA decode)
 
 # where a value comes from, as the leaves of its definitions: what makes a pointer differ between programs or lanes
 UNIFORM = frozenset({"argument", "constant"})
@@ -97,6 +101,7 @@ class _Ir:
     layouts: dict[str, tuple[str, str]] = field(default_factory=dict)  # #name -> (kind, body)
     lines: list[tuple[str, tuple[int | None, ...]]] = field(default_factory=list)  # (line, trips of its loops)
     conditional: set[int] = field(default_factory=set)  # indices of ``lines`` inside an scf.if: they may not run
+    resolved: dict[str, str | None] | None = None  # each loc alias's file:line, once the first op asks
 
 
 def _clean(line: str) -> str:
@@ -183,28 +188,59 @@ def _sources(ir: _Ir, value: str, seen: dict[str, frozenset[str]]) -> frozenset[
     return found
 
 
-def _resolve(ir: _Ir, ref: str | None, hops: int = 0) -> str | None:
-    """A loc reference's file:line; an inlined call's own line (the callee), or its call site where the callee is
-    Triton's library (tl.sum's body is not the user's line)."""
-    if ref is None or hops > 32:
-        return None
-    text = ir.locs.get(ref, "")
-    if (call := re.match(r"loc\(callsite\((#loc\d*) at (#loc\d*)\)\)", text)) is not None:
-        callee = _resolve(ir, call[1], hops + 1)
-        if callee is not None and not callee.startswith("triton/"):
-            return callee
-        return _resolve(ir, call[2], hops + 1)
+def _loc_node(text: str) -> tuple[str | None, tuple[str, ...]]:
+    """One loc definition: its own file:line, or the aliases it refers to (an inlined call's callee and call site; a
+    named location's one)."""
+    if (call := _CALLSITE.match(text)) is not None:
+        return None, (call[1], call[2])
     if (f := _FILE_LINE.search(text)) is not None:
         path = f[1]
-        return f"triton/{path.rsplit('/', 1)[-1]}:{f[2]}" if "/triton/" in path else f"{path.rsplit('/', 1)[-1]}:{f[2]}"
-    nxt = re.search(r"#loc\d*", text)
-    return _resolve(ir, nxt[0] if nxt else None, hops + 1)
+        return (
+            f"triton/{path.rsplit('/', 1)[-1]}:{f[2]}" if "/triton/" in path else f"{path.rsplit('/', 1)[-1]}:{f[2]}"
+        ), ()
+    nxt = _LOC_REF.search(text)
+    return None, (nxt[0],) if nxt else ()
+
+
+def resolve_locs(locs: dict[str, str]) -> dict[str, str | None]:
+    """Every loc alias's file:line: an inlined call's own line (the callee), or its call site where the callee is
+    Triton's library (tl.sum's body is not the user's line). Each alias is resolved once, after the aliases it refers
+    to (Kahn's order), so the work grows with the file: an alias whose references loop back to it or to a loop (a
+    hostile file's ``#loc1 = loc(callsite(#loc1 at #loc1))``), or nest deeper than MAX_LOC_DEPTH, resolves to None."""
+    nodes = {name: _loc_node(text) for name, text in locs.items()}
+    waiting = {name: {ref for ref in refs if ref in nodes} for name, (_, refs) in nodes.items()}
+    users: dict[str, list[str]] = {}
+    for name, pending in waiting.items():
+        for ref in pending:
+            users.setdefault(ref, []).append(name)
+    ready = deque(name for name, pending in waiting.items() if not pending)
+    found: dict[str, str | None] = {}
+    depth: dict[str, int] = {}
+    while ready:
+        name = ready.popleft()
+        own, refs = nodes[name]
+        depth[name] = 1 + max((depth.get(ref, 0) for ref in refs), default=-1)
+        lines = [found.get(ref) for ref in refs]
+        if depth[name] > MAX_LOC_DEPTH:
+            found[name] = None
+        elif len(lines) == 2:  # callsite(callee at caller)
+            callee, caller = lines
+            found[name] = callee if callee is not None and not callee.startswith("triton/") else caller
+        else:
+            found[name] = lines[0] if lines else own
+        for user in users.get(name, ()):
+            waiting[user].discard(name)
+            if not waiting[user]:
+                ready.append(user)
+    return {name: found.get(name) for name in nodes}  # never ready: on a loop or behind one
 
 
 def _line(ir: _Ir, raw: str) -> str:
     """The source line (file:line) of an op, through its loc reference."""
     m = re.search(r"loc\((#loc\d*)\)\s*$", raw.strip())
-    return _resolve(ir, m[1] if m else None) or "?"
+    if ir.resolved is None:
+        ir.resolved = resolve_locs(ir.locs)
+    return (ir.resolved.get(m[1]) if m else None) or "?"
 
 
 def _elements(result_type: str) -> int:

@@ -236,7 +236,7 @@ class Nsys:
 
 def picture(frame: Any, analysis: ts.TimelineAnalysis) -> TimelinePicture:
     """The timeline picture ``write_timeline`` draws, and which stretch of the capture it shows."""
-    return TimelinePicture(file=timeline_chart.FILE, what=timeline_chart.stretch(frame, analysis).what)
+    return TimelinePicture(file=timeline_chart.FILE, what=timeline_chart.described(frame, analysis))
 
 
 def write_timeline(frame: Any, analysis: ts.TimelineAnalysis, run_dir: Path, title: str) -> None:

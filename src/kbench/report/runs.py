@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kbench.analysis.devices import DeviceTable, load_devices
+from kbench.errors import ConfigError
 from kbench.fsutil import json_object
 from kbench.model import Model
 from kbench.report import folder
@@ -26,9 +28,10 @@ class RunRow(Model):
     status: str  # running, ok, failed, interrupted, died (its process is gone), unreadable
     duration_us: float | None  # the whole plan's measured median, else the sum of the stage medians
     bottleneck: str | None
-    device: str | None
+    device: str | None  # the chip as conf/devices.json names it (its display name): one name for all runs on it
     path: str
     error: str | None = None  # a failed or interrupted run's one line
+    device_reported: str | None = None  # the name the run recorded (NVML's, a capture's), where it is not ``device``
 
 
 def _started(stamp: str) -> str:
@@ -55,7 +58,8 @@ STATUSES = {
 }
 
 
-def read_run(run_dir: Path) -> RunRow:
+def read_run(run_dir: Path, devices: DeviceTable | None = None) -> RunRow:
+    """One run folder's row; ``devices``: the table that names its chip (None: the name it recorded)."""
     from kbench.report.models import read_result, totals
 
     params = json_object(run_dir / folder.PARAMS)
@@ -66,7 +70,10 @@ def read_run(run_dir: Path) -> RunRow:
     mode, kernel = (run_dir.parent.parent.parent.name, run_dir.parent.parent.name) if standard else ("n/a", "n/a")
     # a run that used no GPU (params.json's "gpu": false, access mode) timed the interpreter, not a kernel
     duration = totals(result).duration_us if result is not None and p.get("gpu", True) else None
-    named = p.get("device")  # {"name": ..., "key": ...} as kbench writes it
+    named: dict[str, Any] = d if isinstance(d := p.get("device"), dict) else {}  # {"name": ..., "key": ...}
+    recorded = result.device if result is not None else _text(named.get("name"))
+    key = result.device_key if result is not None else _text(named.get("key"))
+    chip = devices.chip_name(recorded, key) if devices is not None else recorded
     return RunRow(
         started=_started(run_dir.name) if standard else str(p.get("started_at") or "n/a")[:19] + "Z" * bool(p),
         mode=str(p.get("mode") or mode),
@@ -78,9 +85,10 @@ def read_run(run_dir: Path) -> RunRow:
         else "unreadable",
         duration_us=duration,
         bottleneck=result.figures.bottleneck if result is not None else None,
-        device=result.device if result is not None else _text(named.get("name") if isinstance(named, dict) else None),
+        device=chip,
         path=str(run_dir),
         error=_text(p.get("error")),
+        device_reported=recorded if recorded != chip else None,
     )
 
 
@@ -109,7 +117,11 @@ def _found(root: Path) -> list[Path]:
 
 def runs(root: Path, kernel: str | None = None, limit: int | None = None) -> list[RunRow]:
     """The run folders under ``root`` (of ``kernel`` only when given), each read once, newest first."""
-    rows = [r for r in map(read_run, _found(root)) if kernel is None or r.kernel == kernel]
+    try:
+        devices: DeviceTable | None = load_devices()
+    except ConfigError:  # a malformed table (KBENCH_DEVICES) costs the listing its chip names, not its rows
+        devices = None
+    rows = [r for d in _found(root) if (r := read_run(d, devices)) and (kernel is None or r.kernel == kernel)]
     return sorted(rows, key=lambda r: (r.started, r.path), reverse=True)[:limit]
 
 
