@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import HAS_CUDA, contract_problems
 
 ROOT = Path(__file__).parents[1]
@@ -61,6 +63,7 @@ def test_every_command_and_option_is_documented() -> None:
         assert option in README, option
 
 
+@pytest.mark.slow
 def test_the_plan_example_is_complete_and_correct(tmp_path: Path) -> None:
     pkg = tmp_path / "relu"
     pkg.mkdir()
@@ -160,6 +163,7 @@ def test_help_mcp_and_api_describe_every_mode_from_one_table() -> None:
     assert "CUPTI" in registry.SUMMARY["event"] and "CUDA events" not in kernel.EPILOG
 
 
+@pytest.mark.slow
 def test_quick_start_shows_the_command_that_runs_without_a_gpu_and_it_runs(tmp_path: Path) -> None:
     """A newcomer on a CPU: the Quick start names access mode's command, and that command writes a report here."""
     quick = README.split("## Quick start")[1].split("\n## ")[0]

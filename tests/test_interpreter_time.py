@@ -22,6 +22,7 @@ def access_run(tmp_path_factory: pytest.TempPathFactory) -> ProfileResult:
     return access_profile_plan(plan, out_dir=tmp_path_factory.mktemp("out"), device="H100_SXM")
 
 
+@pytest.mark.slow
 def test_report_json_tags_interpreter_time_as_such_never_as_measured(access_run: ProfileResult) -> None:
     data = json.loads((access_run.path / "report.json").read_text())
     (stage,) = data["stages"]

@@ -179,6 +179,7 @@ def test_the_annotation_list_asks_for_issued_instructions() -> None:
     assert DATA.is_dir()
 
 
+@pytest.mark.slow
 def test_an_access_run_predicts_each_programs_work_and_the_gpu_modes_get_it(tmp_path: Path) -> None:
     """A causal (triangular) row sum traced under the CPU interpreter: program r sums r + 1 blocks; its paired twin
     gives every program n + 1 blocks. The spread reaches predicted.json's record and the catalogue."""

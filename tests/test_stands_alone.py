@@ -81,6 +81,7 @@ def project_files() -> Iterator[Path]:
     yield ROOT / "pyproject.toml"
 
 
+@pytest.mark.slow
 def test_no_test_source_or_ci_file_reads_the_sibling_shared_folder() -> None:
     readers = []
     for path in project_files():
