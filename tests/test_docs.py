@@ -35,6 +35,15 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "<!-- test-command -->" in ci and 'bash -c "$cmd"' in ci
 
 
+def test_the_readme_names_a_fast_tier_that_the_suite_knows() -> None:
+    """The inner loop's command is in the Quick start, and its marker is one pytest registers (--strict-markers)."""
+    quick = README.split("## Quick start")[1].split("\n## ")[0]
+    assert '`python -m pytest -m "not slow"`' in quick
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    assert any(m.startswith("slow: ") for m in markers)
+
+
 def test_every_command_and_option_is_documented() -> None:
     top = subprocess.run([sys.executable, "-m", "kbench", "--help"], capture_output=True, text=True, timeout=60)
     for cmd in ("profile", "check", "analyze", "list"):
