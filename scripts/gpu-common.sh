@@ -1,6 +1,7 @@
-# Sourced by scripts/gpu-issue*.sh on a CUDA machine, clocks untouched: the results folder ($res, from $1 or the
-# script's default), the Python ($py), `step` (a heading with the time and the SM clock) and the device's record
-# (device.txt: nvidia-smi's read-only query and the torch/Triton versions). Usage: res=${1:-out/x}; . gpu-common.sh
+# Sourced by scripts/gpu-{diagnosis,profile-runs,pm-sampling,mla-decode-gluon}.sh on a CUDA machine, clocks
+# untouched: the results folder ($res, from $1 or the script's default), the Python ($py), `step` (a heading with the
+# time and the SM clock) and the device's record (device.txt: nvidia-smi's read-only query and the torch/Triton
+# versions). Usage: res=${1:-out/x}; . gpu-common.sh
 set -uo pipefail
 mkdir -p "$res"
 py=${PYTHON:-python3}

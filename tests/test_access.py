@@ -75,6 +75,7 @@ def test_reuse_across_programs_shows_in_a_tiled_matmul() -> None:
     assert len(loads) == 2 and max(s.reuse or 0 for s in loads) >= 2.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["naive", "tiled"])
 def test_the_cpu_prediction_matches_what_ncu_measured_on_the_gpu(version: str) -> None:
     """Bytes used per 32-byte sector, predicted on a CPU at a scaled-down point whose rows are whole sectors
@@ -129,6 +130,7 @@ def test_kbench_check_access_prints_each_load_and_store_line(cli: Any) -> None:
     assert "predicted on CPU (Triton interpreter" in done.stdout
 
 
+@pytest.mark.slow
 def test_which_program_touched_each_element_and_its_picture(cli: Any, tmp_path: Path) -> None:
     """The naive transpose: program c reads column c of x and writes row c of y (the grid's first axis is the
     column); the pictures are written, one per workspace tensor."""

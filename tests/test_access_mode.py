@@ -36,6 +36,7 @@ def top_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line[:3] in ("1. ", "2. ", "3. ")]
 
 
+@pytest.mark.slow
 def test_the_naive_transpose_is_told_which_line_reads_4_bytes_of_each_sector(tmp_path: Path) -> None:
     done = access(tmp_path, "transpose", "naive", "--rows=1024", "--cols=1024")
     assert done.returncode == 0, done.stderr
@@ -61,6 +62,7 @@ def test_the_naive_transpose_is_told_which_line_reads_4_bytes_of_each_sector(tmp
     assert "Interpreter time (us; CPU, not GPU time)" in text
 
 
+@pytest.mark.slow
 def test_a_block_four_times_the_row_is_named_as_masked_work(tmp_path: Path) -> None:
     done = access(tmp_path, "masked", "before", "--rows=4096")
     assert done.returncode == 0, done.stderr
@@ -74,6 +76,7 @@ def test_a_block_four_times_the_row_is_named_as_masked_work(tmp_path: Path) -> N
     assert done.returncode == 0 and top_lines(text)[0].startswith("1. No access defect predicted on CPU")
 
 
+@pytest.mark.slow
 def test_an_out_of_bounds_read_fails_the_run_with_its_line_and_program(tmp_path: Path) -> None:
     done = access(tmp_path, "oob", "--n=20000", kernel_path=str(DATA / "bad_kernels"))
     assert done.returncode == 5
@@ -84,6 +87,7 @@ def test_an_out_of_bounds_read_fails_the_run_with_its_line_and_program(tmp_path:
     assert (run / "access.json").exists() and json.loads((run / "params.json").read_text())["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_an_out_of_bounds_read_at_the_traced_point_fails_the_run_without_the_check(tmp_path: Path) -> None:
     # the parameters asked for, not only the check's: a bug that shows at one size only is caught where it shows
     done = access(tmp_path, "oob", "--n=20000", "--no-check", kernel_path=str(DATA / "bad_kernels"))
@@ -279,6 +283,7 @@ def test_on_the_h100_top1_named_each_defect_and_its_gain_was_realized(tmp_path: 
         assert top_lines(report(f"access-{after}"))[0].startswith("1. No access defect predicted on CPU")
 
 
+@pytest.mark.slow
 def test_kbench_runs_lists_no_duration_for_a_run_that_used_no_gpu(tmp_path: Path) -> None:
     from kbench.report.runs import read_run
 
@@ -289,6 +294,7 @@ def test_kbench_runs_lists_no_duration_for_a_run_that_used_no_gpu(tmp_path: Path
     assert row.mode == "access" and row.duration_us is None and row.status == "ok"
 
 
+@pytest.mark.slow
 def test_a_kernel_that_reads_twice_the_bytes_it_needs_is_named_at_the_check_size(tmp_path: Path) -> None:
     """halfrow before loads whole rows to sum their first half: at the check parameters (every program traced) its
     loads reach 1.98x the model's bytes; at the requested size only a sample ran, so that is where the ratio comes
@@ -305,6 +311,7 @@ def test_a_kernel_that_reads_twice_the_bytes_it_needs_is_named_at_the_check_size
     assert done.returncode == 0 and top_lines(text)[0].startswith("1. No access defect predicted on CPU")
 
 
+@pytest.mark.slow
 def test_atomics_are_drawn_and_a_bug_in_the_child_is_exit_70(tmp_path: Path) -> None:
     done = access(tmp_path, "atomics", "per_element", "--n=100000")
     assert done.returncode == 0, done.stderr

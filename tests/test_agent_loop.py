@@ -24,6 +24,7 @@ BASE = DATA / "kbench_h100" / "annotation_matmul_base.ncu-rep"
 V2 = DATA / "validation_h100" / "matmul-v2" / "annotation" / "profile.ncu-rep"  # same shape, the next version
 
 
+@pytest.mark.slow
 def test_the_loop_through_the_cli(cli: Callable[..., Ran], tmp_path: Path, isolated: Path) -> None:
     out, docs = tmp_path / "profiles", tmp_path / "kernels"
     for capture, version in ((BASE, "base"), (V2, "v2")):
@@ -66,6 +67,7 @@ def _call(server: Any, steps: list[tuple[str, dict[str, Any]]]) -> list[tuple[An
     return answers
 
 
+@pytest.mark.slow
 def test_the_loop_through_mcp(tmp_path: Path, isolated: Path) -> None:
     out, docs = str(tmp_path / "profiles"), str(tmp_path / "kernels")
     kernels = tmp_path / "kp"
@@ -114,6 +116,7 @@ def test_the_loop_through_mcp(tmp_path: Path, isolated: Path) -> None:
     assert answer["edit"] == [str(kernels / "my_matmul" / "v3.py"), str(kernels / "my_matmul" / "_triton_v3.py")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("tool", "args", "fragment"),
     [
@@ -136,6 +139,7 @@ def test_errors_come_back_as_one_line_tool_errors(
     assert "Traceback" not in text and len(text.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_kbench_mcp_serves_over_stdio(tmp_path: Path) -> None:
     """The command an MCP client registers: `python -m kbench mcp`, spoken to over its stdin/stdout."""
     import sys

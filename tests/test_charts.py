@@ -63,6 +63,7 @@ def test_the_roofline_chart_draws_the_practical_roof_the_gains_use_beside_the_da
     assert d.xlim[0] < min(ridges) and d.xlim[1] > max(stage.intensity or 0, *ridges)
 
 
+@pytest.mark.slow
 def test_a_profile_draws_both_roofs_into_roofline_png(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     drawn: list[chart.RooflineDrawing] = []
     draw = chart.draw_roofline
@@ -134,6 +135,7 @@ def test_an_access_picture_has_axis_labels_a_colour_bar_naming_programs_and_a_ti
         chart.pyplot().close(fig)
 
 
+@pytest.mark.slow
 def test_an_access_picture_of_the_first_programs_only_names_no_later_ones_and_a_sampled_window_keeps_indices(
     tmp_path: Path,
 ) -> None:

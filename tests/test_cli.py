@@ -113,6 +113,7 @@ def test_predict_without_a_gpu_falls_back_to_the_documented_device_and_says_so(r
     assert "device to predict for, a key of conf/devices.json (default: this machine's GPU, else H100_SXM)" in helped
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(HAS_CUDA, reason="CPU interpreter path")
 @pytest.mark.parametrize("package", ["vector_add", "matmul", "fork_join"])
 def test_kbench_check_passes_under_the_interpreter(run, package: str) -> None:
@@ -145,6 +146,7 @@ def test_predict_on_a_named_device_runs_nothing(run) -> None:
     assert add.split()[-2:] == [f"{12 * 2**20 / 4.8e12 * 1e6:.2f}", "memory"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(HAS_CUDA, reason="no-GPU path")
 def test_user_kernel_path_from_environment_is_listed(run, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KBENCH_KERNEL_PATH", str(USER))

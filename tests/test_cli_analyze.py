@@ -133,6 +133,7 @@ def _kbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_python_m_kbench_analyze_writes_the_report(isolated: Path) -> None:
     done = _kbench("analyze", str(CAPTURE), "--out", "prof", cwd=isolated)
     assert done.returncode == 0, done.stderr
@@ -180,6 +181,7 @@ def _lean(isolated: Path, env: dict[str, str]) -> dict[str, object]:
     return seen
 
 
+@pytest.mark.slow
 def test_the_lean_path_imports_no_command_framework_and_no_other_mode_s_backend_or_analyses(
     isolated: Path,
 ) -> None:
@@ -188,11 +190,13 @@ def test_the_lean_path_imports_no_command_framework_and_no_other_mode_s_backend_
     assert _lean(isolated, env) == {"code": 0, "plugins": "__all__", "loaded": []}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["", "logfire"])
 def test_a_user_s_choice_of_pydantic_plugins_is_kept(isolated: Path, value: str) -> None:
     assert _lean(isolated, {**os.environ, "PYDANTIC_DISABLE_PLUGINS": value})["plugins"] == value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv",
     [
@@ -234,6 +238,7 @@ def _body(report: str) -> list[str]:
     return [line for line in report.splitlines() if not line.startswith("- Plan: matmul v2 (")]
 
 
+@pytest.mark.slow
 def test_a_capture_in_a_run_folder_is_analysed_with_the_plan_its_params_json_names(
     cli: Callable[..., Ran], tmp_path: Path, isolated: Path
 ) -> None:

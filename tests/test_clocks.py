@@ -236,6 +236,7 @@ def _child(extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("sig", "error"), [(signal.SIGTERM, "Terminated: terminated by SIGTERM"), (signal.SIGINT, "KeyboardInterrupt")]
 )
@@ -338,6 +339,7 @@ with gpulock.exclusive(0, progress=print):
 """
 
 
+@pytest.mark.slow
 def test_two_processes_contend_for_one_gpu() -> None:
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, "3"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

@@ -47,6 +47,7 @@ def test_only_symbols_the_module_defines_are_renamed() -> None:
     assert imported == "from x import v1_thing\n\nv2_copy = v1_thing\n"
 
 
+@pytest.mark.slow
 def test_clone_registers_checks_and_never_overwrites(
     cli: Callable[..., Ran], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -79,6 +80,7 @@ def test_clone_registers_checks_and_never_overwrites(
     assert not (kernels / "scale" / "v3.py").exists()
 
 
+@pytest.mark.slow
 def test_a_shipped_package_is_copied_into_the_kernel_path_with_its_own_kernel_source(
     cli: Callable[..., Ran], tmp_path: Path
 ) -> None:

@@ -52,6 +52,7 @@ def failed_run() -> dict[str, Any]:
     return params
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("body", "error", "message"),
     [
@@ -87,6 +88,7 @@ def test_ncu_failures_are_one_line_and_marked(fake_ncu, body: str, error: type, 
     assert "--clock-control none" in params["ncu_command"] and "kbench.capture.child" in params["ncu_command"]
 
 
+@pytest.mark.slow
 def test_a_hanging_ncu_is_killed(fake_ncu) -> None:
     fake_ncu("time.sleep(60)")
     with pytest.raises(tools.ToolTimeout, match="ran past 1 s"):

@@ -11,6 +11,7 @@ from kbench.errors import UsageError
 torch = pytest.importorskip("torch")
 
 
+@pytest.mark.slow
 def test_reads_writes_and_bytes_of_a_stage() -> None:
     ws = {"x": torch.ones(4, 8), "y": torch.zeros(4, 8), "unused": torch.zeros(3)}
 

@@ -109,6 +109,7 @@ def test_tensor_feed_numbers_need_a_source(tmp_path: Path, monkeypatch) -> None:
         load_devices(path)
 
 
+@pytest.mark.slow
 def test_a_gpu_report_names_its_device_one_way(tmp_path: Path) -> None:
     """The Environment line names the GPU as NVML did and its conf/devices.json key; the Ceilings line names the peaks
     it used by that same key, never by another name of the part (the table's display name: two names, one GPU)."""

@@ -259,6 +259,7 @@ PAIRS = [
 MODES = {"e": "event", "a": "annotation"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("before", "after", "mechanism", "change", "mode"),
     [(b, a, m, c, MODES[x]) for b, a, m, c, modes in PAIRS for x in modes],
@@ -445,6 +446,7 @@ def test_structural_items_are_said_under_the_list_not_ranked() -> None:
     assert [o.name for o in found] == ["big"]
 
 
+@pytest.mark.slow
 def test_kbench_analyze_reads_the_launch_records_beside_a_capture(tmp_path: Path) -> None:
     # an annotation capture analysed offline with its plan: tiling/ beside it gives the catalogue the compiled kernel's
     # instruction mix, so the product both warpgroups repeat is named as it was live

@@ -19,6 +19,7 @@ def test_there_are_captures_to_check() -> None:
     assert len(CAPTURES) >= 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capture", CAPTURES, ids=[str(c.relative_to(ex.EXAMPLES)) for c in CAPTURES])
 def test_a_committed_capture_analysed_today_gives_its_committed_report(capture: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:

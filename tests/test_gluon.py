@@ -49,6 +49,7 @@ print(partitions(kernel.asm["ttgir"]))  # v8's, as this Triton writes its TTGIR
 """
 
 
+@pytest.mark.slow
 def test_mla_decode_v7s_gluon_kernel_compiles_with_its_reductions_under_the_interpreter(tmp_path: Path) -> None:
     """v7 reduces with gl.max and gl.sum, Triton library functions that are interpreter functions where
     triton.language was first imported under TRITON_INTERPRET=1 (as here, in a fresh process): the compile swaps in
@@ -89,6 +90,7 @@ for version in ("v6", "v7"):  # v6's interpreted kernels call @jit helpers, then
 """
 
 
+@pytest.mark.slow
 def test_a_gluon_kernel_compiles_after_interpreted_kernels_in_the_same_process(tmp_path: Path) -> None:
     """Triton's interpreter leaves its language patches behind after a kernel's @jit helper calls: a Gluon kernel
     compiled next in the same process (every version of a package checked at once, an empty Triton cache) failed
@@ -137,6 +139,7 @@ def test_a_gluon_kernel_that_does_not_compile_fails_the_check_in_one_line(
     assert "COMPILED" not in done.stdout
 
 
+@pytest.mark.slow
 def test_access_mode_says_it_cannot_trace_a_gluon_kernel(cli: Callable[..., Ran], tmp_path: Path) -> None:
     done = cli("vector_add", "gluon", "--n=4096", "--prof_type=access", "--out", str(tmp_path), module="kbench.kernel")
     assert done.returncode == 7, done.stderr

@@ -107,6 +107,7 @@ def check_golden(name: str, run_dir: Path, root: Path) -> None:
     assert got == want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ANALYZE))
 def test_analyze_reports_are_unchanged(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

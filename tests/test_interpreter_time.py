@@ -22,6 +22,7 @@ def access_run(tmp_path_factory: pytest.TempPathFactory) -> ProfileResult:
     return access_profile_plan(plan, out_dir=tmp_path_factory.mktemp("out"), device="H100_SXM")
 
 
+@pytest.mark.slow
 def test_report_json_tags_interpreter_time_as_such_never_as_measured(access_run: ProfileResult) -> None:
     data = json.loads((access_run.path / "report.json").read_text())
     (stage,) = data["stages"]
@@ -35,6 +36,7 @@ def test_the_schema_allows_interpreter_as_a_source() -> None:
     assert "interpreter" in schema["$defs"]["Value"]["properties"]["source"]["enum"]
 
 
+@pytest.mark.slow  # the module's access run
 def test_the_whole_plan_has_no_achieved_rates_from_interpreter_time(access_run: ProfileResult) -> None:
     from kbench.report.models import totals
 
@@ -42,6 +44,7 @@ def test_the_whole_plan_has_no_achieved_rates_from_interpreter_time(access_run: 
     assert plan.duration_us > 0 and plan.tflops is None and plan.gbps is None
 
 
+@pytest.mark.slow  # the module's access run
 def test_devlog_says_predicted_for_the_device_with_no_gpu_and_no_achieved_rates(
     access_run: ProfileResult, tmp_path: Path
 ) -> None:
@@ -54,6 +57,7 @@ def test_devlog_says_predicted_for_the_device_with_no_gpu_and_no_achieved_rates(
     assert "| Interpreter time (CPU, not GPU time) |" in text and "| Duration |" not in text
 
 
+@pytest.mark.slow  # the module's access run
 def test_one_ridge_and_one_device_name_per_access_report(access_run: ProfileResult) -> None:
     text = access_run.report_md
     ridges = set(re.findall(r"ridge of (\d+(?:\.\d+)?) FLOP/B", text))

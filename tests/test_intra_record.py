@@ -105,6 +105,7 @@ def _run(script: str, *args: str, interpret: bool) -> dict[str, object]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.slow
 def test_the_shipped_matmul_records_only_with_profiling_on() -> None:
     found = _run("intra_compile.py", interpret=False)
     if "error" in found:
@@ -121,6 +122,7 @@ def _interpreted(tmp_path: Path, *args: str) -> dict[str, object]:
     return _run("intra_interp.py", str(tmp_path / "trace"), *args, interpret=True)
 
 
+@pytest.mark.slow
 def test_a_kernel_records_under_the_interpreter_and_the_trace_reads_back(tmp_path: Path) -> None:
     out = _interpreted(tmp_path, "64")
     assert out["x"] == [1.0] * 5  # the kernel's own work is untouched
@@ -130,12 +132,14 @@ def test_a_kernel_records_under_the_interpreter_and_the_trace_reads_back(tmp_pat
     assert a.ctas == 5 and a.task_events == {"load": 5, "store": 5}
 
 
+@pytest.mark.slow
 def test_an_overflow_under_the_interpreter_is_in_the_trace(tmp_path: Path) -> None:
     _interpreted(tmp_path, "15")  # 3 slots a CTA: 2 of its 4 records fit
     meta = json.loads((tmp_path / "trace.json").read_text())["otherData"]
     assert (meta["dropped_records"], meta["overflowed_ctas"], meta["slots_per_cta"]) == (10, 5, 2)
 
 
+@pytest.mark.slow
 def test_with_profiling_off_the_buffer_is_untouched(tmp_path: Path) -> None:
     out = _interpreted(tmp_path, "64", "off")
     assert out == {"untouched": True, "x": [1.0] * 5}

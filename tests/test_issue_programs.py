@@ -29,7 +29,7 @@ from kbench.analysis.timing_stats import TimingStats
 from kbench.capture.access import Access
 from tests.conftest import DATA
 
-FIXTURES = Path(__file__).parents[2] / "shared" / "fixtures" / "h100"
+REPS = DATA / "ncu_h100"  # the H100 captures of shared/fixtures/h100, copied unchanged (its README beside them)
 H100 = load_devices().devices["H100_SXM"]
 ROOF = Ceilings(tflops=62.4, gbps=3095.1, source="test")
 
@@ -38,9 +38,7 @@ ROOF = Ceilings(tflops=62.4, gbps=3095.1, source="test")
 def test_the_issue_roof_equals_ncus_own_issue_percentage(name: str) -> None:
     import ncu_report
 
-    path = FIXTURES / f"{name}.ncu-rep"
-    if not path.exists():
-        pytest.skip("../shared/fixtures is not beside this checkout")
+    path = REPS / f"{name}.ncu-rep"
     c = combine(name, ncu.kernels(path))
     assert c.inst_counter == "smsp__inst_issued.sum" and c.inst_issued and c.sm_cycles
     f = _figures(c.duration_us, flops=None, nbytes=None)
@@ -181,6 +179,7 @@ def test_the_annotation_list_asks_for_issued_instructions() -> None:
     assert DATA.is_dir()
 
 
+@pytest.mark.slow
 def test_an_access_run_predicts_each_programs_work_and_the_gpu_modes_get_it(tmp_path: Path) -> None:
     """A causal (triangular) row sum traced under the CPU interpreter: program r sums r + 1 blocks; its paired twin
     gives every program n + 1 blocks. The spread reaches predicted.json's record and the catalogue."""
@@ -322,8 +321,7 @@ def test_idle_sms_from_the_counters_name_the_longest_program(ragged_rep: Path) -
 
 @pytest.mark.parametrize("name", ["full_add", "full_mm"])
 def test_evenly_busy_sms_get_no_idle_item(name: str) -> None:
-    path = Path(__file__).parents[2] / "shared/fixtures/h100" / f"{name}.ncu-rep"
-    (k,) = ncu.kernels(path)
+    (k,) = ncu.kernels(REPS / f"{name}.ncu-rep")
     c = combine(k.name, [k])
     assert c.sm_busy_pct is not None and c.sm_busy_pct > 95.0
     assert programs.idle_sms(_busy_evidence(c, c.duration_us, 1e9)) is None

@@ -32,6 +32,7 @@ def test_discovery_finds_the_shipped_versions() -> None:
     assert {("vector_add", "v2"), ("matmul", "torch_mm"), ("fork_join", "serial")} <= set(SHIPPED)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("package", "version"), SHIPPED)
 def test_every_tuning_config_matches_the_reference(package: str, version: str) -> None:
     plan, note = _plan(package, version)

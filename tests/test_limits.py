@@ -74,6 +74,7 @@ def test_a_zero_padded_report_is_one_line_exit_4_and_no_run_folder(tmp_path: Pat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_report_of_more_records_than_the_walk_reads_is_refused(tmp_path: Path) -> None:
     from kbench.analysis import ncu_layout
 
@@ -91,6 +92,7 @@ def test_every_real_report_is_laid_out_to_its_last_byte(report: Path) -> None:
     assert ncu_layout.walk(report.read_bytes()) >= 3  # at least a session block, a source and a result
 
 
+@pytest.mark.slow
 def test_a_report_over_the_size_limit_is_refused_naming_the_variable_that_raises_it(tmp_path: Path) -> None:
     from kbench import inputs
 
@@ -185,6 +187,7 @@ def test_a_run_folders_json_over_its_limit_is_never_read(tmp_path: Path, monkeyp
     assert json_object(path) is None and read_result(tmp_path) is None
 
 
+@pytest.mark.slow
 def test_a_params_json_over_its_limit_beside_a_capture_is_not_read(tmp_path: Path) -> None:
     """`kbench analyze` then analyses the capture without the plan that params.json names, and `kbench runs` lists
     the folder as unreadable, one row, the others still listed."""
@@ -378,6 +381,7 @@ def test_a_malformed_trace_is_a_malformed_capture(case: str, tmp_path: Path) -> 
         _analyze(str(path), "--out", str(tmp_path / "out"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(IGNORED))
 def test_a_trace_field_of_the_wrong_type_is_read_as_absent(case: str, tmp_path: Path) -> None:
     from kbench.errors import KbenchError
@@ -468,6 +472,7 @@ def _memory_capped() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("record", "command"),
     [("params.json", "runs"), ("result.json", "runs"), ("result.json", "compare"), ("result.json", "devlog")],
@@ -511,6 +516,7 @@ def test_the_mcp_tools_never_read_a_file_over_its_limit(tmp_path: Path, monkeypa
     assert answer.is_error and "over the 1 MB kbench reads" in str(answer.content[0]), answer.content
 
 
+@pytest.mark.slow
 def test_a_devlog_or_points_file_over_its_limit_is_refused_not_read(tmp_path: Path) -> None:
     """The other files kbench reads back whole: the devlog it appends to and a sweep's points.jsonl."""
     import json
@@ -553,6 +559,7 @@ HOSTILE_SQLITE = {  # a few KB of schema that would cost without end: size limit
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(HOSTILE_SQLITE))
 def test_an_nsys_export_whose_schema_would_cost_without_end_is_refused(case: str, tmp_path: Path) -> None:
     import shutil

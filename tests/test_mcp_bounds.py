@@ -67,6 +67,7 @@ def plan_of(capture: Path) -> dict[str, Any]:
     return {"plan": made["kernel"], "plan_version": made["version"], "params": params}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_every_committed_capture_analysed_through_mcp_answers_within_the_bound(tmp_path: Path) -> None:
     assert len(CAPTURES) >= 8
@@ -86,6 +87,7 @@ def test_every_committed_capture_analysed_through_mcp_answers_within_the_bound(t
     assert ok >= len(CAPTURES) // 2
 
 
+@pytest.mark.slow
 def test_committed_reports_read_in_bounded_pages_that_add_up(tmp_path: Path) -> None:
     runs = sorted({p.parent for p in EXAMPLES.rglob("report.md")})
     server = build()
@@ -154,6 +156,7 @@ def test_without_roots_nothing_is_fenced(fenced: tuple[Path, Path, Path]) -> Non
     assert not answer.is_error
 
 
+@pytest.mark.slow
 def test_check_is_a_tool_for_an_agent_without_a_gpu() -> None:
     from tests.conftest import HAS_CUDA
 

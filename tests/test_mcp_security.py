@@ -286,6 +286,7 @@ def test_deep_json_in_a_run_folder_is_a_clear_error_not_a_kbench_bug(tmp_path: P
         assert "internal error" not in done.stderr
 
 
+@pytest.mark.slow
 def test_tool_arguments_take_numbers_and_answer_bad_ones_in_one_line(tmp_path: Path) -> None:
     asked: list[tuple[str, dict[str, Any]]] = [
         ("check", {"kernel": "vector_add", "version": "base", "params": {"n": 64, "dtype": "float32"}}),
@@ -336,6 +337,7 @@ def _over_stdio(cwd: Path, steps: list[tuple[str, dict[str, Any]]], *options: st
     return answers
 
 
+@pytest.mark.slow
 def test_kbench_mcp_without_roots_reaches_only_the_folder_it_was_started_in(fenced: tuple[Path, Path]) -> None:
     root, outside = fenced
     shutil.copytree(RUN, root / "run")

@@ -14,6 +14,7 @@ from tests.conftest import Ran
 VERSIONS = ["base", "v1", "v2", "v3", "v4", "v5", "v6", "v6_branch"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_version_passes_the_check_under_the_interpreter(cli: Callable[..., Ran], version: str) -> None:
     done = cli("check", "mla_decode", version)
@@ -23,6 +24,7 @@ def test_every_version_passes_the_check_under_the_interpreter(cli: Callable[...,
     assert configs and len(configs) == len([line for line in done.stdout.splitlines() if line.startswith("  ")])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("version", "extra"),
     [

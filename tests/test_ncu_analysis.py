@@ -116,6 +116,7 @@ def test_a_plan_that_does_not_match_the_report_is_one_line() -> None:
         analysed(REPS / "full_mm.ncu-rep", "annotation", load_version("vector_add").from_values({}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", FIXTURES)
 @pytest.mark.parametrize("mode", ["annotation", "ncu"])
 def test_every_fixture_renders_a_contract_report(tmp_path: Path, fixture: str, mode: str) -> None:
@@ -140,6 +141,7 @@ def test_ncu_mode_writes_verbose_report_source_and_sass(tmp_path: Path) -> None:
     assert len(rows) == 388 and sum(float(r["inst_executed"]) for r in rows) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_kbench_analyze_needs_no_ncu(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixture: str) -> None:
     monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
@@ -202,6 +204,7 @@ def test_roofline_chart_only_with_a_model(tmp_path: Path) -> None:
     assert offline.chart is None and not (Path(offline.out_dir) / "roofline.png").exists()
 
 
+@pytest.mark.slow
 def test_tidy_tables_are_written(tmp_path: Path) -> None:
     import pandas as pd
 

@@ -121,6 +121,7 @@ def _running(pid: int) -> bool:
     return stat_file.exists() and stat_file.read_text().split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.slow
 def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
     code = (
@@ -136,6 +137,7 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert not _running(grandchild)
 
 
+@pytest.mark.slow
 def test_an_interrupt_ends_what_the_tool_started_in_sessions_of_its_own(tmp_path: Path) -> None:
     """As Nsight Systems does: the profiled program and an agent in new sessions, out of the process group's reach;
     the ones whose command line carries a marker (the child's spec, the agent's session named after the tool's pid)

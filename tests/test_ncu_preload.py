@@ -91,6 +91,7 @@ print(json.dumps({"code": code, "started": len(started), "late": late}))
 """
 
 
+@pytest.mark.slow
 @needs_library
 def test_no_extension_module_is_imported_while_the_library_loads(tmp_path: Path) -> None:
     """An extension module imported after the preload starts waits on the dynamic loader for the whole library and
@@ -119,6 +120,7 @@ print(json.dumps({"pydantic": sorted(m for m in sys.modules if m.split(".")[0] i
 """
 
 
+@pytest.mark.slow
 def test_what_is_imported_while_the_library_loads_is_what_the_analysis_imports_and_never_pydantic(
     tmp_path: Path,
 ) -> None:
@@ -129,6 +131,7 @@ def test_what_is_imported_while_the_library_loads_is_what_the_analysis_imports_a
     assert _python(ALONE, cwd=tmp_path) == {"pydantic": []}
 
 
+@pytest.mark.slow
 @needs_library
 def test_the_sass_warm_up_reads_real_sass_and_leaves_the_stage_s_sass_as_it_was() -> None:
     """ncu mode readies ncu_report's disassembler on kbench's own tiny report while ncu runs: that report must hold

@@ -236,6 +236,7 @@ def test_a_crashing_plan_is_not_retried_under_another_backend(stand_in, monkeypa
         profile()
 
 
+@pytest.mark.slow
 def test_a_hanging_nsys_is_killed(stand_in) -> None:
     stand_in("import time; time.sleep(60)")
     with pytest.raises(tools.ToolTimeout, match="ran past 1 s"):

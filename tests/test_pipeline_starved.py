@@ -110,6 +110,7 @@ def test_the_warps_in_no_partition_are_no_barrier_stall(tmp_path: Path, monkeypa
     assert counted[0].metric == "attention.stall_barrier" and "5.1 of 10.1" in counted[0].name
 
 
+@pytest.mark.slow
 def test_a_wait_one_partition_alone_could_hold_is_no_starvation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -65,6 +65,7 @@ def analysed(request: pytest.FixtureRequest, cli: Callable[..., Ran], isolated: 
     return (run / "report.md").read_text(), data
 
 
+@pytest.mark.slow
 def test_every_figure_of_report_md_is_in_report_json(analysed: tuple[str, dict[str, Any]]) -> None:
     md, data = analysed
     stages = {s["name"]: s for s in data["stages"]}
@@ -100,6 +101,7 @@ def test_every_figure_of_report_md_is_in_report_json(analysed: tuple[str, dict[s
     assert data["files"][0][0] == "report.json"
 
 
+@pytest.mark.slow
 def test_every_number_says_where_it_came_from(analysed: tuple[str, dict[str, Any]]) -> None:
     _, data = analysed
     values = [s[k] for s in data["stages"] for k in s if isinstance(s[k], dict) and "source" in s[k]]

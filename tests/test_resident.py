@@ -40,6 +40,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "KBENCH_RESIDENT": "1", "XDG_RUNTIME_DIR": str(runtime), "KBENCH_RESIDENT_IDLE": "60"}
 
 
+@pytest.mark.slow
 def test_cli_calls_take_the_warm_resident_path(env: dict[str, str]) -> None:
     where = Path(env["XDG_RUNTIME_DIR"]) / "kbench"
     sock, log = where / "resident-all.sock", where / "resident-all.log"

@@ -53,6 +53,7 @@ def started(env: dict[str, str]) -> Path:
     return where
 
 
+@pytest.mark.slow
 def test_a_module_planted_in_the_first_callers_folder_never_runs_in_the_resident(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -176,6 +177,7 @@ def gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_one_resident_per_socket(tmp_path: Path, env: dict[str, str]) -> None:
     # calls that found no resident start one each, concurrently with one that already serves: it keeps the socket
     assert kernel(["--list"], env, tmp_path).returncode == 0
@@ -200,6 +202,7 @@ def test_one_resident_per_socket(tmp_path: Path, env: dict[str, str]) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_a_command_that_kills_the_resident_runs_once(tmp_path: Path, env: dict[str, str]) -> None:
     count = tmp_path / "count"
     kp = package(tmp_path / "kp", "boom", f"open({str(count)!r}, 'a').write('ran\\n')\nos._exit(9)")
@@ -211,6 +214,7 @@ def test_a_command_that_kills_the_resident_runs_once(tmp_path: Path, env: dict[s
     assert call.stderr.startswith("kbench: error: the resident kbench died") and len(call.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_call_that_gave_up_waiting_is_not_also_run_by_the_resident(
     tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -235,6 +239,7 @@ def test_a_call_that_gave_up_waiting_is_not_also_run_by_the_resident(
     assert served(where / "resident-all.log") == ["served: --list (exit 0)"]
 
 
+@pytest.mark.slow
 def test_a_served_command_keeps_its_callers_umask(tmp_path: Path, env: dict[str, str]) -> None:
     made = tmp_path / "made"
     kp = package(tmp_path / "kp", "maker", f"open({str(made)!r}, 'w').close()")
@@ -261,6 +266,7 @@ def test_a_resident_that_cannot_be_private_says_why(
     assert resident.forward(["--list"]) is None and capsys.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_the_files_kbench_writes_in_a_served_command_keep_that_callers_umask(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

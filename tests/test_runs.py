@@ -7,11 +7,14 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from kbench.report import folder
 from kbench.report.runs import runs
 from tests.conftest import DATA, Ran
 
 
+@pytest.mark.slow
 def test_runs_lists_every_folder_newest_first_with_its_status(
     cli: Callable[..., Ran], tmp_path: Path, isolated: Path
 ) -> None:
@@ -57,6 +60,7 @@ def test_runs_lists_every_folder_newest_first_with_its_status(
     assert none.returncode == 0 and "no runs under" in none.stderr
 
 
+@pytest.mark.slow
 def test_compare_two_runs_and_a_run_with_its_previous(cli: Callable[..., Ran], tmp_path: Path, isolated: Path) -> None:
     root = tmp_path / "profiles"
     base, v2 = DATA / "kbench_h100" / "annotation_matmul_base.ncu-rep", DATA / "kbench_h100" / "nsys_fork_join.sqlite"

@@ -359,4 +359,4 @@ def test_open_says_in_one_line_why_nothing_samples(monkeypatch: pytest.MonkeyPat
         raise ImportError("No module named 'cupti'", name="cupti")
 
     monkeypatch.setattr(capture, "_cupti", missing)
-    assert capture.Sampler.open() == "cupti-python is not installed (cupti): pip install 'kbench[cupti]'"
+    assert capture.Sampler.open() == "cupti-python is not installed (cupti): README, Counters in event mode, says how"

@@ -510,6 +510,7 @@ def planted_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return marker
 
 
+@pytest.mark.slow
 def test_the_mcp_check_tool_imports_nothing_from_the_servers_working_folder(planted_cwd: Path) -> None:
     from kbench.cli.mcp_server import build
     from tests.test_mcp_bounds import calls
@@ -519,6 +520,7 @@ def test_the_mcp_check_tool_imports_nothing_from_the_servers_working_folder(plan
     assert not planted_cwd.exists()
 
 
+@pytest.mark.slow
 def test_a_profile_child_imports_nothing_from_the_working_folder(planted_cwd: Path) -> None:
     from kbench import api
     from kbench.plan.discovery import load_version
@@ -557,6 +559,7 @@ def test_what_another_holder_wrote_in_the_lock_file_is_shown_as_plain_text(state
     assert said.startswith("GPU 0 is busy: kbench pid 1 (`") and said.isprintable() and len(said) < 600, said
 
 
+@pytest.mark.slow
 def test_access_pictures_replace_a_link_at_their_name_never_write_through_it(
     cli: Callable[..., Ran], tmp_path: Path
 ) -> None:

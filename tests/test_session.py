@@ -142,6 +142,7 @@ def test_an_unstable_clock_is_said_in_the_report(offline: Path, monkeypatch) -> 
     assert "power cap active in" in line and "measurement unstable: SM clock moved" in line
 
 
+@pytest.mark.slow
 def test_a_busy_gpu_is_waited_for_or_refused(offline: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, "2"], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1]

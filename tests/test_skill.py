@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import Client
 
 from kbench.cli.mcp_server import build
@@ -112,6 +113,7 @@ def loop_commands() -> dict[int, list[str]]:
     return steps
 
 
+@pytest.mark.slow
 def test_the_loop_runs_as_written_in_a_fresh_folder_on_a_cpu(tmp_path: Path) -> None:
     """Every step a CPU can take, in a new folder with nothing set up, as SKILL.md writes it: list, check, profile
     (access mode where the step names a GPU mode, at small sizes), clone, compare, devlog, runs."""

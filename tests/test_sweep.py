@@ -31,6 +31,7 @@ def replay(monkeypatch: pytest.MonkeyPatch, isolated: Path) -> Iterator[Path]:
         registry.unregister("replay")
 
 
+@pytest.mark.slow
 def test_a_sweep_writes_the_table_plots_and_the_bound_flip_map(cli: Callable[..., Ran], replay: Path) -> None:
     done = cli(
         "sweep", "mla_decode", "base", "v2", "v1", "--s=1,16", "--t=1024,4096", "--b=32", "--d=48",
@@ -145,6 +146,7 @@ def test_bad_sweeps_are_one_line(cli: Callable[..., Ran], isolated: Path, args: 
     assert done.returncode == 2 and fragment in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_two_workers_split_the_points_and_the_parent_merges_them(cli: Callable[..., Ran], isolated: Path) -> None:
     """One worker per 'GPU' (two CPU workers here, in access mode, which needs none); every point is done once, by the
     worker its index gives, and the table has them all."""
@@ -212,6 +214,7 @@ def test_a_sweep_with_refused_points_says_how_many_ran_in_its_last_line(cli: Cal
     )
 
 
+@pytest.mark.slow
 def test_an_access_sweep_never_passes_interpreter_time_for_gpu_time(cli: Callable[..., Ran], isolated: Path) -> None:
     """Access mode on a CPU: its times are Triton's interpreter's, so the table labels them as such (no duration,
     rate or % of roof), the map names no fastest version by them and the plots say what they plot."""
@@ -270,6 +273,7 @@ def test_the_plots_label_their_axes_with_what_they_plot(
         assert seen == [("duration (us)", "n"), ("% of roof", "n")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plant", ["points.jsonl", "sweep.csv", "sweep.md", "plots", "plots/s.png"])
 def test_resuming_a_planted_sweep_folder_never_writes_through_its_links(
     cli: Callable[..., Ran], replay: Path, plant: str

@@ -50,6 +50,7 @@ def ask(out: Path, values: dict[str, str], versions: list[str]) -> dict[str, Any
     return sweep.ask("mla_decode", versions, values, "replay", str(out), None, [])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.usefixtures("replay")
 def test_ray_points_come_home_with_where_they_ran_and_the_same_table_as_a_local_sweep(
@@ -90,6 +91,7 @@ def test_ray_points_come_home_with_where_they_ran_and_the_same_table_as_a_local_
     assert len(sweep.done_rows(folder)) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.usefixtures("replay")
 def test_a_dying_worker_is_retried_a_failing_point_is_a_row_and_the_sweep_goes_on(cluster: Any, isolated: Path) -> None:
@@ -110,6 +112,7 @@ def test_a_dying_worker_is_retried_a_failing_point_is_a_row_and_the_sweep_goes_o
     assert len(status["3"].splitlines()) == 1 and len(sweep.done_rows(folder)) == 4
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.usefixtures("replay")
 def test_ctrl_c_cancels_what_is_out_and_keeps_what_landed(cluster: Any, isolated: Path) -> None:
@@ -380,6 +383,7 @@ def test_bad_executor_options_are_one_line(
     assert done.returncode == 2 and fragment in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_the_cli_runs_points_on_the_cluster_it_joined(cluster: Any, cli: Callable[..., Ran], isolated: Path) -> None:
     """The real event mode in CPU workers: every point is a row with the no-GPU line, and the table says where each

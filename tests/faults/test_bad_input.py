@@ -65,6 +65,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("module", "args", "env", "code", "fragment"), CASES, ids=[" ".join(c[1])[:60] for c in CASES])
 def test_bad_input_is_one_line_and_changes_nothing(
     module: str, args: list[str], env: dict[str, str], code: int, fragment: str, tmp_path: Path, made: Path
@@ -120,6 +121,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(EXPECTED))
 def test_a_malformed_capture_is_one_line_exit_4_and_no_folder(name: str, tmp_path: Path) -> None:
     path = _malformed(tmp_path)[name]
@@ -129,6 +131,7 @@ def test_a_malformed_capture_is_one_line_exit_4_and_no_folder(name: str, tmp_pat
     assert not (tmp_path / "out").exists()  # refused before a run folder was made
 
 
+@pytest.mark.slow
 def test_a_corrupt_device_table_is_one_line(tmp_path: Path) -> None:
     raw = json.loads((ROOT / "conf" / "devices.json").read_text())
     for name, table, fragment in [
@@ -158,6 +161,7 @@ def test_a_state_folder_that_is_a_file_is_one_line(tmp_path: Path, monkeypatch: 
         state_dir()
 
 
+@pytest.mark.slow
 def test_a_broken_user_package_is_listed_as_broken_and_the_rest_as_usual(tmp_path: Path) -> None:
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "__init__.py").write_text("import no_such_module_here\n")

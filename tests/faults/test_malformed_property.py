@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -86,6 +87,7 @@ def _analyze(path: Path) -> None:
             assert str(e).strip() and "\n" not in str(e).strip()
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=st.lists(st.one_of(EVENT, PLAUSIBLE), max_size=8), keep=st.integers(0, 40))
 def test_a_trace_with_odd_events_is_a_report_or_one_kbench_error(events: list[dict[str, Any]], keep: int) -> None:
@@ -109,6 +111,7 @@ def test_a_trace_of_the_wrong_shape_is_one_kbench_error(top: Any) -> None:
 TABLES = ["CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "StringIds"]
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(drop=st.sets(st.sampled_from(TABLES), min_size=1))
 def test_an_nsys_export_missing_tables_is_one_kbench_error(drop: set[str]) -> None:

@@ -53,6 +53,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # as in a terminal: a background child would ignore SIGINT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "where"),
     [
@@ -103,6 +104,7 @@ def _limit(nbytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_leaves_no_truncated_file(tmp_path: Path) -> None:
     out = tmp_path / "profiles"
     earlier = earlier_run(out)
@@ -122,6 +124,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_truncated_file(tmp_path: Path) ->
     assert {r["status"] for r in runs} == {"ok", "failed"}
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_access_mode_draws_its_pictures_is_one_line_exit_1(tmp_path: Path) -> None:
     """Access mode's pictures are drawn in its child process (no GPU): a write the machine refuses there is the same
     one line and exit 1 as in kbench's own process, never a "kbench bug" (70), and leaves no truncated picture."""
@@ -137,6 +140,7 @@ def test_a_full_disk_while_access_mode_draws_its_pictures_is_one_line_exit_1(tmp
     assert not list(run.rglob("*.png")) and not list(run.rglob("*.tmp"))
 
 
+@pytest.mark.slow
 def test_a_picture_blocked_by_a_folder_is_one_line_exit_1(tmp_path: Path) -> None:
     """`kbench check --access-pictures DIR` where a folder already holds a picture's name: one line, exit 1."""
     pictures = tmp_path / "pictures"
@@ -163,6 +167,7 @@ def test_a_dead_run_is_not_shown_as_running(tmp_path: Path) -> None:
     assert [r["status"] for r in rows] == ["running", "died"]
 
 
+@pytest.mark.slow
 def test_written_files_get_the_umasks_mode_not_0600(tmp_path: Path) -> None:
     out = tmp_path / "profiles"
     run = earlier_run(out)
@@ -195,6 +200,7 @@ run_command(typer.main.get_command(app), [], "kbench")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_a_signal_while_a_profiler_runs_ends_its_whole_process_group(sig: signal.Signals, tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"

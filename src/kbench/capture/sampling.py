@@ -135,7 +135,7 @@ class Sampler:
         try:
             _, pm_sampling, profiler_host = _cupti()
         except ImportError as e:
-            return f"cupti-python is not installed ({e.name or e}): pip install 'kbench[cupti]'"
+            return f"cupti-python is not installed ({e.name or e}): README, Counters in event mode, says how"
         except Exception as e:  # the binding's own import failing (its libraries)
             return f"cupti-python could not load: {type(e).__name__}: {first_line(e)}"
         why = metric_libraries.claim()  # CUPTI's own libnvperf_host.so, never another release's (see that module)

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Issue 43 on a CUDA machine, clocks untouched (KBENCH_LOCK_CLOCKS=0, ncu --clock-control none): PM sampling in event
-# mode. The GPU tier (TIER=0 skips it), the agreement and timing table (tests/benchmark/bench_sampling.py; PLANS
-# picks fewer: pkg:ver,...), the warm loop with sampling on and off (WARM=1: bench_turnaround --warm), and the probe
-# of what the chip offers (PROBE=1: scripts/pm-sampling-probe.py); INTERVALS="5 2" samples PLANS again at those
-# intervals (us); BENCH=0 skips the table at the default interval; COSTS=1 times opening a collector per buffer size
-# and runs ncu beside one (scripts/pm-sampling-costs.py).
-# Needs cupti-python beside kbench (offline: CUPTI=1 ../shared/tools/offline-wheels.sh, installed with --target).
-# Usage: scripts/gpu-issue43.sh [RESULTS_DIR]
-res=${1:-out/gpu-issue43}
+# PM sampling in event mode on a CUDA machine, clocks untouched (KBENCH_LOCK_CLOCKS=0, ncu --clock-control none):
+# the GPU tier (TIER=0 skips it), the agreement and timing table (tests/benchmark/bench_sampling.py; PLANS picks
+# fewer: pkg:ver,...), the warm loop with sampling on and off (WARM=1: bench_turnaround --warm), and the probe of what
+# the chip offers (PROBE=1: scripts/pm-sampling-probe.py); INTERVALS="5 2" samples PLANS again at those intervals
+# (us); BENCH=0 skips the table at the default interval; COSTS=1 times opening a collector per buffer size and runs
+# ncu beside one (scripts/pm-sampling-costs.py); RAGGED=1 the uneven-programs pair in event mode.
+# Needs cupti-python beside kbench (README, "Counters in event mode": pip install --no-deps --target DIR, DIR first
+# on PYTHONPATH).
+# Usage: scripts/gpu-pm-sampling.sh [RESULTS_DIR]   (default out/gpu-pm-sampling)
+res=${1:-out/gpu-pm-sampling}
 . "$(dirname "$0")/gpu-common.sh"
 $py -c "from importlib.metadata import version; print('cupti-python', version('cupti-python'))" | tee -a "$res/device.txt"
 if [ "${PROBE:-0}" = 1 ]; then

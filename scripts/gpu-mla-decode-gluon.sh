@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Issue 44 on a CUDA machine, clocks untouched (KBENCH_LOCK_CLOCKS=0): mla_decode v7 (Gluon). VARIANTS=1 (default)
-# times v7's variants against v6's kernels with the matmul ceiling in the same run (scripts/mla-decode-gluon.py);
-# CHECK=1 runs `kbench check mla_decode v7` (the GPU numerics at the check's shapes); TIER=1 the GPU tier (TESTS=
-# narrows it: a pytest -k expression); PAIR=1 the v7_fa3 -> v7 pair in annotation mode; EXAMPLES=1 event and ncu reports of EXAMPLE_VERSIONS (v7); BENCH=1 tests/benchmark/bench_mla_decode.py (VERSIONS=v6,v7 by default).
-# Usage: scripts/gpu-issue44.sh [RESULTS_DIR]
-res=${1:-out/gpu-issue44}
+# mla_decode's Gluon versions (v7 and after) on a CUDA machine, clocks untouched (KBENCH_LOCK_CLOCKS=0). VARIANTS=1
+# (default) times v7's variants against v6's kernels with the matmul ceiling in the same run
+# (scripts/mla-decode-gluon.py); CHECK=1 (default) runs `kbench check mla_decode v7` (the GPU numerics at the check's
+# shapes); TIER=1 the GPU tier (TESTS= narrows it: a pytest -k expression); PAIR=1 the v7_fa3 -> v7 pair in
+# annotation mode (PAIR_VERSIONS= others); EXAMPLES=1 event and ncu reports of EXAMPLE_VERSIONS (v7); BENCH=1
+# tests/benchmark/bench_mla_decode.py (VERSIONS=v6,v7 by default).
+# Usage: scripts/gpu-mla-decode-gluon.sh [RESULTS_DIR]   (default out/gpu-mla-decode-gluon)
+res=${1:-out/gpu-mla-decode-gluon}
 . "$(dirname "$0")/gpu-common.sh"
 if [ "${VARIANTS:-1}" = 1 ]; then
   step "v7 variants against v6"
