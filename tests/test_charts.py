@@ -265,6 +265,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("streams", "kernels"), [(12_000, 12_000), (50, 40_000)])
 def test_a_crowded_timeline_draws_capped_lanes_and_names_and_says_what_it_folded(
     streams: int, kernels: int, tmp_path: Path

@@ -52,6 +52,7 @@ def top3(run: Path) -> str:
     return text.split("## Top 3", 1)[1].split("\n## ", 1)[0]
 
 
+@pytest.mark.slow
 def test_a_second_analysis_reads_the_sass_beside_the_capture(tmp_path: Path) -> None:
     asked, first = analyze(CAPTURE, tmp_path / "a")
     assert asked > 0  # a capture from elsewhere: its SASS read from ncu_report ...

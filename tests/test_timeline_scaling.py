@@ -56,6 +56,7 @@ def _same(table: pd.DataFrame, stages: list[str] | None) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("capture", CAPTURES, ids=[str(p.relative_to(DATA)) for p in CAPTURES])
 def test_every_real_timeline_is_analysed_as_before(capture: Path) -> None:
     table = tl.load(capture)
@@ -96,6 +97,7 @@ def tables(draw: st.DrawFn) -> tuple[pd.DataFrame, list[str] | None]:
     return tl._frame(rows), stages
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables())
 def test_generated_timelines_are_analysed_as_before(case: tuple[pd.DataFrame, list[str] | None]) -> None:
@@ -122,6 +124,7 @@ def trace(kernels: int, seed: int = 0) -> dict[str, Any]:
     return {"traceEvents": events}
 
 
+@pytest.mark.slow
 def test_a_trace_of_the_reviews_size_is_analysed_in_seconds(tmp_path: Path) -> None:
     path = tmp_path / "big.json"
     path.write_text(json.dumps(trace(8000)))
@@ -140,6 +143,7 @@ def _lines(kernels: int, analysis: Callable[[pd.DataFrame], object], modules: tu
     return lines_run(lambda: analysis(table), modules)[1]
 
 
+@pytest.mark.slow
 def test_the_analysis_grows_in_proportion_to_the_trace() -> None:
     def analysis(table: pd.DataFrame) -> object:
         return ts.analyze(table, "test", "test")
@@ -148,6 +152,7 @@ def test_the_analysis_grows_in_proportion_to_the_trace() -> None:
     assert large <= 8 * small * 1.1, (small, large)  # 8 times the trace: 8 times the work (64 if quadratic)
 
 
+@pytest.mark.slow
 def test_the_count_sees_the_quadratic_analysis_it_replaced() -> None:
     # the same count on the oracle (every occurrence scanned every kernel): 4 times the trace, well over 8 times
     # the work, so the check above can fail

@@ -42,6 +42,7 @@ ENDLESS_GPU = (
 )
 
 
+@pytest.mark.slow
 def test_a_recursive_view_where_the_device_table_belongs_is_not_run(tmp_path: Path) -> None:
     # the review's file: device_name queried TARGET_INFO_GPU without the guards, spun at 97% CPU and ignored SIGTERM;
     # now the view is refused and the report names the device unknown (the timeout only stops the old code)

@@ -9,6 +9,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from kbench.analysis import ttgir
 from kbench.analysis.ptx import instruction_mix
 from kbench.analysis.ttgir import AtomicOp, atomics, compiled_facts, dots
@@ -211,6 +213,7 @@ def test_every_real_kernels_locations_resolve_as_they_are_written() -> None:
         assert sum(v is not None for v in resolved.values()) > len(locs) // 2, path
 
 
+@pytest.mark.slow
 def test_analyze_of_a_capture_beside_the_hostile_ttgir_ends(tmp_path: Path) -> None:
     # the review's attack end to end: a run folder whose launch record predates the TTGIR's facts, so that analyze
     # reads compiled/<stage>/<kernel>.ttgir beside the capture (it ran for hours; 2.2 s without the file)
