@@ -39,12 +39,22 @@ def test_the_module_beside_a_standalone_ncu(tmp_path: Path) -> None:
     assert tools.ncu_python(exe) == tmp_path / "nsight-compute/2025.3.1/extras/python"
 
 
-def test_the_newest_module_of_a_toolkit_whose_bin_ncu_is_a_script(tmp_path: Path) -> None:
+def test_the_newest_module_of_a_toolkit_whose_bin_ncu_is_a_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tools, "OPT_NVIDIA", tmp_path / "no-opt")
     exe = install(tmp_path, "cuda/bin/ncu", "cuda/nsight-compute-2025.3.1")
     (tmp_path / "cuda/nsight-compute-2024.1.0/extras/python").mkdir(parents=True)
     (tmp_path / "cuda/nsight-compute-2024.1.0/extras/python/ncu_report.py").write_text("")
     assert tools.ncu_python(exe) == tmp_path / "cuda/nsight-compute-2025.3.1/extras/python"
     assert tools.ncu_python(install(tmp_path / "bare", "bin/ncu", "elsewhere")) is None
+
+
+def test_a_toolkit_script_that_runs_opt_nvidia_s_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exe = install(tmp_path, "cuda-13.0/bin/ncu", "opt/nvidia/nsight-compute/2025.3.1")
+    (tmp_path / "opt/nvidia/nsight-compute/2024.1.0/extras/python").mkdir(parents=True)
+    monkeypatch.setattr(tools, "OPT_NVIDIA", tmp_path / "opt/nvidia")
+    assert tools.ncu_python(exe) == tmp_path / "opt/nvidia/nsight-compute/2025.3.1/extras/python"
 
 
 def test_the_ncu_module_goes_on_the_path_only_where_the_package_is_missing(

@@ -71,10 +71,13 @@ def _version_key(path: Path) -> tuple[int, ...]:
 
 
 def ncu_python(ncu: Path) -> Path | None:
-    """The folder of the ncu_report module that ships with Nsight Compute ``ncu`` (<install>/extras/python), for a
-    toolkit's bin/ncu script the newest <toolkit>/nsight-compute-*'s; None where there is none."""
+    """The folder of the ncu_report module that ships with Nsight Compute ``ncu`` (<install>/extras/python); for a
+    toolkit's bin/ncu script (which runs the newest <toolkit>/nsight-compute-*/ncu, else /opt/nvidia's) the newest of
+    those installs'; None where there is none."""
     real = ncu.resolve()
-    installs = [real.parent, *sorted(real.parent.parent.glob("nsight-compute*"), key=_version_key, reverse=True)]
+    toolkit = sorted(real.parent.parent.glob("nsight-compute*"), key=_version_key, reverse=True)
+    standalone = sorted((OPT_NVIDIA / "nsight-compute").glob("*"), key=_version_key, reverse=True)
+    installs = [real.parent, *toolkit, *standalone]
     found = (d / "extras" / "python" for d in installs if (d / "extras" / "python" / "ncu_report.py").is_file())
     return next(found, None)
 
