@@ -32,6 +32,7 @@ from kbench.cli.mcp_answers import (
     compared,
     done,
     fitted,
+    json_page,
     kernels,
     logged,
     one_line_errors,
@@ -192,10 +193,18 @@ def build(
 
     @server.tool()
     async def read_report(
-        ctx: Context, run: str, format: Literal["md", "json"] = "md", offset: int = 0, max_chars: int = ANSWER_CHARS
+        ctx: Context,
+        run: str,
+        format: Literal["md", "json"] = "md",
+        offset: int = 0,
+        max_chars: int = ANSWER_CHARS,
+        part: str | None = None,
     ) -> ReportText:
-        """A run folder's report.md, or its report.json (every number with its source), from `offset`, at most
-        `max_chars` characters (bounded); `next_offset` says where the rest starts."""
+        """A run folder's report.md, from character `offset`, at most `max_chars` characters; or its report.json
+        (every number with its source) in pages of valid JSON: each a JSON object holding whole values of report.json
+        (`parts`: their JSON pointers, each at the same pointer in the page; a value too long for a page is split
+        into its members), from the `offset`-th part; `part` (a JSON pointer, /stages/0, or a top-level entry's name,
+        top3) reads one value alone, paged alike. Bounded; `next_offset` says where the rest starts, `more` where each entry does."""
         fence = await bound.of(ctx)
 
         def work() -> ReportText:
@@ -207,6 +216,10 @@ def build(
             if not path.is_file():
                 raise UsageError(f"{run} has no {name}: name the folder of a finished run (see the runs tool)")
             whole = fence.read_text(path, "report")
+            if format == "json":
+                return json_page(run, whole, offset, max_chars, part)
+            if part is not None:
+                raise UsageError("part reads a value of report.json: give format='json' with it")
             text, rest = page(whole, offset, max_chars)
             return ReportText(
                 run=run, format=format, text=text, offset=offset, total_chars=len(whole), next_offset=rest
