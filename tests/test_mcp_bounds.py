@@ -99,7 +99,9 @@ def json_covered(whole: Any, pointer: str, parts: set[str]) -> bool:
     if pointer in parts:
         return True
     value = json_get(whole, pointer)
-    members = list(value.items()) if isinstance(value, dict) else list(enumerate(value)) if isinstance(value, list) else []
+    members = (
+        list(value.items()) if isinstance(value, dict) else list(enumerate(value)) if isinstance(value, list) else []
+    )
     tokens = (str(k).replace("~", "~0").replace("/", "~1") for k, _ in members)
     return bool(members) and all(json_covered(whole, f"{pointer}/{t}", parts) for t in tokens)
 
@@ -122,14 +124,18 @@ def test_committed_reports_read_in_bounded_pages_that_add_up(tmp_path: Path) -> 
                 got = answer.structured_content or {}
                 if fmt == "json":
                     page = json.loads(got["text"])
-                    assert all(json_get(page, p) == json_get(json.loads(whole_path.read_text()), p) for p in got["parts"])
+                    assert all(
+                        json_get(page, p) == json_get(json.loads(whole_path.read_text()), p) for p in got["parts"]
+                    )
                     parts += got["parts"]
                 text += got["text"]
                 offset = got["next_offset"]
             if fmt == "md":
                 assert text == whole_path.read_text()
             else:
-                assert len(parts) == len(set(parts)) and json_covered(json.loads(whole_path.read_text()), "", set(parts))
+                assert len(parts) == len(set(parts)) and json_covered(
+                    json.loads(whole_path.read_text()), "", set(parts)
+                )
     (big,) = calls(server, [("read_report", {"run": str(runs[0]), "max_chars": 10**9})])
     assert size(big) < ANSWER_CHARS
 

@@ -168,6 +168,29 @@ class Cloned(Model):
     edit: list[str] = Field(description="the files to edit: the new version and its own copies of kernel helpers")
     shared: list[str] = Field(description="modules of its package it imports, shared with the other versions")
     kernel_path: str | None = Field(description="where a shipped package was copied: pass it as kernel_path")
+    profile: dict[str, str] = Field(
+        default_factory=dict,
+        description="the profile tool's arguments for the new version (add the mode and params of the run you compare "
+        "it with)",
+    )
+    next: str = Field(default="", description="the loop's next calls, in words: what to edit, profile, compare")
+
+
+def cloned(made: Any, source: str, target: str, kernel_path: str | None) -> Cloned:
+    """clone_version's answer from kbench.plan.clone's ``Cloned``: the files to edit and the calls that follow."""
+    edit = [str(made.path), *(str(p) for p in made.own)]
+    call = {"kernel": made.package, "version": target}
+    from kbench.plan.clone import copied_from
+
+    origin = f", else of {shipped}" if (shipped := copied_from(made.package)) else ""
+    steps = (
+        f"edit {', '.join(edit)}; then profile(kernel={made.package!r}, version={target!r}, mode=..., params=...) with "
+        f"the mode and params of the {source} run you compare it with; then compare(a=<that run>, b=<the new run>), "
+        f"or compare(a=<the new run>, previous=true), which takes the latest earlier run of {made.package}{origin} "
+        "with the same mode and params"
+    )
+    return Cloned(path=str(made.path), renamed=made.renamed, package=made.package, edit=edit,
+                  shared=list(made.shared), kernel_path=kernel_path, profile=call, next=steps)  # fmt: skip
 
 
 def kernels(kernel_path: list[str]) -> Kernels:
@@ -291,7 +314,9 @@ def _at(value: Any, tokens: list[str], pointer: str) -> Any:
 def _size(value: Any) -> int:
     """The characters ``value`` takes in a page's JSON text (json.dumps's default separators)."""
     if isinstance(value, dict):
-        return 2 + sum(len(json.dumps(k, ensure_ascii=False)) + 4 + _size(v) for k, v in value.items()) - 2 * bool(value)
+        return (
+            2 + sum(len(json.dumps(k, ensure_ascii=False)) + 4 + _size(v) for k, v in value.items()) - 2 * bool(value)
+        )
     if isinstance(value, list):
         return 2 + sum(_size(v) + 2 for v in value) - 2 * bool(value)
     return len(json.dumps(value, ensure_ascii=False))
@@ -303,7 +328,9 @@ def _split(value: Any, tokens: Tokens | list[str], budget: int) -> Iterator[tupl
     path = tuple(tokens)
     held = sum(len(json.dumps(str(t), ensure_ascii=False)) + 4 for t in path)  # {"key": ... } around it
     size = _size(value) + held
-    members = list(value.items()) if isinstance(value, dict) else list(enumerate(value)) if isinstance(value, list) else []
+    members = (
+        list(value.items()) if isinstance(value, dict) else list(enumerate(value)) if isinstance(value, list) else []
+    )
     if size <= budget or not members:
         if size > budget:
             raise ValueError(f"its value at {_pointer(path) or '/'} alone passes a page")

@@ -29,6 +29,7 @@ from kbench.cli.mcp_answers import (
     RunDone,
     Runs,
     bad_arguments,
+    cloned,
     compared,
     done,
     fitted,
@@ -204,7 +205,8 @@ def build(
         (every number with its source) in pages of valid JSON: each a JSON object holding whole values of report.json
         (`parts`: their JSON pointers, each at the same pointer in the page; a value too long for a page is split
         into its members), from the `offset`-th part; `part` (a JSON pointer, /stages/0, or a top-level entry's name,
-        top3) reads one value alone, paged alike. Bounded; `next_offset` says where the rest starts, `more` where each entry does."""
+        top3) reads one value alone, paged alike. Bounded; `next_offset` says where the rest starts, `more` where
+        each entry does."""
         fence = await bound.of(ctx)
 
         def work() -> ReportText:
@@ -243,7 +245,10 @@ def build(
                 if run is not None:
                     fence.inside(run / RESULT, "run")  # the file read, not only its folder
             # previous=true: the folder searched (beside a) and the run found are fenced too
-            return compared(compare_asked(first, second, previous, "previous=true", lambda p: fence.inside(p, "run")))
+            two = f"compare(a=<the run to compare with>, b={a!r})"
+            return compared(
+                compare_asked(first, second, previous, "previous=true", lambda p: fence.inside(p, "run"), two)
+            )
 
         return await in_thread(work)
 
@@ -294,21 +299,19 @@ def build(
     ) -> Cloned:
         """Copy version `source` of a kernel package into a new version `target` (version-named symbols renamed,
         the Triton helper modules it imports copied for it alone); never overwrites. A shipped package is first
-        copied into `kernel_path` (default: the server's kernel path, else ./kernels) as my_<pkg>: profile it with
-        that package name."""
+        copied into `kernel_path` (default: the server's kernel path, else ./kernels) as my_<pkg>. Answers the files to
+        edit, the profile tool's arguments for the new version (`profile`) and the calls that follow (`next`)."""
         fence = await bound.of(ctx)
 
         def work() -> Cloned:
-            from kbench.plan.clone import clone_version as cloned
+            from kbench.plan.clone import clone_version as clone
 
             given = [str(fence.inside(kernel_path, "kernel_path"))] if kernel_path else []
-            made = cloned(kernel, source, target, [*given, *paths], lambda p: fence.inside(p, "kernel package"))
+            made = clone(kernel, source, target, [*given, *paths], lambda p: fence.inside(p, "kernel package"))
             where = str(made.copied_to.parent) if made.copied_to is not None else None
             if where is not None and where not in paths:
                 paths.append(where)  # the copy is visible to this server's later calls
-            return Cloned(path=str(made.path), renamed=made.renamed, package=made.package,
-                          edit=[str(made.path), *(str(p) for p in made.own)], shared=list(made.shared),
-                          kernel_path=where)  # fmt: skip
+            return cloned(made, source, target, where)
 
         return await in_thread(work)
 

@@ -11,6 +11,7 @@ from kbench.analysis.figures import PlanFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.errors import UsageError
 from kbench.model import Model
+from kbench.plan.clone import copied_from
 from kbench.report import folder
 from kbench.report.models import load_result
 from kbench.report.sections import Sections
@@ -27,34 +28,49 @@ class Comparison(Model):
     notes: list[str]  # what differs between the runs and what could not be compared; the first, their source
 
 
-def previous_of(run_dir: Path, allowed: Callable[[Path], object] = Path) -> Path:
-    """The latest finished run before ``run_dir`` of the same mode, kernel and parameters. ``allowed`` sees the
-    folder searched (``run_dir``'s parent) before it is read and the result of the run found, and raises to refuse
-    one (``kbench mcp``'s roots: a root that is itself a run folder has its parent outside)."""
+TWO = "`kbench compare OTHER_RUN RUN`"  # how the command line compares two runs named (the MCP tool: its own call)
+
+
+def previous_of(run_dir: Path, allowed: Callable[[Path], object] = Path, two: str = TWO) -> Path:
+    """The latest finished run before ``run_dir`` of the same mode, kernel and parameters (a shipped package's copy:
+    else of the package it was copied from). ``allowed`` sees each folder searched (``run_dir``'s parent, the
+    origin's) before it is read and the result of the run found, and raises to refuse one (``kbench mcp``'s roots: a
+    root that is itself a run folder has its parent outside). None found: one line saying so, and ``two``: how the
+    caller compares two runs named."""
     if run_dir.is_dir():
         allowed(run_dir.parent)
-    found = folder.previous_run(run_dir) if run_dir.is_dir() else None
+    found = folder.previous_run(run_dir, allowed) if run_dir.is_dir() else None
     if found is None:
-        raise UsageError(f"{run_dir} has no earlier finished run of the same mode, kernel and parameters")
+        made = folder.made_with(run_dir / folder.PARAMS)
+        kernel = made.get("kernel")
+        origin = copied_from(kernel) if isinstance(kernel, str) else None
+        also = f" (nor of {origin}, which {kernel} is a copy of)" if origin else ""
+        raise UsageError(
+            f"{run_dir} has no earlier finished run of the same mode, kernel and parameters{also}: it is the first; "
+            f"compare it with a run you name: {two}"
+        )
     allowed(found / folder.RESULT)
     return found
 
 
 def compare_asked(
-    a: Path, b: Path | None, previous: bool, flag: str, allowed: Callable[[Path], object] = Path
+    a: Path, b: Path | None, previous: bool, flag: str, allowed: Callable[[Path], object] = Path, two: str = TWO
 ) -> Comparison:
-    """Two run folders, or one and its previous run (``flag`` names how the caller spells that option; ``allowed``
-    as for ``previous_of``)."""
+    """Two run folders, or one and its previous run (``flag`` names how the caller spells that option, ``two`` how
+    it compares two runs; ``allowed`` as for ``previous_of``)."""
     if previous == (b is not None):
         raise UsageError(f"give two run folders, or one and {flag}")
-    return compare_runs(previous_of(a, allowed), a) if b is None else compare_runs(a, b)
+    return compare_runs(previous_of(a, allowed, two), a) if b is None else compare_runs(a, b)
 
 
 def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
     a, b = load_result(a_dir), load_result(b_dir)
     code = change(a.source, b.source)
     notes = [f"source: {code.line}"]
-    if a.kernel != b.kernel:
+    pairs = ((b.kernel, a.kernel), (a.kernel, b.kernel))
+    if copy := next(((c, o) for c, o in pairs if c != o and copied_from(c) == o), None):
+        notes.append(f"{copy[0]} is the copy of {copy[1]} kbench clone made: their stages compared by name")
+    elif a.kernel != b.kernel:
         notes.append(f"different kernels ({a.kernel}, {b.kernel}): only stages of the same name are compared")
     if a.params != b.params:
         notes.append(f"different parameters ({a.params} vs {b.params}): the durations are not like for like")
