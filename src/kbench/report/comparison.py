@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import Field
+
 from kbench.analysis.compare import BaselineRow, compare, compare_access
 from kbench.analysis.figures import PlanFigures
 from kbench.analysis.timing_stats import TimingStats
@@ -26,6 +28,17 @@ class Comparison(Model):
     rows: list[BaselineRow]  # plan duration, then per stage both have: duration, roofline efficiency
     source_changed: bool | None  # whether the source that ran differs (None: one of the runs recorded none)
     notes: list[str]  # what differs between the runs and what could not be compared; the first, their source
+    legend: str = Field(default="", description="how the Change column is computed")
+
+
+GPU_LEGEND = (
+    "Durations change in percent, '(within noise)' where the two runs' interquartile ranges overlap; efficiencies in "
+    "percentage points."
+)
+ACCESS_LEGEND = (
+    "Predicted figures (from each run's trace on the CPU: the same code and parameters predict the same) change in "
+    "percent, masked lanes in percentage points; interpreter times are CPU time and are not compared."
+)
 
 
 TWO = "`kbench compare OTHER_RUN RUN`"  # how the command line compares two runs named (the MCP tool: its own call)
@@ -87,7 +100,18 @@ def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
         notes.append(f"only in {a_dir.name}: {', '.join(only)} (not compared)")
     if only := sorted(b_stages - a_stages):
         notes.append(f"only in {b_dir.name}: {', '.join(only)} (not compared)")
-    if a.plan_timing is None or b.plan_timing is None:
+    interpreted = [f"{r.kernel} {r.version}" for r in (a, b) if r.figures.timer == "interpreter"]
+    if len(interpreted) == 2:  # access mode: the CPU's time under Triton's interpreter is never compared as a speed
+        notes.append(
+            "no GPU ran in either run (access mode): their times are the CPU's under Triton's interpreter, shown and "
+            "not compared; the rows compare what the traces predict for the device"
+        )
+    elif interpreted:
+        notes.append(
+            f"{interpreted[0]} ran no GPU (access mode): its time is the CPU's under Triton's interpreter, not "
+            "compared with the other run's GPU time"
+        )
+    elif a.plan_timing is None or b.plan_timing is None:
         notes.append("the plan's duration is the sum of its stage medians (one run has no whole-plan measurement)")
     return Comparison(
         a=str(a_dir),
@@ -97,6 +121,7 @@ def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
         rows=rows_between(a.figures, a.plan_timing, a.sections, b.figures, b.plan_timing, b.sections),
         source_changed=code.changed,
         notes=notes,
+        legend=ACCESS_LEGEND if len(interpreted) == 2 else GPU_LEGEND,
     )
 
 
@@ -126,7 +151,6 @@ def markdown(c: Comparison) -> str:
         "|---|---|---|---|",
         *(f"| {r.metric} | {r.previous} | {r.current} | {r.change} |" for r in c.rows),
     ]
-    lines += ["", "Durations change in percent, '(within noise)' where the two runs' interquartile ranges overlap;"]
-    lines += ["efficiencies in percentage points."]
+    lines += ["", c.legend or GPU_LEGEND]
     lines += [f"- {n}" for n in c.notes]
     return "\n".join(lines)
