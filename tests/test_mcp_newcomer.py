@@ -184,3 +184,22 @@ def test_compare_previous_of_a_first_run_says_why_there_is_none(tmp_path: Path) 
     (answer,) = calls(build(), [("compare", {"a": str(run), "previous": True})])
     line = one_line(answer)
     assert "no earlier finished run" in line and "compare(a=" in line, line
+
+
+def test_kbench_compare_previous_of_a_copys_first_run_takes_the_shipped_packages(tmp_path: Path, cli: Any) -> None:
+    """SKILL.md step 6 on the command line: the first run of my_mla_decode (kbench clone's copy) compares with the
+    latest mla_decode run of the same mode and parameters; a package that is no copy's finds none."""
+    older = tmp_path / "event" / "mla_decode" / "s1" / "20260101T000000Z"
+    newer = tmp_path / "event" / "my_mla_decode" / "s1" / "20260102T000000Z"
+    for run, kernel in ((older, "mla_decode"), (newer, "my_mla_decode")):
+        shutil.copytree(RUN, run)
+        made = json.loads((run / "params.json").read_text())
+        (run / "params.json").write_text(json.dumps({**made, "kernel": kernel}))
+    done = cli("compare", str(newer), "--previous", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["a"] == str(older) and got["b"] == str(newer)
+    shutil.move(str(older.parent.parent), str(tmp_path / "event" / "other"))
+    done = cli("compare", str(newer), "--previous")
+    assert done.returncode == 2 and "nor of mla_decode, which my_mla_decode is a copy of" in done.stderr
+    assert "kbench compare OTHER_RUN RUN" in done.stderr
