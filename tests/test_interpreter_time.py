@@ -130,3 +130,22 @@ def test_the_devlog_compares_an_access_runs_predictions_and_never_its_time(
     for name in ("Bytes used per 32-B sector, all lines", "Masked lanes", "Bytes loaded and stored"):
         (line,) = [row for m, row in rows.items() if m.startswith(name)]
         assert line.endswith(("| +0.0% |", "| +0.0 pp |")), line
+
+
+def test_skills_cpu_example_traces_a_problem_the_interpreter_answers_in_seconds() -> None:
+    """issue 50: SKILL.md's access example (matmul v2 --m=8192) took 182 s on a CPU, for the answer a small size gives.
+    Counted, not timed: the interpreter runs the model's FLOPs of every program it traces (at most all of them), and
+    about 1e9 of them is a second or two of numpy; the 8192 example's model is 2.7e11 (1.7e10 in its 64-program
+    sample)."""
+    import shlex
+
+    from kbench.plan.discovery import load_version
+    from tests.test_skill import loop_commands
+
+    (example,) = [c for c in loop_commands()[3] if "--prof_type=access" in c]
+    words = shlex.split(example)
+    package, version = words[3], words[4]
+    values = dict(w.removeprefix("--").split("=", 1) for w in words[5:] if not w.startswith("--prof_type"))
+    plan = load_version(package, version).from_values(values)
+    flops = sum(s.flops for s in plan.stages())
+    assert flops <= 1e9, (example, f"{flops:.3g} FLOPs")
