@@ -244,7 +244,7 @@ def done(result: ProfileResult) -> RunDone:
     return answer
 
 
-PARSED_CHARS = 8_000_000  # a report.json longer than this (kbench's are under 100 kB) is paged by characters
+PARSED_CHARS = 2_000_000  # a report.json longer (kbench writes them under 100 kB) is paged by characters: bounded work
 
 
 def json_page(run: str, whole: str, offset: int, max_chars: int, part: str | None) -> ReportText:
@@ -263,7 +263,9 @@ def json_page(run: str, whole: str, offset: int, max_chars: int, part: str | Non
             raise ValueError(f"it is {len(whole):,} characters, over the {PARSED_CHARS:,} paged by parts")
         tokens = _tokens(part or "")
         top = _at(json.loads(whole), tokens, part or "")
-        every = list(_split(top, tokens, budget))
+        sizes: dict[int, int] = {}
+        _measure(top, sizes)
+        every = list(_split(top, tokens, budget, sizes))
         if offset >= len(every) and offset:
             raise UsageError(f"offset {offset} is past report.json's {len(every)} parts (offset 0 starts it)")
         chosen = _fill(every, offset, budget)
@@ -289,6 +291,7 @@ def json_page(run: str, whole: str, offset: int, max_chars: int, part: str | Non
 
 
 Tokens = tuple[str | int, ...]  # a JSON pointer's reference tokens: object members by name, list items by index
+Part = tuple[Tokens, Any, int]  # a part of report.json: its tokens, its value, the characters it takes in a page
 
 
 def _pointer(tokens: Tokens) -> str:
@@ -311,36 +314,39 @@ def _at(value: Any, tokens: list[str], pointer: str) -> Any:
     return value
 
 
-def _size(value: Any) -> int:
-    """The characters ``value`` takes in a page's JSON text (json.dumps's default separators)."""
+def _measure(value: Any, sizes: dict[int, int]) -> int:
+    """The characters ``value`` takes in a page's JSON text (json.dumps's default separators), each object's and
+    list's kept in ``sizes`` by id, so that splitting never measures a value twice."""
     if isinstance(value, dict):
-        return (
-            2 + sum(len(json.dumps(k, ensure_ascii=False)) + 4 + _size(v) for k, v in value.items()) - 2 * bool(value)
-        )
-    if isinstance(value, list):
-        return 2 + sum(_size(v) + 2 for v in value) - 2 * bool(value)
-    return len(json.dumps(value, ensure_ascii=False))
+        inner = sum(len(json.dumps(k, ensure_ascii=False)) + 4 + _measure(v, sizes) for k, v in value.items())
+        sizes[id(value)] = size = 2 + inner - 2 * bool(value)
+    elif isinstance(value, list):
+        sizes[id(value)] = size = 2 + sum(_measure(v, sizes) + 2 for v in value) - 2 * bool(value)
+    else:
+        size = len(json.dumps(value, ensure_ascii=False))
+    return size
 
 
-def _split(value: Any, tokens: Tokens | list[str], budget: int) -> Iterator[tuple[Tokens, Any, int]]:
+def _split(value: Any, tokens: Tokens | list[str], budget: int, sizes: dict[int, int]) -> Iterator[Part]:
     """The parts of ``value`` (at ``tokens``) in document order: itself where it fits a page with the members
-    holding it, else each of its members split alike; with the characters each takes in a page."""
+    holding it, else each of its members split alike; with the characters each takes in a page (``sizes``:
+    ``_measure``'s)."""
     path = tuple(tokens)
     held = sum(len(json.dumps(str(t), ensure_ascii=False)) + 4 for t in path)  # {"key": ... } around it
-    size = _size(value) + held
     members = (
         list(value.items()) if isinstance(value, dict) else list(enumerate(value)) if isinstance(value, list) else []
     )
+    size = (sizes[id(value)] if isinstance(value, dict | list) else _measure(value, sizes)) + held
     if size <= budget or not members:
         if size > budget:
             raise ValueError(f"its value at {_pointer(path) or '/'} alone passes a page")
         yield path, value, size
         return
     for key, member in members:
-        yield from _split(member, (*path, key), budget)
+        yield from _split(member, (*path, key), budget, sizes)
 
 
-def _fill(every: list[tuple[Tokens, Any, int]], offset: int, budget: int) -> list[tuple[Tokens, Any]]:
+def _fill(every: list[Part], offset: int, budget: int) -> list[tuple[Tokens, Any]]:
     """The parts from ``offset`` that fit one page: at least one, then while the page's text and its pointers stay
     within ``budget`` as the client receives them (the text escaped once more as a JSON string)."""
     chosen: list[tuple[Tokens, Any]] = []
@@ -368,8 +374,10 @@ def _nest(chosen: list[tuple[Tokens, Any]]) -> dict[str, Any]:
     list's items keyed by their index."""
     page: dict[str, Any] = {}
     for tokens, value in chosen:
-        if not tokens:
-            return value if isinstance(value, dict) else {"": value}
+        if not tokens:  # the whole report in one page: an object, as kbench writes it
+            if not isinstance(value, dict):
+                raise ValueError("it is no JSON object")
+            return value
         here = page
         for t in tokens[:-1]:
             here = here.setdefault(str(t), {})
@@ -377,7 +385,7 @@ def _nest(chosen: list[tuple[Tokens, Any]]) -> dict[str, Any]:
     return page
 
 
-def _json_more(every: list[tuple[Tokens, Any, int]], start: int, end: int, part: str) -> str | None:
+def _json_more(every: list[Part], start: int, end: int, part: str) -> str | None:
     """How report.json was paged, where each of its top-level entries starts, and how to read one part whole."""
     if start == 0 and end == len(every):
         return None

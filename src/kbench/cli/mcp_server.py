@@ -178,7 +178,8 @@ def build(
         out: str = OUT,
     ) -> RunDone:
         """The reports of an existing capture (.ncu-rep, nsys .sqlite, PyTorch-profiler .json, Proton .hatchet), no
-        GPU needed; with `plan` its stages and FLOP/byte model are used."""
+        GPU needed; with `plan` its stages and FLOP/byte model are used. A run's own report.json is no capture:
+        read_report reads it."""
         fence = await bound.of(ctx)
 
         def work() -> RunDone:
