@@ -106,6 +106,22 @@ def test_a_report_json_no_page_holds_by_parts_is_paged_by_characters_saying_so(t
     assert got == text
 
 
+@pytest.mark.parametrize("shape", ["many small items", "quotes to escape"])
+def test_json_pages_of_many_small_parts_stay_within_the_bound(shape: str, tmp_path: Path) -> None:
+    """Parts of a few characters each (a long list split into its items), or values whose every character is escaped
+    again in the answer: each page's text, pointers and `more` stay under the bound as the client receives them."""
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    if shape == "many small items":
+        whole: Any = {"a": list(range(20_000)), "b": {f"k{i}": [i] for i in range(5_000)}}
+    else:
+        whole = {"q": ['"\\"' * 40 for _ in range(3_000)]}
+    (run / "report.json").write_text(json.dumps(whole))
+    pages = _json_pages(run, 40_000)  # each answer checked against ANSWER_CHARS there
+    seen = [p for page in pages for p in page["parts"]]
+    assert len(pages) > 2 and json_covered(whole, "", set(seen)) and len(seen) == len(set(seen))
+
+
 def test_read_report_pages_report_md_by_characters_as_before() -> None:
     server = build()
     text, offset = "", 0

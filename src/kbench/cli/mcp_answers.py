@@ -245,6 +245,9 @@ def done(result: ProfileResult) -> RunDone:
 
 
 PARSED_CHARS = 2_000_000  # a report.json longer (kbench writes them under 100 kB) is paged by characters: bounded work
+# a JSON page's text (escaped as a JSON string) and its pointers (indented in the SDK's text copy): with `more` and the
+# other fields, twice over, under ANSWER_CHARS
+PAGE_CHARS = JSON_CHARS - 3_000
 
 
 def json_page(run: str, whole: str, offset: int, max_chars: int, part: str | None) -> ReportText:
@@ -257,7 +260,7 @@ def json_page(run: str, whole: str, offset: int, max_chars: int, part: str | Non
         raise UsageError(f"offset {offset} and max_chars {max_chars}: offset >= 0, max_chars >= 1")
     if part and not part.startswith("/"):
         part = "/" + part  # a top-level entry by its name: top3
-    budget = min(max_chars, JSON_CHARS - 2_000)
+    budget = min(max_chars, PAGE_CHARS)
     try:
         if len(whole) > PARSED_CHARS:
             raise ValueError(f"it is {len(whole):,} characters, over the {PARSED_CHARS:,} paged by parts")
@@ -352,13 +355,13 @@ def _fill(every: list[Part], offset: int, budget: int) -> list[tuple[Tokens, Any
     chosen: list[tuple[Tokens, Any]] = []
     used = 0
     for tokens, value, size in every[offset:]:
-        used += size + len(_pointer(tokens)) + 6
+        used += size + len(_pointer(tokens)) + 8
         if chosen and used > budget:
             break
         chosen.append((tokens, value))
-    while len(chosen) > 1 and _sent_chars(chosen) > JSON_CHARS - 2_000:
-        chosen.pop()
-    if _sent_chars(chosen) > JSON_CHARS - 2_000:
+    while len(chosen) > 1 and _sent_chars(chosen) > PAGE_CHARS:
+        del chosen[max(1, len(chosen) * 9 // 10) :]  # a tenth at a time: pages of many small parts
+    if _sent_chars(chosen) > PAGE_CHARS:
         raise ValueError(f"its value at {_pointer(chosen[0][0])} alone passes a page once escaped")
     return chosen
 
@@ -366,7 +369,7 @@ def _fill(every: list[Part], offset: int, budget: int) -> list[tuple[Tokens, Any
 def _sent_chars(chosen: list[tuple[Tokens, Any]]) -> int:
     """What a page's text and pointers take in the answer (the text escaped as a JSON string)."""
     text = json.dumps(_nest(chosen), ensure_ascii=False)
-    return len(json.dumps(text)) + sum(len(_pointer(t)) + 4 for t, _ in chosen)
+    return len(json.dumps(text)) + sum(len(_pointer(t)) + 8 for t, _ in chosen)
 
 
 def _nest(chosen: list[tuple[Tokens, Any]]) -> dict[str, Any]:

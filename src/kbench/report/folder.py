@@ -186,9 +186,9 @@ def previous_run(run_dir: Path, allowed: Callable[[Path], object] = Path) -> Pat
     where = run_dir.parent
     if stamped(run_dir.name):  # <out>/<mode>/<kernel>/<params>/<stamp>: the same mode and params of the origin
         where = run_dir.parent.parent.parent / origin / run_dir.parent.name
+        allowed(where)  # before anything there is looked at
         if where.parent.is_symlink() or where.is_symlink() or not where.is_dir():
             return None  # kbench makes these folders: a link may lead anywhere
-        allowed(where)
     return _latest_before(run_dir, where, me, origin)
 
 
