@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from kbench import sweep
+from kbench.errors import UsageError
 from kbench.modes import registry
 from tests.conftest import HAS_CUDA, Ran
 from tests.pipeline_fakes import offline_gpu
@@ -277,7 +278,7 @@ def test_a_resumed_sweep_json_names_a_device_only_for_access_mode(tmp_path: Path
     spec = {"kernel": "vector_add", "versions": ["base"], "swept": {}, "fixed": {}, "mode": "event", "out": "p",
             "bench_runs": 1, "device": "H100_SXM"}  # fmt: skip
     (tmp_path / "sweep.json").write_text(json.dumps(spec))
-    with pytest.raises(sweep.UsageError, match="--device names the device"):
+    with pytest.raises(UsageError, match="--device names the device"):
         sweep.resumed(tmp_path)
     (tmp_path / "sweep.json").write_text(json.dumps({**spec, "mode": "access"}))
     assert sweep.resumed(tmp_path)["device"] == "H100_SXM"
