@@ -87,8 +87,30 @@ def test_every_committed_capture_analysed_through_mcp_answers_within_the_bound(t
     assert ok >= len(CAPTURES) // 2
 
 
+def json_get(whole: Any, pointer: str) -> Any:
+    """The value at a JSON pointer (RFC 6901): an object's member by name, a list's item by index."""
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        whole = whole[int(token)] if isinstance(whole, list) else whole[token]
+    return whole
+
+
+def json_covered(whole: Any, pointer: str, parts: set[str]) -> bool:
+    """Whether ``parts`` hold the value at ``pointer`` whole: it is a part, or each of its members is covered."""
+    if pointer in parts:
+        return True
+    value = json_get(whole, pointer)
+    members = (
+        list(value.items()) if isinstance(value, dict) else list(enumerate(value)) if isinstance(value, list) else []
+    )
+    tokens = (str(k).replace("~", "~0").replace("/", "~1") for k, _ in members)
+    return bool(members) and all(json_covered(whole, f"{pointer}/{t}", parts) for t in tokens)
+
+
 @pytest.mark.slow
 def test_committed_reports_read_in_bounded_pages_that_add_up(tmp_path: Path) -> None:
+    """report.md in pages of characters that add up to it; report.json in pages of valid JSON, each holding whole
+    values of it at their pointers, that together hold every value once."""
     runs = sorted({p.parent for p in EXAMPLES.rglob("report.md")})
     server = build()
     for run in runs[:: max(1, len(runs) // 12)]:
@@ -96,15 +118,26 @@ def test_committed_reports_read_in_bounded_pages_that_add_up(tmp_path: Path) -> 
             whole_path = run / ("report.md" if fmt == "md" else "report.json")
             if not whole_path.is_file():
                 continue
-            text, offset = "", 0
+            text, offset, parts = "", 0, []
             while offset is not None:
                 (answer,) = calls(server, [("read_report", {"run": str(run), "format": fmt, "offset": offset,
                                                             "max_chars": 3000})])  # fmt: skip
                 assert not answer.is_error and size(answer) < ANSWER_CHARS
                 got = answer.structured_content or {}
+                if fmt == "json":
+                    page = json.loads(got["text"])
+                    assert all(
+                        json_get(page, p) == json_get(json.loads(whole_path.read_text()), p) for p in got["parts"]
+                    )
+                    parts += got["parts"]
                 text += got["text"]
                 offset = got["next_offset"]
-            assert text == whole_path.read_text()
+            if fmt == "md":
+                assert text == whole_path.read_text()
+            else:
+                assert len(parts) == len(set(parts)) and json_covered(
+                    json.loads(whole_path.read_text()), "", set(parts)
+                )
     (big,) = calls(server, [("read_report", {"run": str(runs[0]), "max_chars": 10**9})])
     assert size(big) < ANSWER_CHARS
 

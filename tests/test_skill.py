@@ -138,7 +138,7 @@ def test_the_loop_runs_as_written_in_a_fresh_folder_on_a_cpu(tmp_path: Path) -> 
         return done
 
     def sized(command: str, mode: str = "access") -> list[str]:
-        words = [w for w in shlex.split(command) if not w.startswith(("--m=", "--prof_type="))]
+        words = [w for w in shlex.split(command) if not w.startswith(("--m=", "--n=", "--k=", "--prof_type="))]
         return [shlex.join(words), *small, f"--prof_type={mode}"]
 
     steps = loop_commands()
@@ -163,6 +163,8 @@ def test_the_loop_runs_as_written_in_a_fresh_folder_on_a_cpu(tmp_path: Path) -> 
     compare, as_json = (c for c in steps[6] if "RUN_V2" in c)
     assert "Interpreter time (us; CPU, not GPU time)" in kbench(placed(compare)).stdout
     assert json.loads(kbench(placed(as_json)).stdout)["a"] == str(v2_run)
+    (previous,) = (c for c in steps[6] if "--previous" in c)  # the copy's first run: the shipped package's before it
+    assert f"A: `{v2_run}` matmul v2 (access)" in kbench(placed(previous)).stdout
     (devlog,) = steps[7]
     kbench(placed(devlog))
     assert "- why it worked or not" in (tmp_path / "docs" / "kernels" / "my_matmul.md").read_text()

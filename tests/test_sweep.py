@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from kbench import sweep
+from kbench.errors import UsageError
 from kbench.modes import registry
 from tests.conftest import HAS_CUDA, Ran
 from tests.pipeline_fakes import offline_gpu
@@ -215,26 +216,75 @@ def test_a_sweep_with_refused_points_says_how_many_ran_in_its_last_line(cli: Cal
 
 
 @pytest.mark.slow
-def test_an_access_sweep_never_passes_interpreter_time_for_gpu_time(cli: Callable[..., Ran], isolated: Path) -> None:
-    """Access mode on a CPU: its times are Triton's interpreter's, so the table labels them as such (no duration,
-    rate or % of roof), the map names no fastest version by them and the plots say what they plot."""
-    from kbench import sweep_report
+def test_an_access_sweep_tabulates_what_the_traces_predict_never_interpreter_time(
+    cli: Callable[..., Ran], isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Access mode on a CPU (issue 50): its times are Triton's interpreter's, CPU noise, so the table's figures are what
+    each point's trace predicts for the device --device names (predicted time on its roofs, bytes against the model,
+    bytes used per sector, masked lanes), the interpreter's time is labelled as such and never compared, the map names
+    no fastest version by it, and the plots draw the predictions, not the interpreter's time."""
+    from matplotlib.figure import Figure
 
-    done = cli("sweep", "vector_add", "base", "v2", "--n=1024,4096", "--prof_type=access", "--out", "p",
-               "--sweep-out", "s")  # fmt: skip
+    seen: list[str] = []
+    save = Figure.savefig
+
+    def savefig(fig: Figure, *args: object, **kwargs: object) -> None:
+        seen.extend(ax.get_ylabel() for ax in fig.axes)
+        save(fig, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    done = cli("sweep", "vector_add", "base", "v2", "--n=1024,4096", "--prof_type=access", "--device=A100_SXM4_80GB",
+               "--out", "p", "--sweep-out", "s")  # fmt: skip
     assert done.returncode == 0, done.stderr
     [folder] = list((isolated / "s" / "vector_add").iterdir())
+    assert json.loads((folder / "sweep.json").read_text())["device"] == "A100_SXM4_80GB"
     rows = list(csv.DictReader((folder / "sweep.csv").read_text().splitlines()))
     assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
     assert all(r["duration_us"] == "" and float(r["interpreter_us"]) > 0 for r in rows)
     assert all(r["tflops"] == r["gbps"] == r["roof_pct"] == "" for r in rows)
+    assert all(r["device"] == "NVIDIA A100 SXM4 80GB" and float(r["predicted_us"]) > 0 for r in rows)
+    assert all(float(r["sector_use"]) == 32.0 and float(r["masked_pct"]) == 0.0 for r in rows)
+    assert all(float(r["requested_bytes"]) == float(r["model_bytes"]) == 12 * int(r["n"]) for r in rows)
+    by_n = {r["n"]: float(r["predicted_us"]) for r in rows if r["version"] == "base"}
+    assert by_n["4096"] > by_n["1024"]  # the model's time grows with the bytes, whatever the CPU did
     text = (folder / "sweep.md").read_text()
     (head,) = [line for line in text.splitlines() if line.startswith("| version |")]
-    assert "duration (us)" not in head and "interpreter time (us; CPU, not GPU time)" in head
+    cells = [c.strip() for c in head.strip("|").split("|")]
+    assert "duration (us)" not in cells and cells[-2] == "interpreter time (us; CPU, not GPU time)"
+    for column in ("predicted time (us)", "bytes loaded and stored / model", "bytes used per 32-B sector",
+                   "masked lanes (%)", "class (predicted)"):  # fmt: skip
+        assert column in cells, cells
+    assert "predicts for NVIDIA A100 SXM4 80GB" in text
     assert "- fastest at" not in text and "no fastest version is named" in text
-    label, _ = sweep_report.time_axis(sweep.done_rows(folder))
-    assert label == "interpreter time (us; CPU, not GPU time)"
+    assert "the same predicted time at n=1024 for base and v2" in text
     assert sorted(p.name for p in (folder / "plots").iterdir()) == ["n.png"]
+    assert seen == ["predicted time on NVIDIA A100 SXM4 80GB (us)", "bytes loaded and stored / model",
+                    "bytes used per 32-B sector", "masked lanes (%)"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("--prof_type=event", "--device=H100_SXM"), "--device names the device --prof_type=access predicts for"),
+        (("--prof_type=access", "--device=B300"), "unknown device 'B300'"),
+    ],
+)
+def test_a_sweep_takes_device_as_the_profile_command_does(
+    argv: tuple[str, ...], said: str, cli: Callable[..., Ran], isolated: Path
+) -> None:
+    done = cli("sweep", "vector_add", "base", "--n=1024", *argv, "--out", "p", "--sweep-out", "s")
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (isolated / "s").exists()
+
+
+def test_a_resumed_sweep_json_names_a_device_only_for_access_mode(tmp_path: Path) -> None:
+    spec = {"kernel": "vector_add", "versions": ["base"], "swept": {}, "fixed": {}, "mode": "event", "out": "p",
+            "bench_runs": 1, "device": "H100_SXM"}  # fmt: skip
+    (tmp_path / "sweep.json").write_text(json.dumps(spec))
+    with pytest.raises(UsageError, match="--device names the device"):
+        sweep.resumed(tmp_path)
+    (tmp_path / "sweep.json").write_text(json.dumps({**spec, "mode": "access"}))
+    assert sweep.resumed(tmp_path)["device"] == "H100_SXM"
 
 
 def _drawn_axes(rows: list[sweep.Row], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
@@ -259,16 +309,20 @@ def _drawn_axes(rows: list[sweep.Row], tmp_path: Path, monkeypatch: pytest.Monke
 def test_the_plots_label_their_axes_with_what_they_plot(
     access: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The time axis says which time it is (GPU duration, or the interpreter's) whatever the lines are called; a
-    sweep that ran no GPU has no % of roof to draw, so it draws no empty panel for it."""
+    """The time axis says which time it is (a GPU's duration) whatever the lines are called; a sweep that ran no GPU
+    draws what its traces predict for the device, never the interpreter's time (CPU noise) or an empty % of roof."""
+    access_facts = {"predicted_us": 2.0, "sector_use": 32.0, "masked_pct": 0.0, "requested_bytes": 8.0,
+                    "model_bytes": 8.0, "device": "NVIDIA H100 SXM5 80GB"}  # fmt: skip
     rows = [
         sweep.Row(version=v, params={"n": str(n)}, status="ok", bottleneck="Memory",
-                  **({"interpreter_us": 10.0 * n} if access else {"duration_us": 1.0 * n, "roof_pct": 50.0}))
+                  **({"interpreter_us": 10.0 * n, **access_facts} if access
+                     else {"duration_us": 1.0 * n, "roof_pct": 50.0}))
         for v in ("base", "v2") for n in (1024, 4096)
     ]  # fmt: skip
     seen = _drawn_axes(rows, tmp_path, monkeypatch)
     if access:
-        assert seen == [("interpreter time (us; CPU, not GPU time)", "n")]
+        assert seen == [("predicted time on NVIDIA H100 SXM5 80GB (us)", "n"), ("bytes loaded and stored / model", "n"),
+                        ("bytes used per 32-B sector", "n"), ("masked lanes (%)", "n")]  # fmt: skip
     else:
         assert seen == [("duration (us)", "n"), ("% of roof", "n")]
 

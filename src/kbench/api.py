@@ -138,13 +138,14 @@ def sweep(
     resume: Path | str | None = None,
     executor: SweepExecutor | str = "local",
     progress: Callable[[str], None] | None = None,
+    device: str | None = None,
 ) -> Swept:
     """``kbench sweep``: every version (all by default) of ``kernel`` at every combination of ``values`` (a list
     sweeps a parameter, a single value is fixed), each point an ordinary profile under ``out_dir``; the table, plots
     and bound-flip map under ``<sweep_out>/<kernel>/<timestamp>/`` (``resume``: an interrupted sweep's folder, whose
     missing points run under ``out_dir``, else under the root its sweep.json records where that lies below this
     folder). ``executor``: "local", "ray", or a ``SweepExecutor`` (GPU workers, Ray's address, retries
-    and captures)."""
+    and captures). ``device``: access mode's device to predict for (a conf/devices.json key)."""
     from kbench import sweep as sw
     from kbench import sweep_report
 
@@ -157,7 +158,7 @@ def sweep(
         given = (values or {}).items()
         listed = {k: ",".join(map(str, v)) if isinstance(v, list | tuple) else str(v) for k, v in given}
         out = str(out_dir) if out_dir is not None else "out/profiles"
-        spec = sw.ask(kernel, versions, listed, mode, out, bench_runs, list(kernel_path))
+        spec = sw.ask(kernel, versions, listed, mode, out, bench_runs, list(kernel_path), device)
     how.check_here(spec["mode"])  # before a folder is made
     root = Path(sweep_out) if sweep_out is not None else Path("out/sweeps")
     folder = Path(resume) if resume is not None else sw.new_dir(root, spec["kernel"])

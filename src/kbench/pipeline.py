@@ -281,6 +281,7 @@ def analyze(
     if not path.is_file():
         raise UsageError(f"{path}: no such capture file")
     inputs.check_size(path)  # no backend is handed a capture over its kind's limit
+    registry.for_capture(path, mode)  # a file no mode reads (a run's report.json): one line before anything else
     made = folder.made_with(path)  # the params.json of the run folder it lies in ({}: a capture from elsewhere)
     taken = Beside()
     if plan is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from kbench import inputs
 from kbench.errors import ConfigError, KbenchError, UsageError
@@ -51,6 +51,14 @@ class Row(Model):
     gpu: str | None = None  # the worker's CUDA_VISIBLE_DEVICES (one worker per GPU), or the GPU Ray gave the task
     node: str | None = None  # the host a Ray task ran on (``--executor ray``); None: this host
     code: int | None = None  # a failed point's exit code as a profile of its own would have it (3: no GPU)
+    # access mode (no GPU): what the point's trace predicts for ``device`` (kbench.analysis.access_figures.plan_access)
+    device: str | None = None  # the device the point's trace was predicted for
+    predicted_us: float | None = None  # the stages' predicted times on the device's practical roofs
+    sector_use: float | None = None  # bytes used per 32-byte sector over every load and store line (of 32)
+    worst_sector_use: float | None = None  # the same at the worst line
+    masked_pct: float | None = None  # lanes masked off at the loads and stores
+    requested_bytes: float | None = None  # bytes the active lanes load and store
+    model_bytes: float | None = None  # the plan's model of the bytes it moves
 
     def key(self) -> str:
         return key(self.version, self.params)
@@ -88,11 +96,16 @@ def ask(
     out: str,
     bench_runs: int | None,
     kernel_path: list[str],
+    device: str | None = None,
 ) -> dict[str, Any]:
     """What a new sweep is asked to do (sweep.json): the package's versions (all by default) checked, the values split
-    into swept and fixed, the mode's default repetitions where none are given."""
+    into swept and fixed, the mode's default repetitions where none are given, and (access mode) the device its
+    points predict for, checked as the profile command checks it."""
     from kbench.modes import registry
     from kbench.plan.discovery import find_package
+
+    if device is not None:
+        predicting(mode, device)
 
     ref = find_package(package, kernel_path)
     versions = list(versions) or ref.versions()
@@ -102,7 +115,22 @@ def ask(
     swept, fixed = split_values(values)
     runs = bench_runs if bench_runs is not None else registry.get(mode).default_bench_runs
     return {"kernel": ref.name, "versions": versions, "swept": swept, "fixed": fixed, "mode": mode, "out": out,
-            "bench_runs": runs}  # fmt: skip
+            "bench_runs": runs, "device": device}  # fmt: skip
+
+
+def predicting(mode: str, device: str) -> str:
+    """``--device`` as a sweep takes it: with access mode, a device conf/devices.json names (UsageError otherwise,
+    as the profile command says it)."""
+    from kbench.analysis.devices import load_devices, named_device
+    from kbench.modes import registry
+
+    if "device" not in getattr(registry.get(mode), "options", ()):
+        raise UsageError(
+            f"--device names the device --prof_type=access predicts for; a --prof_type={mode} point runs on the "
+            "active GPU"
+        )
+    named_device(load_devices(), device)  # an unknown one: its one line naming the known ones
+    return device
 
 
 def split_values(values: dict[str, str]) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -127,6 +155,12 @@ def row_of(version: str, params: dict[str, str], result: Any) -> Row:
     bounds = [s.bound_us for s in result.figures.stages]
     on_gpu = result.figures.timer == "gpu"
     total = plan.duration_us if on_gpu else None  # interpreter time is no duration, rate or share of a roof
+    predicted: dict[str, Any] = {}
+    if not on_gpu and result.sections.accesses is not None:  # what the trace predicts, for the device it names
+        from kbench.analysis.access_figures import plan_access
+
+        facts = plan_access(result.figures.stages, result.sections.accesses.sites())
+        predicted = {"device": result.device, **{k: v for k, v in facts.items() if k in Row.model_fields}}
     return Row(
         version=version,
         params=params,
@@ -139,6 +173,7 @@ def row_of(version: str, params: dict[str, str], result: Any) -> Row:
         bottleneck=result.figures.bottleneck,
         roof=model_roof(result),
         run=result.out_dir,
+        **predicted,
     )
 
 
@@ -270,6 +305,7 @@ class Asked(Model):
     mode: str
     out: str
     bench_runs: int = Field(ge=1)
+    device: str | None = None  # access mode: the device its points predict for
 
     @field_validator("kernel")
     @classmethod
@@ -297,6 +333,12 @@ class Asked(Model):
 
         registry.get(value)  # an unknown mode: its one line naming the known ones
         return value
+
+    @model_validator(mode="after")
+    def _device(self) -> Asked:
+        if self.device is not None:
+            predicting(self.mode, self.device)
+        return self
 
 
 def resumed(sweep_dir: Path, out: str | None = None) -> dict[str, Any]:
@@ -332,7 +374,9 @@ def profiler(spec: dict[str, Any], kernel_path: list[str], progress: Callable[[s
         from kbench.plan.discovery import load_version
 
         plan = load_version(spec["kernel"], version, kernel_path).from_values(dict(values))
-        opts = RunOptions(out_root=Path(spec["out"]), bench_runs=spec["bench_runs"], progress=progress)
+        opts = RunOptions(
+            out_root=Path(spec["out"]), bench_runs=spec["bench_runs"], progress=progress, device=spec.get("device")
+        )
         return pipeline.profile(spec["mode"], plan, opts)
 
     return point

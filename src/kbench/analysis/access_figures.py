@@ -6,6 +6,7 @@ others). Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -121,6 +122,27 @@ def predicted_us(bound: float, memory_limited: bool, p: Predicted | None) -> flo
     return bound / max(0.01, 1.0 - p.masked_pct / 100.0)
 
 
+def plan_access(stages: Sequence[StageFigures], sites: Sequence[SiteFacts]) -> dict[str, float | None]:
+    """An access run's whole-plan facts, what its devlog entries and sweep rows compare instead of the interpreter's
+    time: the stages' predicted times summed (None where one has none: a run before they were kept), bytes used per
+    32-byte sector over every load and store line and at the worst, lanes masked off, bytes loaded and stored, the
+    plan's model bytes and the distinct bytes (None where a sample of the programs ran). Pure."""
+    p = Predicted.of(sites, "")
+    times = [s.predicted_us for s in stages]
+    model = [s.dram_bytes for s in stages]
+    sectors = (p.ld_sectors or 0.0) + (p.st_sectors or 0.0) if p else 0.0
+    used = (p.ld_sectors or 0.0) * (p.ld_use or 0.0) + (p.st_sectors or 0.0) * (p.st_use or 0.0) if p else 0.0
+    return {
+        "predicted_us": None if not times or None in times else sum(t or 0.0 for t in times),
+        "sector_use": used / sectors if sectors else None,
+        "worst_sector_use": p.worst.bytes_per_sector if p and p.worst else None,
+        "masked_pct": p.masked_pct if p else None,
+        "requested_bytes": float(p.requested_bytes) if p else None,
+        "distinct_bytes": float(p.distinct_bytes) if p and p.distinct_bytes is not None else None,
+        "model_bytes": None if not model or None in model else sum(m or 0.0 for m in model),
+    }
+
+
 def key_issue(p: Predicted | None) -> str:
     if p is None:
         return "no Triton load or store traced (a torch or library call runs no Triton kernel under the interpreter)"
@@ -150,6 +172,8 @@ def predicted_figures(
         bound = rl.bound_us(pc, f.flops, f.dram_bytes)
         memory_limited = rl.limiting_roof(pc, f.flops, f.dram_bytes) == "memory"
         timed.append((f, predicted_us(bound, memory_limited, predictions.get(f.name)), pc))
+    figs = [f.model_copy(update={"predicted_us": t if pc is not None else None}) for f, t, pc in timed]
+    timed = [(f, t, pc) for f, (_, t, pc) in zip(figs, timed, strict=True)]
     total = sum(t for _, t, _ in timed)
     if total <= 0:
         raise KbenchError(

@@ -55,6 +55,9 @@ class StageFigures(Model):
     issue_roof_pct: float | None = None
     issued: float | None = None
     flops_per_issue: float | None = None
+    # access mode (no GPU): the time its trace predicts on the device's practical roofs (kbench.analysis.
+    # access_figures.predicted_us), what its runs compare and sweep by instead of the interpreter's time
+    predicted_us: float | None = None
 
 
 def _place(f: StageFigures, c: rl.Ceilings, flops: float, nbytes: float) -> None:

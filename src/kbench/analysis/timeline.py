@@ -251,8 +251,13 @@ def from_kineto_json(path: Path) -> pd.DataFrame:
     try:
         data = inputs.read_json(path, KINETO)
         events = data["traceEvents"]
-    except (OSError, KeyError, TypeError) as e:
-        raise ConfigError(f"{path} is not {KINETO}: {e}") from None
+    except (KeyError, TypeError):  # JSON, but not an object holding the trace's events
+        raise ConfigError(
+            f"{path} is not {KINETO}: it has no traceEvents list (a .json capture is what torch.profiler's "
+            "export_chrome_trace writes)"
+        ) from None
+    except OSError as e:
+        raise ConfigError(f"{path} is not {KINETO}: {e.strerror or e}") from None
     other = data.get("otherData")
     if isinstance(other, dict) and other.get("written_by") == "kbench":
         raise ConfigError(

@@ -263,6 +263,9 @@ def sweep_cmd(
     ),
     sweep_out: str = typer.Option("out/sweeps", "--sweep-out", help="Root folder of the sweep's table and plots."),
     bench_runs: int | None = typer.Option(None, "--bench-runs", "--bench_runs", min=1, help="Repetitions per stage."),
+    device: str | None = typer.Option(
+        None, "--device", help="With --prof_type=access: the device its points predict for (a conf/devices.json key)."
+    ),
     resume: Path | None = typer.Option(
         None, "--resume", help="An interrupted sweep's folder: run what it lacks (its points under --out, see there)."
     ),
@@ -303,13 +306,15 @@ def sweep_cmd(
     devices = [] if gpus is None or worker is not None else sweep_gpus(gpus)
     how = api.SweepExecutor(executor, tuple(devices), ray_address, ray_retries, fetch_captures)
     if resume is not None:
-        if ctx.args:
-            raise UsageError("--resume takes the sweep as it was asked; give no kernel or parameters with it")
+        if ctx.args or device is not None:
+            raise UsageError("--resume takes the sweep as it was asked; give no kernel, parameters or --device with it")
         spec = sweep.resumed(resume, None if out is None else str(out_folder(out)))
     else:
         args = parse_sweep_args(list(ctx.args))
         root = "out/profiles" if out is None else str(out_folder(out))
-        spec = sweep.ask(args.package or "", args.versions, args.values, prof_type, root, bench_runs, kernel_path)
+        spec = sweep.ask(
+            args.package or "", args.versions, args.values, prof_type, root, bench_runs, kernel_path, device
+        )
     how.check_here(spec["mode"])  # without the GPU its points need: one line, before a folder or a point
     sweep_dir = resume if resume is not None else sweep.new_dir(out_folder(sweep_out), spec["kernel"])
     if worker is not None:  # one share of a --gpus sweep, in its own process: the parent merges the rows

@@ -16,11 +16,23 @@ from kbench.fsutil import read_beneath, read_nofollow
 Value = str | int | float | bool  # a plan parameter's value as a tool argument
 
 
-class Fence:
-    """The roots one tool call may reach; None: anywhere (a server built in-process without bounds: Roots)."""
+# how a refusal says the roots can be widened, by where they came from (Roots.of)
+WIDEN = {
+    "--root": "to reach it, add its folder to the server's command (`kbench mcp --root DIR`, once per folder)",
+    "client": "to reach it, add its folder to the client's MCP roots, or start the server with `kbench mcp --root DIR` "
+    "(which takes their place)",
+    "started in": "the client declares no MCP roots, so the server reaches the folder it was started in: to reach it, "
+    "start the server with `kbench mcp --root DIR` (once per folder) or declare MCP roots in the client",
+}
 
-    def __init__(self, roots: list[Path] | None) -> None:
+
+class Fence:
+    """The roots one tool call may reach; None: anywhere (a server built in-process without bounds: Roots).
+    ``source``: where they came from (a key of WIDEN), which the refusal names to say how to widen them."""
+
+    def __init__(self, roots: list[Path] | None, source: str = "--root") -> None:
         self.roots = roots
+        self.source = source
 
     def _root(self, path: str | Path, what: str) -> tuple[Path, Path] | None:
         """``path`` resolved (``..`` and symbolic links followed) and the root it lies in; None without roots."""
@@ -32,7 +44,7 @@ class Fence:
                 return real, r
         raise UsageError(
             f"{what} {path} is outside the roots this MCP client allows ({', '.join(map(str, self.roots))}); "
-            "name a path inside them"
+            f"name a path inside them; {WIDEN[self.source]}"
         )
 
     def inside(self, path: str | Path, what: str) -> Path:
@@ -63,7 +75,7 @@ class Roots:
 
     async def of(self, ctx: Context) -> Fence:
         if self.fixed:
-            return Fence(self.fixed)
+            return Fence(self.fixed, "--root")
         import inspect
         import warnings
         from urllib.parse import unquote, urlparse
@@ -75,14 +87,14 @@ class Roots:
         with warnings.catch_warnings():  # roots are deprecated in the 2026-07-28 protocol (SEP-2577), still sent
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             if not session.check_client_capability(types.ClientCapabilities(roots=types.RootsCapability())):
-                return Fence(self.fallback)
+                return Fence(self.fallback, "started in")
             try:
                 listed = session.list_roots()
                 if inspect.isawaitable(listed):
                     listed = await listed
             except NoBackChannelError:  # a transport that cannot ask the client (in-process, modern protocol)
-                return Fence(self.fallback)
-        return Fence([Path(unquote(urlparse(str(r.uri)).path)).resolve() for r in listed.roots])
+                return Fence(self.fallback, "started in")
+        return Fence([Path(unquote(urlparse(str(r.uri)).path)).resolve() for r in listed.roots], "client")
 
 
 def plan_values(params: Mapping[str, Value] | None) -> dict[str, str]:

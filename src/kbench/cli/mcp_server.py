@@ -29,9 +29,11 @@ from kbench.cli.mcp_answers import (
     RunDone,
     Runs,
     bad_arguments,
+    cloned,
     compared,
     done,
     fitted,
+    json_page,
     kernels,
     logged,
     one_line_errors,
@@ -176,7 +178,8 @@ def build(
         out: str = OUT,
     ) -> RunDone:
         """The reports of an existing capture (.ncu-rep, nsys .sqlite, PyTorch-profiler .json, Proton .hatchet), no
-        GPU needed; with `plan` its stages and FLOP/byte model are used."""
+        GPU needed; with `plan` its stages and FLOP/byte model are used. A run's own report.json is no capture:
+        read_report reads it."""
         fence = await bound.of(ctx)
 
         def work() -> RunDone:
@@ -192,10 +195,19 @@ def build(
 
     @server.tool()
     async def read_report(
-        ctx: Context, run: str, format: Literal["md", "json"] = "md", offset: int = 0, max_chars: int = ANSWER_CHARS
+        ctx: Context,
+        run: str,
+        format: Literal["md", "json"] = "md",
+        offset: int = 0,
+        max_chars: int = ANSWER_CHARS,
+        part: str | None = None,
     ) -> ReportText:
-        """A run folder's report.md, or its report.json (every number with its source), from `offset`, at most
-        `max_chars` characters (bounded); `next_offset` says where the rest starts."""
+        """A run folder's report.md, from character `offset`, at most `max_chars` characters; or its report.json
+        (every number with its source) in pages of valid JSON: each a JSON object holding whole values of report.json
+        (`parts`: their JSON pointers, each at the same pointer in the page; a value too long for a page is split
+        into its members), from the `offset`-th part; `part` (a JSON pointer, /stages/0, or a top-level entry's name,
+        top3) reads one value alone, paged alike. Bounded; `next_offset` says where the rest starts, `more` where
+        each entry does."""
         fence = await bound.of(ctx)
 
         def work() -> ReportText:
@@ -207,6 +219,10 @@ def build(
             if not path.is_file():
                 raise UsageError(f"{run} has no {name}: name the folder of a finished run (see the runs tool)")
             whole = fence.read_text(path, "report")
+            if format == "json":
+                return json_page(run, whole, offset, max_chars, part)
+            if part is not None:
+                raise UsageError("part reads a value of report.json: give format='json' with it")
             text, rest = page(whole, offset, max_chars)
             return ReportText(
                 run=run, format=format, text=text, offset=offset, total_chars=len(whole), next_offset=rest
@@ -230,7 +246,10 @@ def build(
                 if run is not None:
                     fence.inside(run / RESULT, "run")  # the file read, not only its folder
             # previous=true: the folder searched (beside a) and the run found are fenced too
-            return compared(compare_asked(first, second, previous, "previous=true", lambda p: fence.inside(p, "run")))
+            two = f"compare(a=<the run to compare with>, b={a!r})"
+            return compared(
+                compare_asked(first, second, previous, "previous=true", lambda p: fence.inside(p, "run"), two)
+            )
 
         return await in_thread(work)
 
@@ -282,21 +301,19 @@ def build(
     ) -> Cloned:
         """Copy version `source` of a kernel package into a new version `target` (version-named symbols renamed,
         the Triton helper modules it imports copied for it alone); never overwrites. A shipped package is first
-        copied into `kernel_path` (default: the server's kernel path, else ./kernels) as my_<pkg>: profile it with
-        that package name."""
+        copied into `kernel_path` (default: the server's kernel path, else ./kernels) as my_<pkg>. Answers the files to
+        edit, the profile tool's arguments for the new version (`profile`) and the calls that follow (`next`)."""
         fence = await bound.of(ctx)
 
         def work() -> Cloned:
-            from kbench.plan.clone import clone_version as cloned
+            from kbench.plan.clone import clone_version as clone
 
             given = [str(fence.inside(kernel_path, "kernel_path"))] if kernel_path else []
-            made = cloned(kernel, source, target, [*given, *paths], lambda p: fence.inside(p, "kernel package"))
+            made = clone(kernel, source, target, [*given, *paths], lambda p: fence.inside(p, "kernel package"))
             where = str(made.copied_to.parent) if made.copied_to is not None else None
             if where is not None and where not in paths:
                 paths.append(where)  # the copy is visible to this server's later calls
-            return Cloned(path=str(made.path), renamed=made.renamed, package=made.package,
-                          edit=[str(made.path), *(str(p) for p in made.own)], shared=list(made.shared),
-                          kernel_path=where)  # fmt: skip
+            return cloned(made, source, target, where)
 
         return await in_thread(work)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kbench.errors import UsageError
 from kbench.modes.base import CHOICES, FLAGS, MODE_OPTIONS, Backend, RunOptions
+from kbench.report import folder
 
 # name -> "module:attribute" of its backend, in the order --help lists them
 BUILT_IN = {
@@ -31,6 +32,8 @@ READS: dict[str, tuple[tuple[str, ...], str]] = {
     "intra": ((), ""),
     "access": ((), ""),
 }
+# the files kbench writes about a run: given to analyze, they are refused as no capture
+RECORDS = frozenset({folder.REPORT_JSON, folder.RESULT, folder.PARAMS})
 # name -> what the mode measures, in a phrase: `python -m kbench.kernel --help`, the MCP profile tool and the API's
 # functions say it from here (a test keeps every mode named there)
 SUMMARY = {
@@ -80,13 +83,25 @@ def reads(name: str) -> tuple[tuple[str, ...], str]:
     return READS[name]
 
 
+def captures() -> str:
+    """The capture files `kbench analyze` reads, in words ("Nsight Compute reports (.ncu-rep); ...")."""
+    files = [reads(n) for n in names()]
+    return "; ".join(dict.fromkeys(describes for suffixes, describes in files if suffixes))
+
+
 def for_capture(path: Path, mode: str | None) -> Backend:
-    """The backend that analyses a capture file: by its suffix, and ``mode`` where several read it."""
+    """The backend that analyses a capture file: by its suffix, and ``mode`` where several read it. A run's own
+    record (report.json, result.json, params.json) is no capture: refused in one line saying what reads it."""
+    if path.name in RECORDS:
+        raise UsageError(
+            f"{path} is a kbench run's {path.name}, not a capture: analyze takes a capture ({captures()}); a run's "
+            f"reports are read as they are ({folder.REPORT_JSON}, report.md: `kbench compare`, or the MCP tool "
+            "read_report)"
+        )
     files = {n: reads(n) for n in names()}
     readers = [n for n, (suffixes, _) in files.items() if path.suffix in suffixes]
     if not readers:
-        known = list(dict.fromkeys(describes for suffixes, describes in files.values() if suffixes))
-        raise UsageError(f"{path}: kbench analyze reads {'; '.join(known)}")
+        raise UsageError(f"{path}: kbench analyze reads {captures()}")
     if mode is None:
         return get(readers[0])
     suffixes, describes = reads(mode)  # an unknown mode is refused here

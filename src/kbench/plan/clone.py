@@ -175,10 +175,22 @@ def clone(package_dir: Path, package: str, old: str, new: str) -> Cloned:
     return Cloned(dst, renames, package, tuple(own), tuple(shared))
 
 
+COPY = "my_"  # a shipped package's copy in the user's kernel path is my_<package>
+
+
+def copied_from(package: str) -> str | None:
+    """The shipped package whose copy ``package`` is (``my_<pkg>``, as copy_shipped names it); None for any other:
+    a copy's first runs compare with the runs of the package it was copied from."""
+    from kbench.plan.discovery import shipped
+
+    origin = package.removeprefix(COPY)
+    return origin if package.startswith(COPY) and origin in shipped() else None
+
+
 def copy_shipped(package_dir: Path, package: str, dest: Path) -> Path:
     """A shipped package's modules copied into ``dest/my_<package>`` (never over an existing one), their imports of
     ``kbench.kernel.<package>`` made relative and their docstrings naming the copy."""
-    name = f"my_{package}"
+    name = f"{COPY}{package}"
     target = dest / name
     if target.exists():
         raise UsageError(
@@ -253,7 +265,7 @@ def clone_version(
         named = destination(kernel_path)
         dest = named.resolve()
         version_name(new)  # before anything is copied
-        allowed(dest / f"my_{package}")
+        allowed(dest / f"{COPY}{package}")
         write_target(named, "kernel path")
         try:
             copied = copy_shipped(Path(ref.module().__path__[0]), package, dest)

@@ -102,14 +102,15 @@ def _import_user_package(folder: Path, name: str, mod_name: str) -> None:
         raise UsageError(f"cannot import kernel package {init}: {type(e).__name__}: {first_line(e)}") from None
 
 
+def shipped() -> list[str]:
+    """The names of the kernel packages kbench ships (kbench.kernel's subpackages)."""
+    found = importlib.import_module(SHIPPED)
+    return [m.name for m in pkgutil.iter_modules(found.__path__) if m.ispkg and not m.name.startswith("_")]
+
+
 def packages(extra_paths: list[str] | None = None) -> dict[str, PackageRef]:
     """Every kernel package visible: shipped ones, then those on the kernel path (names must not clash)."""
-    shipped = importlib.import_module(SHIPPED)
-    found = {
-        m.name: PackageRef(m.name, f"{SHIPPED}.{m.name}", "kbench")
-        for m in pkgutil.iter_modules(shipped.__path__)
-        if m.ispkg and not m.name.startswith("_")
-    }
+    found = {name: PackageRef(name, f"{SHIPPED}.{name}", "kbench") for name in shipped()}
     for folder in kernel_paths(extra_paths):
         for child in sorted(folder.iterdir()):
             if not (child / "__init__.py").is_file() or child.name.startswith((".", "_")):

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kbench.analysis.access_figures import plan_access
 from kbench.fsutil import default_here, open_plain, write_target
 from kbench.inputs import read_limited
 from kbench.report.models import ProfileResult, totals
@@ -36,13 +37,35 @@ def figures(r: ProfileResult) -> dict[str, Any]:
         weight = sum(d for _, d in have)
         return sum(v * d for v, d in have) / weight if have and weight else None
 
-    return {
+    found: dict[str, Any] = {
         "duration_us": plan.duration_us,
         "tflops": plan.tflops,
         "gbps": plan.gbps,
         "occ_pct": weighted("occ_pct"),
         "tc_pct": weighted("tc_pct"),
     }
+    if r.figures.timer == "interpreter" and r.sections.accesses is not None:  # what an access run compares instead
+        found["access"] = plan_access(stages, r.sections.accesses.sites())
+    return found
+
+
+def _access_rows(f: dict[str, Any], p: dict[str, Any], device: str) -> list[str]:
+    """An access run's rows: what its trace predicts, each vs the previous entry's (the interpreter's time is not
+    compared: CPU time)."""
+    a, b = f.get("access") or {}, p.get("access") or {}
+    use, worst, masked, moved = (a.get(k) for k in ("sector_use", "worst_sector_use", "masked_pct", "requested_bytes"))
+    return [
+        f"| Predicted time on {device} (from the trace) | {num(a.get('predicted_us'))} μs | "
+        f"{_faster(b.get('predicted_us'), a.get('predicted_us'))} |",
+        f"| Bytes used per 32-B sector, all lines (predicted) | {'n/a' if use is None else f'{use:.1f}'} | "
+        f"{_delta(b.get('sector_use'), use)} |",
+        f"| Bytes used per 32-B sector, worst line (predicted) | {'n/a' if worst is None else f'{worst:.1f}'} | "
+        f"{_delta(b.get('worst_sector_use'), worst)} |",
+        f"| Masked lanes (predicted) | {'n/a' if masked is None else f'{masked:.1f}%'} | "
+        f"{_delta(b.get('masked_pct'), masked, points=True)} |",
+        f"| Bytes loaded and stored (predicted) | {'n/a' if moved is None else f'{moved:.0f}'} | "
+        f"{_delta(b.get('requested_bytes'), moved)} |",
+    ]
 
 
 def previous_entry(text: str, mode: str, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -138,10 +161,13 @@ def entry(r: ProfileResult, run_dir: Path, insights: list[str], previous: dict[s
     )
     on = f"{inline(r.device)}, {clocks}"
     duration = f"| Duration | {num(f['duration_us'])} μs | {_faster(p.get('duration_us'), f['duration_us'])} |"
-    if r.figures.timer == "interpreter":  # no GPU ran: its time is the CPU interpreter's, never filed as GPU time
+    if r.figures.timer == "interpreter":  # no GPU ran: its time is the CPU interpreter's, never compared as GPU time
         on = f"predicted for {inline(r.device)}, no GPU used"
-        change = _delta(p.get("duration_us"), f["duration_us"])
-        duration = f"| Interpreter time (CPU, not GPU time) | {num(f['duration_us'])} μs | {change} |"
+        shown = "--" if previous is None else "not compared (CPU time)"
+        duration = "\n".join(
+            [f"| Interpreter time (CPU, not GPU time) | {num(f['duration_us'])} μs | {shown} |",
+             *_access_rows(f, p, inline(r.device))]
+        )  # fmt: skip
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
     lines = [
         "",

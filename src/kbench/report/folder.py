@@ -7,7 +7,7 @@ import os
 import re
 import socket
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -170,25 +170,46 @@ def stamped(name: str) -> bool:
     return len(s) == 16 and s[8] == "T" and s.endswith("Z") and (s[:8] + s[9:15]).isdigit()
 
 
-def previous_run(run_dir: Path) -> Path | None:
+def previous_run(run_dir: Path, allowed: Callable[[Path], object] = Path) -> Path | None:
     """The latest earlier successful run of the same mode, kernel and parameters (any version) beside ``run_dir``:
     in kbench's layout every timestamp-named sibling is one (the parent folder names the parameters); elsewhere
-    (committed or renamed folders) each folder's params.json says what it ran. None when there is none."""
+    (committed or renamed folders) each folder's params.json says what it ran. A shipped package's copy (my_<pkg>,
+    kbench clone) with none of its own takes the package's it was copied from: its own folder in kbench's layout
+    (``allowed`` sees it before it is read), its siblings elsewhere. None when there is none."""
+    from kbench.plan.clone import copied_from
+
     me = made_with(run_dir / PARAMS)
+    found = _latest_before(run_dir, run_dir.parent, me, me.get("kernel"))
+    origin = copied_from(me["kernel"]) if found is None and isinstance(me.get("kernel"), str) else None
+    if origin is None:
+        return found
+    where = run_dir.parent
+    if stamped(run_dir.name):  # <out>/<mode>/<kernel>/<params>/<stamp>: the same mode and params of the origin
+        where = run_dir.parent.parent.parent / origin / run_dir.parent.name
+        allowed(where)  # before anything there is looked at
+        if where.parent.is_symlink() or where.is_symlink() or not where.is_dir():
+            return None  # kbench makes these folders: a link may lead anywhere
+    return _latest_before(run_dir, where, me, origin)
+
+
+def _latest_before(run_dir: Path, where: Path, me: dict[str, Any], kernel: Any) -> Path | None:
+    """The latest successful run in ``where`` before ``run_dir`` of ``run_dir``'s mode and parameters and of
+    ``kernel``: in kbench's layout (``where`` names them) every timestamp-named folder, elsewhere those whose
+    params.json says so."""
     layout = stamped(run_dir.name)
 
-    def what(made: dict[str, Any]) -> tuple[Any, ...]:
-        return (made.get("mode"), made.get("kernel"), made.get("params"))
+    def what(made: dict[str, Any], of: Any) -> tuple[Any, ...]:
+        return (made.get("mode"), of, made.get("params"))
 
     def when(p: Path, made: dict[str, Any]) -> str:
         return p.name if layout else str(made.get("started_at") or "")
 
     found = []
-    for p in run_dir.parent.iterdir():
+    for p in where.iterdir():
         if p == run_dir or p.is_symlink() or not p.is_dir() or not (p / RESULT).is_file() or (p / FAILED).exists():
             continue  # a link is no run kbench made (kbench runs lists none): it may lead anywhere
         made = made_with(p / PARAMS)
-        same = stamped(p.name) if layout else bool(me) and what(made) == what(me)
+        same = stamped(p.name) if layout else bool(me) and what(made, made.get("kernel")) == what(me, kernel)
         if same and when(p, made) < when(run_dir, me):
             found.append((when(p, made), p))
     return max(found)[1] if found else None

@@ -166,6 +166,10 @@ class Accesses(Frozen):
     check_reuse: dict[str, float] = Field(default_factory=dict)
     full: str = "access.md"  # every line of every stage, where the report shows the first few
 
+    def sites(self) -> list[SiteFacts]:
+        """Every load and store line of every stage."""
+        return [SiteFacts.of(r) for s in self.stages for r in s.sites]
+
     def predicted(self) -> dict[str, Predicted]:
         """Each stage's summary for the catalogue and the baseline."""
         out = {}
