@@ -254,3 +254,15 @@ def test_runs_list_every_folder_when_the_device_table_is_malformed(tmp_path: Pat
     run = _copy(DATA / "validation_h200" / "tail-after" / "event", tmp_path / "runs" / "h200")
     (row,) = runs(tmp_path / "runs")
     assert row.path == str(run) and (row.device, row.device_reported) == ("NVIDIA H200", None)
+
+
+def test_compare_of_one_chip_under_its_two_names_notes_no_other_device(cli, tmp_path: Path) -> None:
+    h100, h200 = DATA / "validation_h100_1127" / "splitk-serial_combine", DATA / "validation_h200" / "tail-after"
+    gpu = _copy(h100 / "event", tmp_path / "gpu")
+    cpu = _copy(h100 / "event", tmp_path / "cpu", device="NVIDIA H100 SXM5 80GB")
+    other = _copy(h200 / "event", tmp_path / "h200")
+    same = cli("compare", str(gpu), str(cpu), "--format", "json")
+    assert same.returncode == 0, same.stderr
+    assert "different devices" not in same.stdout
+    differ = cli("compare", str(gpu), str(other), "--format", "json")
+    assert "different devices (NVIDIA H100 SXM5 80GB, NVIDIA H200 SXM 141GB)" in differ.stdout

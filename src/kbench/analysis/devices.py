@@ -161,6 +161,14 @@ class DeviceTable(Model):
         return spec.display_name if spec is not None else name
 
 
+def chip_name(name: str | None, key: str | None = None) -> str | None:
+    """``DeviceTable.chip_name`` of the table in use; the recorded name where the table is malformed."""
+    try:
+        return load_devices().chip_name(name, key)
+    except ConfigError:
+        return name
+
+
 def devices_path() -> Path:
     """KBENCH_DEVICES, else the copy packaged in the wheel, else conf/devices.json of a source checkout."""
     if env := os.environ.get("KBENCH_DEVICES"):

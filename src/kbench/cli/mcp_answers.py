@@ -235,7 +235,7 @@ def done(result: ProfileResult) -> RunDone:
         more.append(f"report.md is {len(md)} characters, {MD_CHARS} here: read_report(run, offset={MD_CHARS}) pages it")
         md = md[:MD_CHARS]
     answer = RunDone(run=result.out_dir, report_md=md, report_md_chars=len(result.report_md), report=facts, more=None)
-    if len(answer.model_dump_json()) > JSON_CHARS:
+    if sent(answer) > ANSWER_CHARS - 1_000:  # what the client receives: the structured answer and its text copy
         more.append(
             "report.json left out (it would pass this answer's bound): read_report(run, format='json') pages it"
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import Field
 
 from kbench.analysis.compare import BaselineRow, compare, compare_access
+from kbench.analysis.devices import chip_name
 from kbench.analysis.figures import PlanFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.errors import UsageError
@@ -92,8 +93,9 @@ def compare_runs(a_dir: Path, b_dir: Path) -> Comparison:
             f"different modes ({a.mode}, {b.mode}): durations come from different timers "
             f"({a.timing_method or 'n/a'} / {b.timing_method or 'n/a'}); compare changes, not small differences"
         )
-    if a.device != b.device:
-        notes.append(f"different devices ({a.device}, {b.device})")
+    chips = chip_name(a.device, a.device_key), chip_name(b.device, b.device_key)  # a CPU run names its chip otherwise
+    if chips[0] != chips[1]:
+        notes.append(f"different devices ({chips[0]}, {chips[1]})")
     a_stages = {s.name for s in a.figures.stages}
     b_stages = {s.name for s in b.figures.stages}
     if only := sorted(a_stages - b_stages):

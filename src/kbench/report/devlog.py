@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kbench.analysis.access_figures import plan_access
+from kbench.analysis.devices import chip_name
 from kbench.fsutil import default_here, open_plain, write_target
 from kbench.inputs import read_limited
 from kbench.report.models import ProfileResult, totals
@@ -159,14 +160,15 @@ def entry(r: ProfileResult, run_dir: Path, insights: list[str], previous: dict[s
         if previous
         else "no earlier entry with these parameters"
     )
-    on = f"{inline(r.device)}, {clocks}"
+    device = chip_name(r.device, r.device_key)  # one chip, one name, whichever machine ran it
+    on = f"{inline(device)}, {clocks}"
     duration = f"| Duration | {num(f['duration_us'])} μs | {_faster(p.get('duration_us'), f['duration_us'])} |"
     if r.figures.timer == "interpreter":  # no GPU ran: its time is the CPU interpreter's, never compared as GPU time
-        on = f"predicted for {inline(r.device)}, no GPU used"
+        on = f"predicted for {inline(device)}, no GPU used"
         shown = "--" if previous is None else "not compared (CPU time)"
         duration = "\n".join(
             [f"| Interpreter time (CPU, not GPU time) | {num(f['duration_us'])} μs | {shown} |",
-             *_access_rows(f, p, inline(r.device))]
+             *_access_rows(f, p, inline(device))]
         )  # fmt: skip
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
     lines = [
