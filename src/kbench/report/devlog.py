@@ -134,7 +134,10 @@ def entry(r: ProfileResult, run_dir: Path, insights: list[str], previous: dict[s
     """One entry in the contract's template, headed by the version, mode, date and run folder."""
     f = figures(r)
     earlier = (previous or {}).get("figures")
-    p = {k: _number(v) for k, v in earlier.items()} if isinstance(earlier, dict) else {}
+    earlier = earlier if isinstance(earlier, dict) else {}
+    p: dict[str, Any] = {k: _number(v) for k, v in earlier.items()}
+    if isinstance(earlier.get("access"), dict):  # an access run's predictions, read back as figures are
+        p["access"] = {k: _number(v) for k, v in earlier["access"].items()}
     clocks = (
         "locked clocks"
         if r.clocks.startswith("locked")
