@@ -83,7 +83,10 @@ def fake_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return loaded
 
 
-def test_ncu_preload_loads_cuptis_copies_before_ncu_reports(fake_process: list[Path], tmp_path: Path) -> None:
+def test_ncu_preload_loads_cuptis_copies_before_ncu_reports(
+    fake_process: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "torch", object())  # a process that profiles (the resident)
     ncu = tmp_path / "ncu_report" / "libnvperf_host.so"
     ncu_preload._dlopen(ncu)
     assert fake_process == [tmp_path / "cupti" / n for n in metric_libraries.NAMES] + [ncu]
@@ -136,3 +139,16 @@ def test_the_binding_s_libcupti_is_the_one_its_functions_lie_in(
     pointers = {"__cuptiGetVersion": 0, "__cuptiGetTimestamp": 0x7F0000250000}
     monkeypatch.setattr(metric_libraries, "_binding_pointers", lambda: pointers)
     assert metric_libraries.cupti_dir() == Path(os.path.realpath(bindings))
+
+
+def test_a_one_shot_analysis_never_loads_cupti(fake_process: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`kbench analyze` never samples: it does not pay for CUPTI (the binding, the driver, the metric library); a
+    process that has loaded torch (the resident, a notebook) claims before ncu_report's copy loads."""
+    import sys
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    metric_libraries.claim_if_sampling_may_follow()
+    assert fake_process == [] and metric_libraries._claimed == []
+    monkeypatch.setitem(sys.modules, "torch", object())
+    metric_libraries.claim_if_sampling_may_follow()
+    assert [p.name for p in fake_process] == list(metric_libraries.NAMES)

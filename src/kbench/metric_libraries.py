@@ -13,8 +13,9 @@ loaded ncu_report's copy into it.
 
 ``claim`` therefore loads CUPTI's own copies by path before anything else loads one: the loader then answers CUPTI's
 lookups by name with them, while ncu_report, which opens its copy by path, gets its own beside them. Where another
-copy came first, sampling must not run in this process (``claim`` says why). Callers: every sampler, ncu_preload
-(before it loads ncu_report's copy) and `kbench analyze` (pipeline.analyze); stdlib only but for the binding it asks.
+copy came first, sampling must not run in this process (``claim`` says why). Callers: every sampler; ncu_preload
+(before it loads ncu_report's copy), pipeline.analyze and MCP's analyze where sampling may follow; stdlib only but
+for the binding it asks.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import contextlib
 import ctypes
 import importlib
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -89,6 +91,14 @@ def cupti_dir() -> Path | None:
         if address and (path := holder(maps, int(address))) is not None and path.name.startswith("libcupti"):
             return Path(os.path.realpath(path)).parent
     return None
+
+
+def claim_if_sampling_may_follow() -> None:
+    """``claim`` in a process that has loaded torch (the resident, the MCP server, a notebook: one that profiles and
+    may sample after reading a capture); nothing in a one-shot `kbench analyze`, which never samples and would pay
+    for loading CUPTI (the binding, the driver, the metric library: 0.3-0.5 s on the H200)."""
+    if "torch" in sys.modules:
+        claim()
 
 
 def _binding_pointers() -> dict[str, int]:

@@ -129,7 +129,7 @@ def _import_each(names: tuple[str, ...]) -> None:
 
 
 def _dlopen(path: Path) -> None:
-    metric_libraries.claim()  # CUPTI's copy of the library first: a process that samples later must get it
+    metric_libraries.claim_if_sampling_may_follow()  # CUPTI's copy first: a process that samples later must get it
     metric_libraries.dlopen(path, os.RTLD_LAZY | os.RTLD_DEEPBIND)  # kept loaded: ncu_report uses it next
 
 
@@ -146,7 +146,7 @@ def warm_sass() -> threading.Thread | None:
 def first_sass(capture: Path) -> str:
     """The SASS of the first instruction of the first kernel in ``capture`` that ncu's source counters saw ('' where
     there is none, or no report ncu_report can read: the analysis names such a report itself)."""
-    metric_libraries.claim()  # CUPTI's copy of the metric library before ncu_report's (kbench.metric_libraries)
+    metric_libraries.claim_if_sampling_may_follow()  # CUPTI's copy before ncu_report's (kbench.metric_libraries)
     try:
         import ncu_report
 

@@ -290,7 +290,7 @@ def analyze(
         taken = beside(path, made, kernel_path)
         plan, mode = taken.plan, mode or taken.mode
     backend = registry.for_capture(path, mode)
-    metric_libraries.claim()  # before ncu_report loads its copy: this process may sample later (MCP, the API)
+    metric_libraries.claim_if_sampling_may_follow()  # before ncu_report loads its copy (the resident, the API)
     capture = backend.open(path)
     from kbench.analysis import records  # checks what a run folder keeps beside its capture
 

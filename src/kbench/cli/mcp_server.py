@@ -183,8 +183,9 @@ def build(
         fence = await bound.of(ctx)
 
         def work() -> RunDone:
-            from kbench import pipeline
+            from kbench import metric_libraries, pipeline
 
+            metric_libraries.claim()  # a server that profiles later samples with CUPTI's metric library, not ncu's
             path = fence.inside(capture, "capture")
             root = fence.inside(out, "out")  # the run folder is made inside it (kbench.report.folder.new_run_dir)
             registry.for_capture(path, mode)

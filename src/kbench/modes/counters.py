@@ -124,10 +124,10 @@ def ncu_report_from(ncu: Path | None) -> None:
     """ncu_report importable: the installed package where there is one, else the module of the Nsight Compute that
     profiles (or, for `kbench analyze`, the one found on KBENCH_NCU, PATH or $CUDA_HOME), from its extras/python;
     where neither is, the analysis says what to install (analysis.ncu.NO_NCU_REPORT)."""
-    from kbench.capture import tools
-
     if importlib.util.find_spec("ncu_report") is not None:
         return
+    from kbench.capture import tools  # only here: an analysis imports no subprocess machinery
+
     try:
         ncu = ncu or tools.find_ncu()
     except tools.ToolMissing:
