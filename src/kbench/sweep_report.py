@@ -133,37 +133,37 @@ def flip_map(rows: list[Row], swept: Sequence[str]) -> list[str]:
             changes = _changes(line, along, lambda r: r.roof, " roof throughout")
             roofs.append(f"- roof of the model along {along} ({version}, {where}): {changes}")
     out = classes + roofs
-    by_point: dict[str, list[Row]] = {}
-    for r in rows:
-        if r.status == "ok" and r.duration_us:
-            by_point.setdefault(json.dumps(sorted((n, r.params[n]) for n in swept)), []).append(r)
-    if not by_point and len({r.version for r in rows if r.interpreter_us is not None}) > 1:
+    ranked = _ranked(rows, swept, lambda r: r.duration_us)
+    if not ranked and len({r.version for r in rows if r.interpreter_us is not None}) > 1:
         out.append("- no fastest version is named: the points' times are Triton's CPU interpreter's, not GPU time")
         out += _lowest_predicted(rows, swept)
-    for key, contenders in by_point.items():
-        if len(contenders) < 2:
-            continue
-        best, second = sorted(contenders, key=lambda r: r.duration_us or 0.0)[:2]
-        point = ", ".join(f"{n}={v}" for n, v in json.loads(key)) or "the point"
-        lead = (second.duration_us or 0.0) / (best.duration_us or 1.0)
+    for point, best, second, lead in ranked:
         out.append(f"- fastest at {point}: {best.version} ({num(best.duration_us)} us, {lead:.2f}x {second.version})")
+    return out
+
+
+def _ranked(
+    rows: list[Row], swept: Sequence[str], time: Callable[[Row], float | None]
+) -> list[tuple[str, Row, Row, float]]:
+    """Per point where several versions have a ``time``: the point's name, the lowest and the next, and its lead."""
+    by_point: dict[str, list[Row]] = {}
+    for r in rows:
+        if r.status == "ok" and time(r):
+            by_point.setdefault(json.dumps(sorted((n, r.params[n]) for n in swept)), []).append(r)
+    out = []
+    for key, contenders in by_point.items():
+        if len(contenders) >= 2:
+            best, second = sorted(contenders, key=lambda r: time(r) or 0.0)[:2]
+            point = ", ".join(f"{n}={v}" for n, v in json.loads(key)) or "the point"
+            out.append((point, best, second, (time(second) or 0.0) / (time(best) or 1.0)))
     return out
 
 
 def _lowest_predicted(rows: list[Row], swept: Sequence[str]) -> list[str]:
     """Per point where several versions were traced: the one its trace predicts the lowest time for, said to be a
     prediction (the model's time on the device's roofs, scaled by sectors and masked lanes), not a measurement."""
-    by_point: dict[str, list[Row]] = {}
-    for r in rows:
-        if r.status == "ok" and r.predicted_us:
-            by_point.setdefault(json.dumps(sorted((n, r.params[n]) for n in swept)), []).append(r)
     out = []
-    for key, contenders in by_point.items():
-        if len(contenders) < 2:
-            continue
-        best, second = sorted(contenders, key=lambda r: r.predicted_us or 0.0)[:2]
-        point = ", ".join(f"{n}={v}" for n, v in json.loads(key)) or "the point"
-        lead = (second.predicted_us or 0.0) / (best.predicted_us or 1.0)
+    for point, best, second, lead in _ranked(rows, swept, lambda r: r.predicted_us):
         if lead <= 1.0:
             out.append(f"- the same predicted time at {point} for {best.version} and {second.version}: their traces "
                        "differ in nothing the prediction weighs")  # fmt: skip
