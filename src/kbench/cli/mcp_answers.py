@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, ParamSpec, TypeVar
 
 import pydantic_core
@@ -44,11 +44,11 @@ def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except ToolError:
             raise
         except KbenchError as e:
-            raise ToolError(_cut(first_line(e))) from None
+            raise ToolError(cut_line(first_line(e))) from None
         except Exception as e:
             if (bad := bad_name(e)) is not None:
                 raise ToolError(str(bad)) from None
-            raise ToolError(_cut(f"kbench bug ({type(e).__name__}): {first_line(e)}")) from None
+            raise ToolError(cut_line(f"kbench bug ({type(e).__name__}): {first_line(e)}")) from None
 
     return wrapper
 
@@ -56,7 +56,7 @@ def one_line_errors(fn: Callable[P, R]) -> Callable[P, R]:
 ERROR_CHARS = 2_000  # a tool error's line: it may quote a name a planted file holds, of any length
 
 
-def _cut(line: str) -> str:
+def cut_line(line: str) -> str:
     """An error line of at most ERROR_CHARS characters, saying how long it was where it is cut."""
     return line if len(line) <= ERROR_CHARS else f"{line[: ERROR_CHARS - 60]}... (cut: {len(line):,} characters)"
 
@@ -242,167 +242,6 @@ def done(result: ProfileResult) -> RunDone:
         answer.report = None
     answer.more = "; ".join(more) or None
     return answer
-
-
-PARSED_CHARS = 2_000_000  # a report.json longer (kbench writes them under 100 kB) is paged by characters: bounded work
-# a JSON page's text (escaped as a JSON string) and its pointers (indented in the SDK's text copy): with `more` and the
-# other fields, twice over, under ANSWER_CHARS
-PAGE_CHARS = JSON_CHARS - 3_000
-
-
-def json_page(run: str, whole: str, offset: int, max_chars: int, part: str | None) -> ReportText:
-    """A page of report.json (``whole``) holding whole parts of it: from the ``offset``-th part (the entries of the
-    value at the JSON pointer ``part``, or of the whole report), as many as fit in ``max_chars`` and the answer's
-    bound, as one JSON object in which each part sits at its own pointer. A value too long for a page is split into
-    its members (a list's items keyed by their index in the page). A file that is not JSON, nests too deeply or
-    whose one value passes a page alone is paged by characters instead, saying so (``part`` then refused)."""
-    if offset < 0 or max_chars < 1:
-        raise UsageError(f"offset {offset} and max_chars {max_chars}: offset >= 0, max_chars >= 1")
-    if part and not part.startswith("/"):
-        part = "/" + part  # a top-level entry by its name: top3
-    budget = min(max_chars, PAGE_CHARS)
-    try:
-        if len(whole) > PARSED_CHARS:
-            raise ValueError(f"it is {len(whole):,} characters, over the {PARSED_CHARS:,} paged by parts")
-        tokens = _tokens(part or "")
-        top = _at(json.loads(whole), tokens, part or "")
-        sizes: dict[int, int] = {}
-        _measure(top, sizes)
-        every = list(_split(top, tokens, budget, sizes))
-        if offset >= len(every) and offset:
-            raise UsageError(f"offset {offset} is past report.json's {len(every)} parts (offset 0 starts it)")
-        chosen = _fill(every, offset, budget)
-    except (ValueError, RecursionError) as e:  # not JSON, too deep, or a value no page holds: characters
-        if part:
-            raise UsageError(f"report.json of {run} cannot be read by parts ({first_line(e)}): omit part") from None
-        text, rest = page(whole, offset, max_chars)
-        more = f"report.json paged by characters ({first_line(e)}): read_report(run, format='json', offset={rest})"
-        return ReportText(run=run, format="json", text=text, offset=offset, total_chars=len(whole),
-                          next_offset=rest, more=cut(more) if rest is not None else None)  # fmt: skip
-    end = offset + len(chosen)
-    rest = end if end < len(every) else None
-    return ReportText(
-        run=run,
-        format="json",
-        text=json.dumps(_nest(chosen), ensure_ascii=False),
-        offset=offset,
-        total_chars=len(whole),
-        next_offset=rest,
-        parts=[_pointer(t) for t, _ in chosen],
-        more=_json_more(every, offset, end, part or ""),
-    )
-
-
-Tokens = tuple[str | int, ...]  # a JSON pointer's reference tokens: object members by name, list items by index
-Part = tuple[Tokens, Any, int]  # a part of report.json: its tokens, its value, the characters it takes in a page
-
-
-def _pointer(tokens: Tokens) -> str:
-    return "".join("/" + str(t).replace("~", "~0").replace("/", "~1") for t in tokens)
-
-
-def _tokens(pointer: str) -> list[str]:
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]] if pointer else []
-
-
-def _at(value: Any, tokens: list[str], pointer: str) -> Any:
-    """The value at ``pointer`` (its ``tokens``), or UsageError naming report.json's top-level entries."""
-    for token in tokens:
-        if isinstance(value, dict) and token in value:
-            value = value[token]
-        elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
-            value = value[int(token)]
-        else:
-            raise UsageError(f"report.json has no part {cut(pointer)}: a JSON pointer such as /top3 or /stages/0")
-    return value
-
-
-def _measure(value: Any, sizes: dict[int, int]) -> int:
-    """The characters ``value`` takes in a page's JSON text (json.dumps's default separators), each object's and
-    list's kept in ``sizes`` by id, so that splitting never measures a value twice."""
-    if isinstance(value, dict):
-        inner = sum(len(json.dumps(k, ensure_ascii=False)) + 4 + _measure(v, sizes) for k, v in value.items())
-        sizes[id(value)] = size = 2 + inner - 2 * bool(value)
-    elif isinstance(value, list):
-        sizes[id(value)] = size = 2 + sum(_measure(v, sizes) + 2 for v in value) - 2 * bool(value)
-    else:
-        size = len(json.dumps(value, ensure_ascii=False))
-    return size
-
-
-def _split(value: Any, tokens: Tokens | list[str], budget: int, sizes: dict[int, int]) -> Iterator[Part]:
-    """The parts of ``value`` (at ``tokens``) in document order: itself where it fits a page with the members
-    holding it, else each of its members split alike; with the characters each takes in a page (``sizes``:
-    ``_measure``'s)."""
-    path = tuple(tokens)
-    held = sum(len(json.dumps(str(t), ensure_ascii=False)) + 4 for t in path)  # {"key": ... } around it
-    members = (
-        list(value.items()) if isinstance(value, dict) else list(enumerate(value)) if isinstance(value, list) else []
-    )
-    size = (sizes[id(value)] if isinstance(value, dict | list) else _measure(value, sizes)) + held
-    if size <= budget or not members:
-        if size > budget:
-            raise ValueError(f"its value at {_pointer(path) or '/'} alone passes a page")
-        yield path, value, size
-        return
-    for key, member in members:
-        yield from _split(member, (*path, key), budget, sizes)
-
-
-def _fill(every: list[Part], offset: int, budget: int) -> list[tuple[Tokens, Any]]:
-    """The parts from ``offset`` that fit one page: at least one, then while the page's text and its pointers stay
-    within ``budget`` as the client receives them (the text escaped once more as a JSON string)."""
-    chosen: list[tuple[Tokens, Any]] = []
-    used = 0
-    for tokens, value, size in every[offset:]:
-        used += size + len(_pointer(tokens)) + 8
-        if chosen and used > budget:
-            break
-        chosen.append((tokens, value))
-    while len(chosen) > 1 and _sent_chars(chosen) > PAGE_CHARS:
-        del chosen[max(1, len(chosen) * 9 // 10) :]  # a tenth at a time: pages of many small parts
-    if _sent_chars(chosen) > PAGE_CHARS:
-        raise ValueError(f"its value at {_pointer(chosen[0][0])} alone passes a page once escaped")
-    return chosen
-
-
-def _sent_chars(chosen: list[tuple[Tokens, Any]]) -> int:
-    """What a page's text and pointers take in the answer (the text escaped as a JSON string)."""
-    text = json.dumps(_nest(chosen), ensure_ascii=False)
-    return len(json.dumps(text)) + sum(len(_pointer(t)) + 8 for t, _ in chosen)
-
-
-def _nest(chosen: list[tuple[Tokens, Any]]) -> dict[str, Any]:
-    """One JSON object holding each part at its pointer; every object or list above a part is an object there, a
-    list's items keyed by their index."""
-    page: dict[str, Any] = {}
-    for tokens, value in chosen:
-        if not tokens:  # the whole report in one page: an object, as kbench writes it
-            if not isinstance(value, dict):
-                raise ValueError("it is no JSON object")
-            return value
-        here = page
-        for t in tokens[:-1]:
-            here = here.setdefault(str(t), {})
-        here[str(tokens[-1])] = value
-    return page
-
-
-def _json_more(every: list[Part], start: int, end: int, part: str) -> str | None:
-    """How report.json was paged, where each of its top-level entries starts, and how to read one part whole."""
-    if start == 0 and end == len(every):
-        return None
-    depth = len(_tokens(part)) + 1
-    first: dict[str, int] = {}
-    for i, (tokens, _, _) in enumerate(every):
-        if len(tokens) >= depth:
-            first.setdefault(_pointer(tokens[:depth]), i)
-    shown = ", ".join(f"{p} at {i}" for p, i in list(first.items())[:40]) + (", ..." if len(first) > 40 else "")
-    return _cut(
-        f"parts {start + 1}-{end} of {len(every)} (whole values of report.json; one too long for a page split into "
-        f"its members): read_report(run, format='json', offset={end}) reads on; its entries start at offsets: "
-        f"{shown}; read_report(run, format='json', part='/top3') reads one entry (a JSON pointer) alone"
-    )
 
 
 def page(text: str, offset: int, max_chars: int) -> tuple[str, int | None]:

@@ -33,13 +33,13 @@ from kbench.cli.mcp_answers import (
     compared,
     done,
     fitted,
-    json_page,
     kernels,
     logged,
     one_line_errors,
     page,
 )
 from kbench.cli.mcp_fence import Roots, Value, check_argv, check_names, plan_values
+from kbench.cli.mcp_json_pages import json_page
 from kbench.modes import registry
 from kbench.version import __version__
 
