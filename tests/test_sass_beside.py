@@ -93,3 +93,24 @@ def test_sass_rows_read_ncu_report_once_per_instruction(known: dict[str, str] | 
         assert known == {r["pc"]: r["sass"] for r in rows}
         assert ncu_source.sass_rows(action, known=known) == rows
     assert all(r["sass"] for r in rows)
+
+
+def test_a_planted_sass_json_never_ends_an_analysis_nor_reaches_a_report(tmp_path: Path) -> None:
+    """A sass.json made for this very capture (its digest) but holding a non-ASCII digit or a 5,000-digit number as a
+    kernel index (int() refused them: exit 70) or markup as the instructions (their first word reached
+    source/<kernel>.md): those indexes are passed over, and what reaches a report is an opcode's name or '?'."""
+    from kbench.analysis import ncu, opcodes
+
+    capture = tmp_path / CAPTURE.name
+    shutil.copy(CAPTURE, capture)
+    planted = "<img_src=x_onerror=alert(1)>|**INJ**|[click](http://evil.example)|#H R1, R2"
+    [action] = ncu.load_actions(CAPTURE)
+    table = {row["pc"]: planted for row in ncu_source.sass_rows(action, with_sass=False)}
+    kernels = {"\u00b2": {}, "9" * 5000: {}, "0": table}
+    record = {"capture_sha256": counters.digest(capture), "kernels": kernels}
+    (tmp_path / counters.SASS).write_text(json.dumps(record))
+    asked, run = analyze(capture, tmp_path / "out")
+    assert asked == 0  # the planted table was taken (it names every instruction) ...
+    written = "\n".join(p.read_text() for p in run.rglob("*.md"))
+    assert "<img" not in written and "**INJ**" not in written and "evil.example" not in written
+    assert opcodes.sass_opcode(planted) == "?"  # ... and shows nothing of it but '?'

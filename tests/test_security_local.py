@@ -692,3 +692,18 @@ def test_a_clock_record_is_made_readable_before_it_is_named_never_after(
     monkeypatch.setattr(Path, "replace", swapped)
     clocks.write_record(0, clocks.LockRecord("kbench", os.getpid(), 1410, None, "now"))
     assert victim.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_path_dropping_start_imports_runpy_only_after_the_working_folder_left(tmp_path: Path) -> None:
+    """Before Python 3.11 (no -P) the child's start line drops the working folder from sys.path; it imported runpy
+    first, which Python 3.10 reads from the path (3.11 freezes it: -X frozen_modules=off makes it read it there too),
+    so a runpy.py planted in the working folder ran."""
+    from kbench.capture.tools import python_module
+
+    marker = tmp_path / "ran"
+    (tmp_path / "runpy.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    argv = python_module("json.tool", "--help", safe_flag=False)
+    argv[1:1] = ["-X", "frozen_modules=off"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists()

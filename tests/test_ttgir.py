@@ -223,3 +223,18 @@ def test_analyze_of_a_capture_beside_the_hostile_ttgir_ends(tmp_path: Path) -> N
     (run / "compiled" / "add" / "add_kernel.ttgir").write_text(HOSTILE)
     done = kbench("analyze", str(run / "pytorch_trace.json"), "--out", str(tmp_path / "out"), timeout=120)
     assert done.code == 0, done.stderr
+
+
+@pytest.mark.timeout(20)  # a hang guard: the regular expression it replaces took 69 s on 100 KB, ~4.6 min on 200 KB
+def test_a_long_run_of_spaces_costs_its_length_not_its_square() -> None:
+    """A .ttgir line holding a long run of spaces (a planted compiled/ file beside a capture): the trailing loc(...)
+    is found in one scan from the line's end, so the work grows with the line, whatever it holds."""
+    line = lambda n: " %0 = arith.addi" + " " * n + "x loc(#loc3)"  # noqa: E731
+
+    def work(n: int) -> int:
+        text = f"module {{\n tt.func @k() {{\n{line(n)}\n }}\n}}\n"
+        return lines_run(lambda: compiled_facts(text), (ttgir,))[1]
+
+    assert ttgir._clean(line(200_000)) == "%0 = arith.addi" + " " * 200_000 + "x"
+    small, large = work(1_000), work(8_000)
+    assert large <= 1.2 * small + 100  # the scan stops at the loc's opening parenthesis: the spaces are never walked

@@ -115,6 +115,7 @@ def hot_lines(action: Any, top: int = 3) -> list[str]:
 
 SASS_TEXT = re.compile(r"[ -~]{1,300}")  # one SASS instruction as ncu_report prints it: printable ASCII, one line
 PC = re.compile(r"0x[0-9a-f]{1,16}")
+KERNEL_INDEX = re.compile(r"[0-9]{1,9}")  # ASCII digits: str.isdigit() takes "²", which int() refuses
 
 
 def sass_record(capture_sha256: str, tables: dict[int, dict[str, str]]) -> dict[str, Any]:
@@ -130,7 +131,7 @@ def sass_table(record: dict[str, Any] | None, capture_sha256: str) -> dict[int, 
         return {}
     out: dict[int, dict[str, str]] = {}
     for index, table in record["kernels"].items():
-        if isinstance(index, str) and index.isdigit() and isinstance(table, dict):
+        if isinstance(index, str) and KERNEL_INDEX.fullmatch(index) and isinstance(table, dict):
             out[int(index)] = {
                 pc: text
                 for pc, text in table.items()

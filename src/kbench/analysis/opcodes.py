@@ -126,7 +126,12 @@ def sass_opcode(instruction: str) -> str:
     """``@!P0 MUFU.EX2 R3, R2`` -> ``MUFU.EX2``; ``LDG.E.128 R4, [R2]`` -> ``LDG``."""
     head = _PREDICATE.sub("", instruction).split(" ", 1)[0].strip().rstrip(";")
     parts = head.split(".")
-    return ".".join(parts[:2]) if parts[0] in _KEEP_MODIFIER and len(parts) > 1 else parts[0]
+    op = ".".join(parts[:2]) if parts[0] in _KEEP_MODIFIER and len(parts) > 1 else parts[0]
+    # what reaches a report is an opcode's name, never other text a capture or a file beside it holds
+    return op if _OPCODE.fullmatch(op) else "?"
+
+
+_OPCODE = re.compile(r"[A-Z][A-Z0-9_]{0,23}(?:\.[A-Z0-9_]{1,16})?")
 
 
 _TYPES = re.compile(r"^(?:[subf]\d+|bf16|f16x2|bf16x2|tf32|e4m3|e5m2|pred|b\d+)$")

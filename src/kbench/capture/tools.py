@@ -255,7 +255,10 @@ def python_module(module: str, *args: str, safe_flag: bool = sys.version_info >=
     before the module is looked up."""
     if safe_flag:
         return [sys.executable, "-P", "-m", module, *args]
-    start = f"import runpy, sys; del sys.path[0]; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    # sys (built in) first: runpy itself is looked up on the path once the working folder has left it (Python 3.10
+    # does not freeze it, so a runpy.py planted there would run)
+    run = f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    start = f"import sys; del sys.path[0]; import runpy; {run}"
     return [sys.executable, "-c", start, *args]
 
 

@@ -5,7 +5,6 @@ paged, saying so."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 from kbench.cli.mcp_answers import JSON_CHARS, ReportText, cut, cut_line, page
@@ -35,7 +34,7 @@ def json_page(run: str, whole: str, offset: int, max_chars: int, part: str | Non
         top = _at(json.loads(whole), tokens, part or "")
         sizes: dict[int, int] = {}
         _measure(top, sizes)
-        every = list(_split(top, tokens, budget, sizes))
+        every = _split(top, tokens, budget, sizes)
         if offset >= len(every) and offset:
             raise UsageError(f"offset {offset} is past report.json's {len(every)} parts (offset 0 starts it)")
         chosen = _fill(every, offset, budget)
@@ -97,23 +96,37 @@ def _measure(value: Any, sizes: dict[int, int]) -> int:
     return size
 
 
-def _split(value: Any, tokens: Tokens | list[str], budget: int, sizes: dict[int, int]) -> Iterator[Part]:
+MAX_PARTS = 10_000  # report.json as kbench writes it has a few hundred parts; more are paged by characters
+MAX_DEPTH = 64  # likewise for values nested deeper: the work per part stays bounded whatever the file holds
+
+
+def _split(value: Any, tokens: Tokens | list[str], budget: int, sizes: dict[int, int]) -> list[Part]:
     """The parts of ``value`` (at ``tokens``) in document order: itself where it fits a page with the members
     holding it, else each of its members split alike; with the characters each takes in a page (``sizes``:
-    ``_measure``'s)."""
-    path = tuple(tokens)
-    held = sum(len(json.dumps(str(t), ensure_ascii=False)) + 4 for t in path)  # {"key": ... } around it
-    members = (
-        list(value.items()) if isinstance(value, dict) else list(enumerate(value)) if isinstance(value, list) else []
-    )
-    size = (sizes[id(value)] if isinstance(value, dict | list) else _measure(value, sizes)) + held
-    if size <= budget or not members:
-        if size > budget:
-            raise ValueError(f"its value at {_pointer(path) or '/'} alone passes a page")
-        yield path, value, size
-        return
-    for key, member in members:
-        yield from _split(member, (*path, key), budget, sizes)
+    ``_measure``'s). ValueError past MAX_PARTS parts or MAX_DEPTH levels (the caller pages by characters)."""
+    out: list[Part] = []
+    root = tuple(tokens)
+    stack = [(root, value, sum(len(json.dumps(str(t), ensure_ascii=False)) + 4 for t in root))]  # {"key": ...}
+    while stack:
+        path, item, held = stack.pop()
+        if len(path) > MAX_DEPTH:
+            raise ValueError(f"it nests deeper than {MAX_DEPTH} levels")
+        members = (
+            list(item.items()) if isinstance(item, dict) else list(enumerate(item)) if isinstance(item, list) else []
+        )
+        size = (sizes[id(item)] if isinstance(item, dict | list) else _measure(item, sizes)) + held
+        if size <= budget or not members:
+            if size > budget:
+                raise ValueError(f"its value at {_pointer(path) or '/'} alone passes a page")
+            out.append((path, item, size))
+            if len(out) > MAX_PARTS:
+                raise ValueError(f"it has more than {MAX_PARTS:,} parts")
+            continue
+        if len(out) + len(stack) + len(members) > MAX_PARTS:
+            raise ValueError(f"it has more than {MAX_PARTS:,} parts")
+        for key, member in reversed(members):  # popped in document order
+            stack.append(((*path, key), member, held + len(json.dumps(str(key), ensure_ascii=False)) + 4))
+    return out
 
 
 def _fill(every: list[Part], offset: int, budget: int) -> list[tuple[Tokens, Any]]:
