@@ -26,6 +26,7 @@ import importlib
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 NAMES = ("libnvperf_host.so", "libnvperf_target.so")
@@ -39,11 +40,19 @@ _claimed: list[str | None] = []  # the answer of this process's claim, once made
 def mapped(maps: str) -> list[Path]:
     """The metric libraries a /proc/<pid>/maps text shows loaded, each once, in the order first seen."""
     seen: dict[Path, None] = {}
-    for line in maps.splitlines():
-        fields = line.split(maxsplit=5)  # address, perms, offset, device, inode, path (where one is mapped)
-        if len(fields) == 6 and Path(fields[5].strip()).name in NAMES:
-            seen.setdefault(Path(fields[5].strip()), None)
+    for _, _, path in _files(maps):
+        if path.name in NAMES:
+            seen.setdefault(path, None)
     return list(seen)
+
+
+def _files(maps: str) -> Iterator[tuple[int, int, Path]]:
+    """Each file mapping of a /proc/<pid>/maps text: its address range and path."""
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)  # address range, perms, offset, device, inode, path (where one is mapped)
+        if len(fields) == 6 and "-" in fields[0]:
+            low, high = fields[0].split("-", 1)
+            yield int(low, 16), int(high, 16), Path(fields[5].strip())
 
 
 def plan(loaded: list[Path], cupti_dir: Path, present: list[str]) -> tuple[list[Path], str | None]:
@@ -66,13 +75,7 @@ def plan(loaded: list[Path], cupti_dir: Path, present: list[str]) -> tuple[list[
 
 def holder(maps: str, address: int) -> Path | None:
     """The file a /proc/<pid>/maps text shows mapped at ``address`` (None: no file there)."""
-    for line in maps.splitlines():
-        fields = line.split(maxsplit=5)
-        if len(fields) == 6 and "-" in fields[0]:
-            low, high = (int(x, 16) for x in fields[0].split("-"))
-            if low <= address < high:
-                return Path(fields[5].strip())
-    return None
+    return next((path for low, high, path in _files(maps) if low <= address < high), None)
 
 
 def cupti_dir() -> Path | None:

@@ -161,12 +161,18 @@ class DeviceTable(Model):
         return spec.display_name if spec is not None else name
 
 
+def table_or_none() -> DeviceTable | None:
+    """The table in use, or None where it is malformed: a listing then shows the names runs recorded."""
+    try:
+        return load_devices()
+    except ConfigError:
+        return None
+
+
 def chip_name(name: str | None, key: str | None = None) -> str | None:
     """``DeviceTable.chip_name`` of the table in use; the recorded name where the table is malformed."""
-    try:
-        return load_devices().chip_name(name, key)
-    except ConfigError:
-        return name
+    table = table_or_none()
+    return table.chip_name(name, key) if table is not None else name
 
 
 def devices_path() -> Path:

@@ -74,24 +74,30 @@ def ncu_python(ncu: Path) -> Path | None:
     """The folder of the ncu_report module that ships with Nsight Compute ``ncu`` (<install>/extras/python); for a
     toolkit's bin/ncu script (which runs the newest <toolkit>/nsight-compute-*/ncu, else /opt/nvidia's) the newest of
     those installs'; None where there is none."""
-    real = ncu.resolve()
-    toolkit = sorted(real.parent.parent.glob("nsight-compute*"), key=_version_key, reverse=True)
-    standalone = sorted((OPT_NVIDIA / "nsight-compute").glob("*"), key=_version_key, reverse=True)
-    installs = [real.parent, *toolkit, *standalone]
-    found = (d / "extras" / "python" for d in installs if (d / "extras" / "python" / "ncu_report.py").is_file())
+    found = (
+        d / "extras" / "python" for d in _ncu_installs(ncu) if (d / "extras" / "python" / "ncu_report.py").is_file()
+    )
     return next(found, None)
+
+
+def _ncu_installs(ncu: Path | None) -> list[Path]:
+    """Where Nsight Compute may be installed, in the order a toolkit's bin/ncu script looks: beside ``ncu`` (resolved),
+    <toolkit>/nsight-compute-* newest first, then /opt/nvidia/nsight-compute/* newest first."""
+    near: list[Path] = []
+    if ncu is not None:
+        real = ncu.resolve()
+        near = [real.parent, *sorted(real.parent.parent.glob("nsight-compute*"), key=_version_key, reverse=True)]
+    return near + sorted((OPT_NVIDIA / "nsight-compute").glob("*"), key=_version_key, reverse=True)
 
 
 def _nsys_candidates() -> list[Path]:
     """Nsight Systems installs, newest first, then the nsys inside each Nsight Compute install."""
     systems = sorted((OPT_NVIDIA / "nsight-systems").glob("*"), key=_version_key, reverse=True)
-    roots: list[Path] = []
     try:
-        ncu = find_ncu().resolve()
-        roots += [ncu.parent, *sorted(ncu.parent.parent.glob("nsight-compute*"), key=_version_key, reverse=True)]
+        ncu: Path | None = find_ncu()
     except ToolMissing:
-        pass
-    roots += sorted((OPT_NVIDIA / "nsight-compute").glob("*"), key=_version_key, reverse=True)
+        ncu = None
+    roots = _ncu_installs(ncu)
     return [d / "bin" / "nsys" for d in systems] + [r / "host" / "target-linux-x64" / "nsys" for r in roots]
 
 

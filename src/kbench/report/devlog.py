@@ -87,10 +87,15 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # line breaks, tabs,
 _BLOCK_START = re.compile(r"[#>*+=-]|\d+[.)]")  # what begins a heading, quote, list or table at a line's start
 
 
+def _one_line(value: object) -> str:
+    """``value``'s text with control characters and line breaks as single spaces."""
+    return " ".join(_CONTROL.sub(" ", str(value)).split())
+
+
 def inline(value: object) -> str:
     """``value`` as markdown text within one line: control characters and line breaks as spaces, a table's bar and
     raw HTML escaped, a leading character that would open a block (``#``, ``>``, ``-``, ``1.``) escaped."""
-    text = " ".join(_CONTROL.sub(" ", str(value)).split())
+    text = _one_line(value)
     text = text.replace("|", "\\|").replace("<", "&lt;")
     if m := _BLOCK_START.match(text):
         text = f"{text[: m.end() - 1]}\\{text[m.end() - 1 :]}"
@@ -99,7 +104,7 @@ def inline(value: object) -> str:
 
 def code(value: object) -> str:
     """``value`` as an inline code span on one line (a path): fenced by more backticks than it holds in a row."""
-    text = " ".join(_CONTROL.sub(" ", str(value)).split())
+    text = _one_line(value)
     fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
     return f"{fence} {text} {fence}" if "`" in text else f"`{text}`"
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kbench.analysis.devices import DeviceTable, load_devices
-from kbench.errors import ConfigError
+from kbench.analysis.devices import DeviceTable, table_or_none
 from kbench.fsutil import json_object
 from kbench.model import Model
 from kbench.report import folder
@@ -117,10 +116,7 @@ def _found(root: Path) -> list[Path]:
 
 def runs(root: Path, kernel: str | None = None, limit: int | None = None) -> list[RunRow]:
     """The run folders under ``root`` (of ``kernel`` only when given), each read once, newest first."""
-    try:
-        devices: DeviceTable | None = load_devices()
-    except ConfigError:  # a malformed table (KBENCH_DEVICES) costs the listing its chip names, not its rows
-        devices = None
+    devices = table_or_none()  # read once; a malformed one (KBENCH_DEVICES) costs the listing its names, not its rows
     rows = [r for d in _found(root) if (r := read_run(d, devices)) and (kernel is None or r.kernel == kernel)]
     return sorted(rows, key=lambda r: (r.started, r.path), reverse=True)[:limit]
 
