@@ -27,7 +27,7 @@ from kbench.modes.base import Analysis, Backend, Capture, Context, Job, PartialC
 from kbench.plan import sources
 from kbench.plan.base import KernelPlan
 from kbench.plan.discovery import current, load_version
-from kbench.report import folder, report_json
+from kbench.report import folder, report_json, waterfall_chart
 from kbench.report.comparison import rows_between
 from kbench.report.models import ProfileResult, read_result
 from kbench.report.render import render_report
@@ -115,6 +115,10 @@ def _write(
 ) -> ProfileResult:
     """The write step: the mode's files, result.json, report.json, report.md, then params.json's status ok."""
     backend.write(analysis, result, run_dir)
+    if result.figures.waterfalls and result.figures.timer == "gpu":
+        title = f"{result.kernel} {result.version} on {result.device}: distance to the practical roof"
+        if waterfall_chart.waterfall_png(result.figures.waterfalls, run_dir / waterfall_chart.FILE, title):
+            result = result.model_copy(update={"waterfall_chart": waterfall_chart.FILE})
     result = result.model_copy(update={"files": folder.guide(run_dir)})
     write_json_atomic(run_dir / folder.RESULT, result.model_dump(mode="json"))
     write_json_atomic(run_dir / folder.REPORT_JSON, report_json.build(result).model_dump(mode="json"))

@@ -30,6 +30,7 @@ from kbench.analysis.sampling import SampledStage
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
 from kbench.analysis.ttgir import AtomicOp, DotOp, partition_warps
+from kbench.analysis.waterfall import Waterfall
 from kbench.errors import KbenchError
 from kbench.model import Model
 from kbench.plan.base import Stage
@@ -52,6 +53,8 @@ class PlanFigures(Model):
     # never GPU time: no rate, speed-up or "fastest" is read from it
     timer: Literal["gpu", "interpreter"] = "gpu"
     kernels: list[StageKernels] = Field(default_factory=list)  # per stage (in stage order): the kernels the GPU ran
+    # per stage with a practical roof (in stage order): its distance to the roof, step by step
+    waterfalls: list[Waterfall] = Field(default_factory=list)
 
     def described(self, tiling: dict[str, dict[str, Any]]) -> list[str]:
         """For each stage whose kernels are known, which of them its launch record (``tiling``) describes."""
@@ -67,6 +70,7 @@ def _plan(
     roofline_known: bool,
     facts: Facts | None = None,
     kernels: dict[str, StageKernels] | None = None,  # default: the facts' (a counters run without a model has none)
+    waterfalls: Sequence[Waterfall] = (),
 ) -> PlanFigures:
     kernels = kernels if kernels is not None else (facts.kernels if facts else {})
     used = sorted({facts.practical[f.precision].source for f in figs if facts and f.precision in facts.practical})
@@ -81,6 +85,7 @@ def _plan(
         ceilings_source=ceilings_source,
         roofline_known=roofline_known,
         kernels=[kernels[f.name] for f in figs if f.name in kernels],
+        waterfalls=list(waterfalls),
     )
 
 
@@ -102,6 +107,7 @@ class Facts:
     limits: SmLimits | None = None  # what an SM holds (the occupancy calculator's inputs)
     measured: dict[str, dict[str, Any]] = field(default_factory=dict)  # per stage, Evidence a mode measured itself
     dram_latency_ns: float | None = None  # measured on the device (conf/devices.json)
+    dram_peak_gbps: float | None = None  # datasheet (conf/devices.json): what DRAM% is a share of
     atomic_serial_ns: float | None = None
     arch: str | None = None
     predicted: dict[str, Predicted] = field(default_factory=dict)  # per stage: an access run's CPU trace
@@ -130,6 +136,7 @@ class Facts:
             tiling=tiling,
             limits=spec.limits if spec else None,
             dram_latency_ns=latency.value if latency else None,
+            dram_peak_gbps=spec.dram_gbps if spec else None,
             atomic_serial_ns=atomic.value if atomic else None,
             arch=spec.arch if spec else None,
             predicted=predicted or {},
@@ -168,6 +175,7 @@ class Facts:
             "language": t.get("language"),
             "limits": self.limits,
             "dram_latency_ns": self.dram_latency_ns,
+            "dram_peak_gbps": self.dram_peak_gbps,
             "atomic_serial_ns": self.atomic_serial_ns,
             "arch": self.arch,
             "practical_by_precision": self.practical,
@@ -244,16 +252,27 @@ def from_timings(
         )
     plan, top = _deciding(figs)
     root = st.roofline_root_cause(top, 100.0 * top.duration_us / total_us, ceilings[top.precision], not roofline_known)
-    ranked = op.rank(diagnosed(figs, facts, total_us), fewer=lambda n: FEWER.format(n=n, counters=""))
-    return _plan(figs, (plan, root), ranked, next(iter(ceilings.values())).source, roofline_known, facts)
+    found, falls = diagnosed(figs, facts, total_us)
+    ranked = op.rank(found, fewer=lambda n: FEWER.format(n=n, counters=""))
+    return _plan(figs, (plan, root), ranked, next(iter(ceilings.values())).source, roofline_known, facts,
+                 waterfalls=falls)  # fmt: skip
 
 
-def diagnosed(figs: Sequence[StageFigures], facts: Facts, total_us: float | None = None) -> list[Opportunity | None]:
-    """The catalogue's findings for every classified timed stage, and the fusion the data flow allows, as shares
-    of ``total_us`` (default: the stages' times summed)."""
+def diagnosed(
+    figs: Sequence[StageFigures], facts: Facts, total_us: float | None = None
+) -> tuple[list[Opportunity | None], list[Waterfall]]:
+    """The catalogue's findings for every classified timed stage and the fusion the data flow allows, as shares
+    of ``total_us`` (default: the stages' times summed), and each such stage's distance waterfall."""
     total = total_us if total_us is not None else sum(f.duration_us for f in figs)
-    found = [o for f in figs if f.bottleneck is not None for o in op.diagnose(facts.evidence(f, total))]
-    return [*found, fusion(figs, facts.tiling, total, facts.practical)]
+    found: list[Opportunity | None] = []
+    falls: list[Waterfall] = []
+    for f in figs:
+        if f.bottleneck is None:
+            continue
+        items, fall = op.assess(facts.evidence(f, total))
+        found += items
+        falls += [fall] if fall is not None else []
+    return [*found, fusion(figs, facts.tiling, total, facts.practical)], falls
 
 
 def from_counters(
@@ -273,6 +292,7 @@ def from_counters(
     total = sum(c.duration_us for c in counters)
     figs: list[StageFigures] = []
     candidates: list[Opportunity | None] = []
+    falls: list[Waterfall] = []
     for c in counters:
         model = models.get(c.stage)
         # without a plan, ncu's counts of FLOPs and DRAM bytes against the peak of the precision they show
@@ -309,7 +329,8 @@ def from_counters(
         issue.place(f, e)
         # without a plan the work counted (FLOPs, DRAM bytes) stands in for the model, against the practical roof of
         # the precision the counters show; without either, the busiest unit's headroom is the distance
-        found = op.diagnose(e if f.flops is not None and f.dram_bytes is not None else replace(e, practical=None))
+        found, fall = op.assess(e if f.flops is not None and f.dram_bytes is not None else replace(e, practical=None))
+        falls += [fall] if fall is not None else []
         candidates += found or [gains.unit_headroom(c, c.duration_us / total if total else 0.0)]
         if not any(o.named for o in found):
             # ncu's rules lead only where the catalogue named no mechanism (their estimates are whole-kernel
@@ -339,7 +360,8 @@ def from_counters(
     else:  # the device the report names, from conf/devices.json; the work from ncu's counts
         used = "; ".join(sorted({ceilings[f.precision].source for f in placed if f.precision in ceilings}))
         source = f"{used}, against ncu's counts of FLOPs and DRAM bytes (no FLOP/byte model: --plan gives one)"
-    return _plan(figs, (plan, root), ranked, source, known, facts if models else None, kernels=facts.kernels)
+    return _plan(figs, (plan, root), ranked, source, known, facts if models else None, kernels=facts.kernels,
+                 waterfalls=falls)  # fmt: skip
 
 
 class Undecided(KbenchError):
@@ -372,7 +394,7 @@ def from_timeline(
             facts=facts,
         )
         # every timeline gain is a share of the plan's wall time: the median iteration window
-        figs, gaps = timed.stages, diagnosed(timed.stages, facts, a.window_us)
+        figs, (gaps, falls) = timed.stages, diagnosed(timed.stages, facts, a.window_us)
         verdict, source, known = (timed.bottleneck, timed.root_cause), timed.ceilings_source, roofline_known
     elif idle < TIMELINE_IDLE_PCT:
         raise Undecided(
@@ -380,7 +402,7 @@ def from_timeline(
             "memory- from compute-bound"
         )
     else:
-        figs, gaps = [st.untimed_model(s) for s in a.stages], []
+        figs, gaps, falls = [st.untimed_model(s) for s in a.stages], [], []
         verdict, source, known = ("Latency", st.idle_root_cause(a)), "n/a (no FLOP/byte model)", False
     for f in figs:
         st.with_timeline_facts(f, a.stage(f.name))
@@ -398,4 +420,4 @@ def from_timeline(
             "No gain can be estimated: the GPU never idled and no stage has a roofline model.",
         ),
     )
-    return _plan(figs, verdict, ranked, source, known, facts)
+    return _plan(figs, verdict, ranked, source, known, facts, waterfalls=falls)

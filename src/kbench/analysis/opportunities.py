@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from kbench.analysis import bottleneck as b
+from kbench.analysis import waterfall
 from kbench.analysis.catalogue import (
     atomics,
     compute,
@@ -30,10 +31,11 @@ from kbench.analysis.catalogue.compute import tensor_cores_idle
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding, roof_words
 from kbench.analysis.catalogue.launch import launch_bound, measured_tail, spills, tail, underfilled
 from kbench.analysis.catalogue.memory import excess_traffic, uncoalesced
+from kbench.analysis.waterfall import Waterfall
 
 __all__ = [
-    "Evidence", "Opportunity", "at_roof", "diagnose", "excess_traffic", "launch_bound", "measured_tail", "rank",
-    "spills", "tail", "tensor_cores_idle", "uncoalesced", "underfilled", "unexplained",
+    "Evidence", "Opportunity", "assess", "at_roof", "diagnose", "excess_traffic", "launch_bound", "measured_tail",
+    "rank", "spills", "tail", "tensor_cores_idle", "uncoalesced", "underfilled", "unexplained",
 ]  # fmt: skip
 
 TOP = 3
@@ -97,7 +99,7 @@ def unexplained(e: Evidence, explained_pct: float = 0.0) -> Opportunity | None:
         return None
     if explained_pct:
         name = f"Unexplained in {e.name}: {left:.1f} of its {gap:.1f} points to the practical roof ({where}) are not "
-        name += "accounted for by the items named"
+        name += "accounted for by the distance's steps (## Distance)"
     else:
         name = f"Stage {e.name} runs at {where}; no mechanism found in this mode's data for its {gap:.1f} points"
     return Opportunity(
@@ -146,22 +148,37 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
 OUTSIDE: tuple[Callable[[Evidence], Opportunity | None], ...] = (kernels.host_time,)
 
 
-def diagnose(e: Evidence) -> list[Opportunity]:
-    """The catalogue's findings for one stage: "stop" when it is at its practical roof; else every mechanism its
-    evidence triggers, then its dominant warp stalls over what those leave of the distance to the roof, the hottest
-    source line where those explain less than half of it, then what is still unexplained of that distance and what
-    would show it; the items about the stage outside its kernels' work (host time) whatever its roof."""
+def assess(e: Evidence) -> tuple[list[Opportunity], Waterfall | None]:
+    """The catalogue's findings for one stage and its distance waterfall: "stop" when it is at its practical roof;
+    else every mechanism its evidence triggers, then its dominant warp stalls over what those leave of the distance
+    to the roof, the hottest source line where those explain less than half of it, the work beyond the model the
+    waterfall prices where no entry names it, each held to its step of the waterfall; then what the waterfall leaves
+    unexplained and what would show it; the items about the stage outside its kernels' work (host time) whatever
+    its roof."""
     outside = [o for check in OUTSIDE if (o := check(e)) is not None]
     if (done := at_roof(e)) is not None:
-        return [done, *outside]
+        return [done, *outside], waterfall.build(e, [])[0]
     found = [lines.attributed(e, o) for check in CATALOGUE if (o := check(e)) is not None]
     gap = e.gain(e.gap_us)
     found += stalls.stalled(e, gap - sum(o.gain_pct for o in found))
     named = sum(o.gain_pct for o in found)
     if (line := lines.hottest(e, gap - named, named)) is not None:  # the rest unnamed: the line that holds it
         found.append(line)
-    rest = unexplained(e, sum(o.gain_pct for o in found))
-    return [*found, *([rest] if rest is not None else []), *outside]
+    fall, added = waterfall.build(e, found)
+    if fall is not None:
+        found = waterfall.held([*found, *added], [fall])
+        explained = max(0.0, fall.gap_points - fall.unexplained_points)
+    else:
+        explained = sum(o.gain_pct for o in found)
+    rest = unexplained(e, explained)
+    if rest is not None and fall is not None and fall.counted:
+        rest = rest.model_copy(update={"counted": True})
+    return [*found, *([rest] if rest is not None else []), *outside], fall
+
+
+def diagnose(e: Evidence) -> list[Opportunity]:
+    """The catalogue's findings for one stage (``assess`` without its waterfall)."""
+    return assess(e)[0]
 
 
 def rank(
@@ -175,7 +192,8 @@ def rank(
     is left out (the note names it) unless it is a "stop" line, or nothing else is left. The items no edit of the
     kernel reaches (``structural``) are said in the note, with what would reach them, unless nothing else is left."""
     every = sorted((c for c in candidates if c is not None), key=lambda o: o.gain_pct, reverse=True)
-    listed = [o for o in every if not o.structural] or every
+    # where counters measured a stage, its unexplained rest is said under the list, never an item to act on
+    listed = [o for o in every if not o.structural and not (o.rest and o.counted)] or every
     found = [o for o in listed if o.stop or o.gain_pct >= NEGLIGIBLE_PCT][:TOP] or listed[:1]
     if not found and none is not None:
         return [none[0]], none[1]

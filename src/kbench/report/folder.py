@@ -229,6 +229,7 @@ GUIDE: tuple[tuple[str, str], ...] = (
     ("trace.json", "the timeline for Perfetto (ui.perfetto.dev) or chrome://tracing"),
     ("timeline.png", "the timeline picture (Timeline says which stretch): a lane per stream, kernels by stage, idle"),
     ("roofline.png", "the roofline chart"),
+    ("distance.png", "each stage's distance to its practical roof, step by step (report.md's Distance)"),
     ("access.md", "every load and store line of every stage, predicted on CPU (the report shows the first few)"),
     ("access/*.png", "which of the first programs read and wrote each element of a tensor"),
     ("predicted.json", "the access run's predictions this run's catalogue read (its load/store lines, masked lanes)"),

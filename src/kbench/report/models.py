@@ -41,6 +41,7 @@ class ProfileResult(Frozen):
     plan_timing: TimingStats | None = None  # the whole plan measured as one (event: end to end; nsys: its span)
     timing_method: str = ""
     chart: str | None = None  # file name of the roofline chart in the run folder
+    waterfall_chart: str | None = None  # file name of the distance picture (each stage's waterfall) in the run folder
     # the run
     check: str | None = None
     clocks: str = ""  # how the clocks were held and what they did while measuring (one line)

@@ -63,6 +63,7 @@ class Opportunity(Model):
     named: bool = False  # the catalogue named the mechanism (or that the stage is done) from this run's data
     stop: bool = False  # the stage is at its practical roof: listed whatever its gain
     rest: bool = False  # the part of the distance to the roof no named mechanism explains
+    counted: bool = False  # (the rest) counters measured its stage: said under Top 3, never an item of it
     # no edit of the kernel in its language and structure reaches it (registers, shared memory, what the compiler
     # emits): its change says what would; said under Top 3, not ranked in it (opportunities.rank)
     structural: bool = False
@@ -147,6 +148,7 @@ class Evidence:
     cta_imbalance: float | None = None  # slowest CTA over the mean CTA (intra timeline)
     limits: SmLimits | None = None  # what an SM holds and feeds per clock (conf/devices.json)
     dram_latency_ns: float | None = None  # one dependent DRAM load, measured on the device (conf/devices.json)
+    dram_peak_gbps: float | None = None  # the datasheet DRAM bandwidth DRAM% is a share of (conf/devices.json)
     arch: str | None = None  # the device's architecture, as conf/devices.json names it ("Hopper (sm_90)")
     atomic_serial_ns: float | None = None  # one atomic to an address others also update, measured (conf/devices.json)
     practical_by_precision: dict[str, rl.Ceilings] = field(default_factory=dict)  # every precision's practical roof

@@ -1,0 +1,322 @@
+"""The distance waterfall: a stage's time from its practical roof up to what it measured, each step a measured cause
+in microseconds and points (shares of the plan's time, as Top 3's gains), what no step explains left as its own bar.
+Pure.
+
+The steps come in a fixed order, each taking at most what the steps before it leave of the distance (the causes
+overlap: a stall and the mechanism behind it are one cost, counted once):
+1. the mechanisms the catalogue named (idle SMs, launches, work beyond the model, latency not hidden, issue-bound,
+   tensor feed, precision, spills, ...), largest first, so that each keeps the gain its own model gives unless a
+   larger one already holds that time; among them, where no entry names it, the work beyond the model: tensor FLOPs
+   and DRAM bytes counted (ncu) or sampled (PM sampling: the tensor pipe's and DRAM's % of peak against what the
+   plan's model needs at the same clock), priced on the practical roof (the roof's time of the work done, less the
+   roof's time of the work the plan needs);
+   and, where no entry named idle SMs, the measured idle share (``sm_busy_pct``: the average SM's active cycles over
+   the busiest's) of the kernel's time;
+2. the stall items and the hottest line; then, where ncu counted warp stalls, every other stall reason's share of
+   what is left (the warp states the cycles went to);
+3. what is left: unexplained.
+
+Each item of Top 3 is then held to its step: no item promises more than the waterfall gives its mechanism
+(``held``). Host time lies outside the kernels' Duration and outside the waterfall.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import Field
+
+from kbench.analysis import roofline as rl
+from kbench.analysis.catalogue.evidence import GAIN, Evidence, Opportunity, finding, roof_words
+from kbench.analysis.catalogue.programs import EVEN_CHANGE
+from kbench.analysis.catalogue.stalls import STALLS
+from kbench.model import Model
+
+# item metrics (after the stage's name) by the step family they account for
+IDLE = (
+    "grid_ctas", "waves", "tail_idle_pct", "sm_busy_pct", "program_work_max_over_mean", "launches",
+    "undeclared_kernel_pct",
+)  # fmt: skip
+WORK = (
+    "flops_over_model", "repeated_tensor_work", "dram_bytes_over_model", "distinct_bytes_over_model_predicted",
+    "exchanged_bytes",
+)  # fmt: skip
+LAST = ("stall_", "line_", "mbarrier_wait_share")  # what the warps did: after every mechanism
+SMALL_STALL = 0.05  # stall reasons under this share of the stalls are one bar ("other stalls")
+MEASURED_WORK = 1.05  # counted work this much over the model is a step (below: counting and sampling noise)
+
+
+class Step(Model):
+    """One bar of the waterfall."""
+
+    name: str  # the cause, in words
+    us: float  # the stage's time it accounts for (after the steps before it)
+    points: float  # that time as a share of the plan's time, %
+    by: str  # what measured it: a catalogue item's trigger, or the counter the step reads
+    kernel: str | None = None
+    item: str | None = None  # the Top-3 candidate it is (its name), where it is one
+
+
+class Waterfall(Model):
+    """A stage's distance to its practical roof, step by step."""
+
+    stage: str
+    kernel: str | None  # the kernel its facts describe (the stage's main kernel)
+    measured_us: float
+    roof_us: float
+    roof: str  # the practical roof that limits it, in words
+    total_us: float  # the plan's time: points are shares of it
+    steps: list[Step]
+    unexplained_us: float
+    counted: bool  # counters (ncu or PM sampling) measured the stage: unexplained is never an item's lead there
+    not_measured: list[str]  # the steps this mode cannot measure, in words
+    considered: list[str] = Field(default_factory=list, exclude=True)  # the items laid out (``held`` holds them)
+
+    @property
+    def gap_us(self) -> float:
+        return max(0.0, self.measured_us - self.roof_us)
+
+    @property
+    def gap_points(self) -> float:
+        return 100.0 * self.gap_us / self.total_us if self.total_us else 0.0
+
+    @property
+    def unexplained_points(self) -> float:
+        return 100.0 * self.unexplained_us / self.total_us if self.total_us else 0.0
+
+    def step_of(self, item: Opportunity) -> Step | None:
+        return next((s for s in self.steps if s.item == item.name), None)
+
+
+def _suffix(o: Opportunity) -> str:
+    return o.metric.split(".", 1)[-1]
+
+
+IDLE_FAMILY, WORK_FAMILY, OTHER_FAMILY, LAST_FAMILY = range(4)
+
+
+def _family(o: Opportunity) -> int:
+    s = _suffix(o)
+    if s in IDLE:
+        return IDLE_FAMILY
+    if s in WORK:
+        return WORK_FAMILY
+    if s.startswith(LAST):
+        return LAST_FAMILY
+    return OTHER_FAMILY
+
+
+def counted(e: Evidence) -> bool:
+    """Whether counters measured the stage: ncu's (stalls, DRAM bytes, tensor FLOPs) or PM sampling's."""
+    s = e.stage
+    return bool(e.stalls) or e.moved_bytes is not None or s.tc_pct is not None or s.dram_pct is not None
+
+
+def _tensor_ratio(e: Evidence) -> tuple[float, str] | None:
+    """Tensor FLOPs done over those the plan's model needs, and what measured them: ncu's count, else the tensor
+    pipe's sampled % of peak against the % the model's FLOPs fill at the probed clock."""
+    s = e.stage
+    if not s.flops:
+        return None
+    if e.tensor_paths:
+        return sum(e.tensor_paths.values()) / s.flops, "ncu's tensor FLOPs (sm__ops_path_tensor_*)"
+    rate = (e.limits.tensor_flops_per_clock.get(s.precision) if e.limits else None) or None  # type: ignore[call-overload]
+    if s.tc_pct is None or not rate or not e.sm_cycles:
+        return None
+    needed = 100.0 * s.flops / (rate * e.sm_cycles)  # sm_cycles: SMs x probed clock x duration
+    return (s.tc_pct / needed, f"PM sampling's tensor pipe {s.tc_pct:.1f}% of peak, {needed:.1f}% for the "
+            "model's FLOPs") if needed > 0 else None  # fmt: skip
+
+
+def _bytes_ratio(e: Evidence) -> tuple[float, str] | None:
+    """DRAM bytes moved over the plan's compulsory bytes: ncu's count, else sampled DRAM % x peak x duration."""
+    s = e.stage
+    if not s.dram_bytes:
+        return None
+    if e.moved_bytes:
+        return e.moved_bytes / s.dram_bytes, "ncu's DRAM bytes (dram__bytes)"
+    if s.dram_pct is None or not e.dram_peak_gbps:
+        return None
+    moved = s.dram_pct / 100.0 * e.dram_peak_gbps * 1e3 * e.us  # GB/s x 1e3 = bytes per us
+    return moved / s.dram_bytes, f"PM sampling's DRAM {s.dram_pct:.1f}% of {e.dram_peak_gbps:g} GB/s"
+
+
+BYTES_CHANGE = (
+    "move only the compulsory bytes: keep what one kernel hands the next on chip (fuse them), read each input once "
+    "(larger tiles, a GROUP_M-style swizzle so neighbouring CTAs share tiles in L2), no scratch round trips or padding"
+)
+WORK_CHANGE = (
+    "compute only what the result keeps: skip masked-out tiles (bound the loop per CTA), no product computed twice "
+    "(the TTGIR's layouts say whether warpgroups repeat one), tiles that divide the problem"
+)
+
+
+def _work_items(e: Evidence) -> list[Opportunity]:
+    """Work beyond the model as items, priced on the practical roof: the roof's time of the FLOPs done (bytes as
+    modelled) less the roof's time, then that of the bytes moved as well."""
+    s, c = e.stage, e.practical
+    if c is None or s.flops is None or s.dram_bytes is None:
+        return []
+    flops, out = s.flops, []
+    base = rl.bound_us(c, flops, s.dram_bytes)
+    tensor = _tensor_ratio(e)
+    if tensor is not None and tensor[0] >= MEASURED_WORK and not e.memory_limited:
+        flops = s.flops * tensor[0]
+        more = rl.bound_us(c, flops, s.dram_bytes) - base
+        out.append(_priced(e, f"Tensor work beyond the model in {e.where}: {tensor[0]:.2f}x the plan's FLOPs "
+                       f"({tensor[1]}) cost {more:.1f} us on the practical roof", more, "flops_over_model",
+                       f"{tensor[0]:.2f}x", WORK_CHANGE))  # fmt: skip
+        base += more
+    moved = _bytes_ratio(e)
+    if moved is not None and moved[0] >= MEASURED_WORK:
+        more = rl.bound_us(c, flops, s.dram_bytes * moved[0]) - base
+        out.append(_priced(e, f"DRAM bytes beyond the model in {e.where}: {moved[0]:.2f}x the compulsory bytes "
+                       f"({moved[1]}) cost {more:.1f} us on the practical roof", more, "dram_bytes_over_model",
+                       f"{moved[0]:.2f}x", BYTES_CHANGE))  # fmt: skip
+    return [o for o in out if o.gain_pct > 0]
+
+
+def _priced(e: Evidence, name: str, us: float, metric: str, value: str, change: str) -> Opportunity:
+    return Opportunity(
+        name=name,
+        gain_pct=e.gain(us),
+        metric=f"{e.name}.{metric}",
+        value=value,
+        change=change,
+        named=True,
+        stage=e.name,
+        kernel=e.kernel_name,
+        formula=GAIN.format(saved="roof_us_of_the_extra_work"),
+        inputs=e.gain_inputs(roof_us_of_the_extra_work=us),
+    )
+
+
+def _idle_item(e: Evidence) -> Opportunity | None:
+    """The SMs' measured idle time (the average SM's active cycles over the busiest's, ncu or PM sampling) where no
+    entry of the catalogue named it: the kernel's time x (1 - busy)."""
+    busy = e.sm_busy_pct
+    if busy is None or busy >= 100.0:
+        return None
+    return finding(
+        e,
+        f"SMs idle in {e.where}: the average SM was busy {busy:.1f}% of the busiest SM's cycles (partial waves, "
+        "uneven programs, the launch's ramp)",
+        e.us * (1.0 - busy / 100.0),
+        (f"{e.name}.sm_busy_pct", f"{busy:.1f}%"),
+        EVEN_CHANGE.format(name=e.name),
+    )
+
+
+def _stall_steps(e: Evidence, named: set[str]) -> list[tuple[str, float]]:
+    """Every stall reason no item names, with its share of the stalls (small ones together)."""
+    total = sum(e.stalls.values())
+    if total <= 0:
+        return []
+    out: list[tuple[str, float]] = []
+    other = 0.0
+    for reason, per in sorted(e.stalls.items(), key=lambda kv: kv[1], reverse=True):
+        if reason in named:
+            continue
+        share = per / total
+        if share < SMALL_STALL:
+            other += share
+            continue
+        what = STALLS[reason].mechanism if reason in STALLS else f"warps stall on {reason}"
+        out.append((f"stall on {reason}: {what} ({100 * share:.0f}% of the stalls)", share))
+    if other:
+        out.append((f"other stall reasons, each under {100 * SMALL_STALL:.0f}% ({100 * other:.0f}% together)", other))
+    return out
+
+
+def build(e: Evidence, items: Sequence[Opportunity]) -> tuple[Waterfall | None, list[Opportunity]]:
+    """The stage's waterfall from its evidence and the catalogue's items for it (``items``: diagnose's, the
+    unexplained rest and the items outside the stage's Duration left out), and the items the waterfall itself adds
+    (work beyond the model no catalogue item names); (None, []) without a practical roof."""
+    bound = e.bound_us
+    if bound is None or e.total_us <= 0:
+        return None, []
+    gap = max(0.0, e.us - bound)
+    left = gap
+    steps: list[Step] = []
+
+    def take(name: str, us: float, by: str, item: str | None = None, kernel: str | None = None) -> None:
+        nonlocal left
+        got = max(0.0, min(us, left))
+        if got <= 0:
+            return
+        left -= got
+        steps.append(
+            Step(
+                name=name,
+                us=got,
+                points=100.0 * got / e.total_us,
+                by=by,
+                kernel=kernel or e.kernel_name,
+                item=item,
+            )
+        )
+
+    def taken(o: Opportunity) -> None:
+        take(o.name, o.gain_pct * e.total_us / 100.0, f"{o.metric}={o.value}", o.name, o.kernel)
+
+    own = [o for o in items if not o.rest and not o.stop]
+    mechanisms = [o for o in own if _family(o) != LAST_FAMILY]
+    added = [] if any(_family(o) == WORK_FAMILY for o in own) else _work_items(e)
+    if not any(_family(o) == IDLE_FAMILY for o in own) and (idle := _idle_item(e)) is not None:
+        added.append(idle)
+    # the mechanisms, largest first: each keeps the estimate its own model gives unless those before it took the time
+    for o in sorted([*mechanisms, *added], key=lambda o: -o.gain_pct):
+        taken(o)
+    for o in sorted((o for o in own if _family(o) == LAST_FAMILY), key=lambda o: -o.gain_pct):
+        taken(o)
+    # the reasons the stall items hold (one item may carry two: its inputs name both)
+    named = {r for o in own if _suffix(o).startswith("stall_") for r in (_suffix(o)[6:], *o.inputs) if r in e.stalls}
+    if left > 0 and e.stalls:
+        pool = left
+        for name, share in _stall_steps(e, named):
+            take(name, pool * share, "smsp__average_warps_issue_stalled_*_per_issue_active.ratio")
+    fall = Waterfall(
+        stage=e.name,
+        kernel=e.kernel_name,
+        measured_us=e.us,
+        roof_us=bound,
+        roof=roof_words(e),
+        total_us=e.total_us,
+        steps=steps,
+        unexplained_us=left,
+        counted=counted(e),
+        not_measured=_not_measured(e),
+        considered=[o.name for o in own + added],
+    )
+    return fall, added
+
+
+def _not_measured(e: Evidence) -> list[str]:
+    """The steps this stage's data cannot give, in words."""
+    out = []
+    if not e.stalls:
+        out.append("warp stalls by reason and line (annotation and ncu modes count them)")
+    if e.sm_busy_pct is None and e.tail_idle_pct is None:
+        out.append("idle SMs (ncu, PM sampling or an intra run measure them)")
+    if e.moved_bytes is None and e.stage.dram_pct is None:
+        out.append("DRAM bytes moved (ncu counts them, PM sampling samples them)")
+    if not e.tensor_paths and e.stage.tc_pct is None and not e.memory_limited:
+        out.append("tensor FLOPs executed (ncu counts them, PM sampling samples the tensor pipe)")
+    return out
+
+
+def held(items: Sequence[Opportunity], falls: Sequence[Waterfall]) -> list[Opportunity]:
+    """Each item held to the waterfall's step for it: no gain beyond what the waterfall gives its mechanism."""
+    steps = {(w.stage, s.item): s for w in falls for s in w.steps if s.item}
+    laid: set[tuple[str | None, str]] = {(w.stage, name) for w in falls for name in w.considered}
+    out = []
+    for o in items:
+        if (o.stage, o.name) not in laid:
+            out.append(o)
+            continue
+        step = steps.get((o.stage or "", o.name))
+        points = step.points if step is not None else 0.0  # no time left for it once the steps before took theirs
+        if points < o.gain_pct - 1e-9:
+            o = o.capped(points, "waterfall_step_pct", waterfall_step_pct=points)
+        out.append(o)
+    return out
