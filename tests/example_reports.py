@@ -29,7 +29,7 @@ DATA = ROOT / "tests" / "data"
 SUFFIXES = {".ncu-rep", ".sqlite", ".hatchet"}
 TRACES = {"pytorch_trace.json"}  # kbench's own trace.json (for Perfetto) is refused by analyze, by design
 WRITTEN = ("report.md", "report.json", "result.json")
-PICTURES = ("roofline.png", "timeline.png")  # drawn again from the capture by today's code
+PICTURES = ("roofline.png", "timeline.png", "distance.png")  # drawn again from the capture by today's code
 SHIPPED = {"vector_add", "matmul", "fork_join", "mla_decode"}
 VALIDATION = ROOT / "tests" / "data" / "validation"
 

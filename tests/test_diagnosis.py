@@ -324,11 +324,12 @@ def test_a_stage_just_under_the_roof_gets_no_false_alarm() -> None:
 
 def test_a_tuned_gemm_gets_no_false_alarm() -> None:
     # matmul v2 at 86% of 793 TFLOP/s measured: the only mechanism named is its partial last wave (512 CTAs, one per
-    # SM: 3.88 waves, 3% of its time), computed from its grid; the rest is said as unexplained
+    # SM: 3.88 waves, 3% of its time), computed from its grid; ncu counted the stage, so its unexplained rest is said
+    # under Top 3 (and in the Distance table), never an item of it (issue 51)
     opps, _ = top("matmul-v2", "annotation")
     named = [o for o in opps if o.named]
     assert [o.metric for o in named] == ["mm.waves"] and named[0].gain_pct == pytest.approx(3.0, abs=0.1)
-    assert opps[0].rest and opps[0].metric == "mm.practical_roof_pct" and opps[0].gain_pct < 20.0
+    assert not any(o.rest for o in opps)
 
 
 def test_a_grid_that_fills_every_sm_is_not_underfilled() -> None:
@@ -340,12 +341,12 @@ def test_a_grid_that_fills_every_sm_is_not_underfilled() -> None:
 def test_a_named_mechanism_that_explains_little_does_not_hide_the_rest() -> None:
     # tile_mm cudacore (64x64 tiles, BK=8, products summed with tl.sum on fp32 values): Triton lowered it to tf32
     # tensor instructions (ncu counts every tensor FLOP on the tf32 path), and 1.55 waves is a real partial wave;
-    # the stage runs at 5% of the practical fp16 roof, and what the two leave is said, with what would show it
+    # the stage runs at 5% of the practical fp16 roof, and what the two leave is said (under Top 3: ncu counted the
+    # stage), with what would show it
     opps, _ = top("tile_mm-cudacore", "annotation")
-    assert [o.metric for o in opps] == ["mm.tensor_precision", "mm.practical_roof_pct", "mm.waves"]
+    assert [o.metric for o in opps] == ["mm.tensor_precision", "mm.waves"]
     assert opps[0].value == "tf32" and opps[0].named
-    assert opps[1].rest and opps[1].name.startswith("Unexplained in mm: 28.4 of its 94.9 points")
-    assert opps[2].name.startswith("Partial last wave in mm: 1024 CTAs fill 1.55 waves") and opps[2].named
+    assert opps[1].name.startswith("Partial last wave in mm: 1024 CTAs fill 1.55 waves") and opps[1].named
 
 
 def test_a_few_spilled_registers_are_not_the_top_finding() -> None:

@@ -99,7 +99,7 @@ def unexplained(e: Evidence, explained_pct: float = 0.0) -> Opportunity | None:
         return None
     if explained_pct:
         name = f"Unexplained in {e.name}: {left:.1f} of its {gap:.1f} points to the practical roof ({where}) are not "
-        name += "accounted for by the distance's steps (## Distance)"
+        name += "accounted for by the steps of its distance (report.md's Distance)"
     else:
         name = f"Stage {e.name} runs at {where}; no mechanism found in this mode's data for its {gap:.1f} points"
     return Opportunity(

@@ -43,6 +43,7 @@ WORK = (
 )  # fmt: skip
 LAST = ("stall_", "line_", "mbarrier_wait_share")  # what the warps did: after every mechanism
 SMALL_STALL = 0.05  # stall reasons under this share of the stalls are one bar ("other stalls")
+SHOWN = 6  # steps a stage's row shows in report.md (the others as one)
 MEASURED_WORK = 1.05  # counted work this much over the model is a step (below: counting and sampling noise)
 
 
@@ -55,6 +56,11 @@ class Step(Model):
     by: str  # what measured it: a catalogue item's trigger, or the counter the step reads
     kernel: str | None = None
     item: str | None = None  # the Top-3 candidate it is (its name), where it is one
+
+    @property
+    def short(self) -> str:
+        """The cause without its figures (an item's name up to its colon), as the Distance table shows it."""
+        return self.name.split(": ", 1)[0]
 
 
 class Waterfall(Model):
@@ -69,7 +75,7 @@ class Waterfall(Model):
     steps: list[Step]
     unexplained_us: float
     counted: bool  # counters (ncu or PM sampling) measured the stage: unexplained is never an item's lead there
-    not_measured: list[str]  # the steps this mode cannot measure, in words
+    not_measured: list[str]  # what this run did not measure that steps read (annotation and ncu modes count all)
     considered: list[str] = Field(default_factory=list, exclude=True)  # the items laid out (``held`` holds them)
 
     @property
@@ -84,8 +90,10 @@ class Waterfall(Model):
     def unexplained_points(self) -> float:
         return 100.0 * self.unexplained_us / self.total_us if self.total_us else 0.0
 
-    def step_of(self, item: Opportunity) -> Step | None:
-        return next((s for s in self.steps if s.item == item.name), None)
+    def shown(self, most: int = SHOWN) -> tuple[list[Step], float]:
+        """The ``most`` largest steps in their order, and the time of the others together."""
+        keep = sorted(self.steps, key=lambda s: -s.us)[:most]
+        return [s for s in self.steps if s in keep], sum(s.us for s in self.steps if s not in keep)
 
 
 def _suffix(o: Opportunity) -> str:
@@ -93,6 +101,10 @@ def _suffix(o: Opportunity) -> str:
 
 
 IDLE_FAMILY, WORK_FAMILY, OTHER_FAMILY, LAST_FAMILY = range(4)
+
+
+def _suffix_of(name: str, items: Sequence[Opportunity]) -> str:
+    return next((_suffix(o) for o in items if o.name == name), "")
 
 
 def _family(o: Opportunity) -> int:
@@ -208,24 +220,32 @@ def _idle_item(e: Evidence) -> Opportunity | None:
 
 
 def _stall_steps(e: Evidence, named: set[str]) -> list[tuple[str, float]]:
-    """Every stall reason no item names, with its share of the stalls (small ones together)."""
-    total = sum(e.stalls.values())
+    """Every stall reason no item names, with its share of those reasons' stalls (small ones together)."""
+    left = {r: v for r, v in e.stalls.items() if r not in named and v > 0}
+    total = sum(left.values())
     if total <= 0:
         return []
     out: list[tuple[str, float]] = []
     other = 0.0
-    for reason, per in sorted(e.stalls.items(), key=lambda kv: kv[1], reverse=True):
-        if reason in named:
-            continue
+    for reason, per in sorted(left.items(), key=lambda kv: kv[1], reverse=True):
         share = per / total
         if share < SMALL_STALL:
             other += share
             continue
         what = STALLS[reason].mechanism if reason in STALLS else f"warps stall on {reason}"
-        out.append((f"stall on {reason}: {what} ({100 * share:.0f}% of the stalls)", share))
+        out.append((f"stall on {reason}: {what} ({100 * share:.0f}% of the stalls no item names)", share))
     if other:
         out.append((f"other stall reasons, each under {100 * SMALL_STALL:.0f}% ({100 * other:.0f}% together)", other))
     return out
+
+
+def _issuing_us(e: Evidence) -> float | None:
+    """The kernel's time its schedulers spent issuing (warp instructions issued over what they could issue): stall
+    reasons explain only the rest. None where the issue count or the SM cycles were not measured."""
+    per_clock = e.limits.issue_per_clock if e.limits else None
+    if not e.issued or not e.sm_cycles or not per_clock:
+        return None
+    return e.kernel_us * min(1.0, e.issued / (e.sm_cycles * per_clock))
 
 
 def build(e: Evidence, items: Sequence[Opportunity]) -> tuple[Waterfall | None, list[Opportunity]]:
@@ -272,9 +292,12 @@ def build(e: Evidence, items: Sequence[Opportunity]) -> tuple[Waterfall | None, 
     # the reasons the stall items hold (one item may carry two: its inputs name both)
     named = {r for o in own if _suffix(o).startswith("stall_") for r in (_suffix(o)[6:], *o.inputs) if r in e.stalls}
     if left > 0 and e.stalls:
-        pool = left
+        # the stalls share what is left, at most the time no instruction issued (the stall items above included)
+        issuing = _issuing_us(e)
+        stalled = sum(st.us for st in steps if st.item and _suffix_of(st.item, own).startswith("stall_"))
+        pool = left if issuing is None else max(0.0, min(left, e.kernel_us - issuing - stalled))
         for name, share in _stall_steps(e, named):
-            take(name, pool * share, "smsp__average_warps_issue_stalled_*_per_issue_active.ratio")
+            take(name, pool * share, "ncu warp stalls")
     fall = Waterfall(
         stage=e.name,
         kernel=e.kernel_name,
@@ -295,13 +318,13 @@ def _not_measured(e: Evidence) -> list[str]:
     """The steps this stage's data cannot give, in words."""
     out = []
     if not e.stalls:
-        out.append("warp stalls by reason and line (annotation and ncu modes count them)")
+        out.append("warp stalls")
     if e.sm_busy_pct is None and e.tail_idle_pct is None:
-        out.append("idle SMs (ncu, PM sampling or an intra run measure them)")
+        out.append("idle SMs")
     if e.moved_bytes is None and e.stage.dram_pct is None:
-        out.append("DRAM bytes moved (ncu counts them, PM sampling samples them)")
+        out.append("DRAM bytes")
     if not e.tensor_paths and e.stage.tc_pct is None and not e.memory_limited:
-        out.append("tensor FLOPs executed (ncu counts them, PM sampling samples the tensor pipe)")
+        out.append("tensor FLOPs")
     return out
 
 

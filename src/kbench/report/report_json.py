@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from pydantic import Field
+
 from kbench.analysis.catalogue.evidence import Opportunity
 from kbench.analysis.compare import BaselineRow
 from kbench.analysis.ncu import ALIASES
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
+from kbench.analysis.waterfall import Step, Waterfall
 from kbench.model import Model
 from kbench.report import kernels_json
 from kbench.report.models import ProfileResult, totals
@@ -112,6 +115,39 @@ class Environment(Model):
     offline: bool
 
 
+class DistanceReport(Model):
+    """A stage's distance waterfall (report.md's Distance): the time on its practical roof, each step a measured
+    cause (us and points: shares of the plan's time), what no step explains."""
+
+    stage: str
+    kernel: str | None
+    roof: str
+    roof_us: float
+    measured_us: float
+    gap_points: float
+    steps: list[Step]
+    unexplained_us: float
+    unexplained_points: float
+    counted: bool  # counters measured the stage (its unexplained rest never leads Top 3)
+    not_measured: list[str]
+
+
+def _distance(w: Waterfall) -> DistanceReport:
+    return DistanceReport(
+        stage=w.stage,
+        kernel=w.kernel,
+        roof=w.roof,
+        roof_us=w.roof_us,
+        measured_us=w.measured_us,
+        gap_points=w.gap_points,
+        steps=w.steps,
+        unexplained_us=w.unexplained_us,
+        unexplained_points=w.unexplained_points,
+        counted=w.counted,
+        not_measured=w.not_measured,
+    )
+
+
 class ReportJson(Model):
     schema_version: Literal["1"] = SCHEMA_VERSION
     kernel: str
@@ -124,6 +160,8 @@ class ReportJson(Model):
     top3: list[OpportunityReport]
     opportunities_note: str | None
     roofline: Roofline
+    distance: list[DistanceReport] = Field(default_factory=list)  # per stage with a practical roof
+    distance_chart: str | None = None  # distance.png, where drawn
     baseline: list[BaselineRow] | None
     baseline_source: str | None
     baseline_code: str | None  # what changed in the source that ran since the baseline run, in one line
@@ -275,6 +313,8 @@ def build(r: ProfileResult) -> ReportJson:
         top3=[_opportunity(i, o, against) for i, o in enumerate(f.opportunities, 1)],
         opportunities_note=f.opportunities_note,
         roofline=Roofline(ceilings_source=f.ceilings_source, practical_source=f.practical_source, chart=r.chart),
+        distance=[_distance(w) for w in f.waterfalls],
+        distance_chart=r.waterfall_chart,
         baseline=baseline.rows if baseline else None,
         baseline_source=baseline.source if baseline else None,
         baseline_code=(baseline.code or None) if baseline else None,

@@ -1,0 +1,105 @@
+"""The distance waterfall (kbench.analysis.waterfall) on real H100 captures re-analysed here: every step a measured
+cause, the steps and the unexplained rest adding up to the stage's distance to its practical roof, no Top-3 item
+promising more than its step, and a counted stage's unexplained rest never leading Top 3."""
+
+from __future__ import annotations
+
+import json
+import lzma
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kbench.analysis.devices import load_devices, resolve
+from kbench.analysis.figures import PlanFigures
+from kbench.modes import registry
+from kbench.modes.base import Context
+from kbench.modes.event import EVENT
+from kbench.report import waterfall_chart
+from tests.test_diagnosis import folder_of, plan_of, predicted
+
+
+def figures(run: str, mode: str, tmp: Path) -> PlanFigures:
+    folder = folder_of(run, mode)
+    device = json.loads((folder / "result.json").read_text())["device"]
+    ctx = Context(plan_of(folder), load_devices(), resolve(load_devices(), device))
+    tiling = {p.stem: json.loads(p.read_text()) for p in (folder / "tiling").glob("*.json")}
+    if mode == "event":
+        capture = EVENT.open(folder / "timings.json")
+        capture = type(capture)(files=capture.files, live=False, tiling=tiling, predicted=predicted(run))
+        return EVENT.analyse(capture, ctx).figures
+    report = folder / "profile.ncu-rep"
+    if not report.exists():
+        report = tmp / f"{run.replace('/', '_')}.ncu-rep"
+        report.write_bytes(lzma.decompress((folder / "profile.ncu-rep.xz").read_bytes()))
+    backend = registry.get(mode)
+    return backend.analyse(replace(backend.open(report), tiling=tiling), ctx).figures
+
+
+RUNS = [
+    ("h100_1125/trimm-full", "annotation"),
+    ("h100_1125/tile_mm-narrow", "annotation"),
+    ("validation_h100_1127/sfu-per_term", "annotation"),
+    ("validation_h100_1127/divmod-modulo", "event"),
+    ("validation_h100_sampled/ragged-chunked", "event"),
+]
+
+
+@pytest.mark.parametrize(("run", "mode"), RUNS)
+def test_the_steps_and_the_rest_add_up_to_the_distance(run: str, mode: str, tmp_path: Path) -> None:
+    f = figures(run, mode, tmp_path)
+    assert f.waterfalls, "a stage with a practical roof has a waterfall"
+    for w in f.waterfalls:
+        assert w.roof_us + sum(s.us for s in w.steps) + w.unexplained_us == pytest.approx(max(w.measured_us, w.roof_us))
+        assert all(s.us > 0 and s.by for s in w.steps)
+        assert w.unexplained_us >= 0
+
+
+@pytest.mark.parametrize(("run", "mode"), RUNS)
+def test_no_item_promises_more_than_its_step(run: str, mode: str, tmp_path: Path) -> None:
+    f = figures(run, mode, tmp_path)
+    steps = {(w.stage, s.item): s.points for w in f.waterfalls for s in w.steps if s.item}
+    for o in f.opportunities:
+        if o.rest or o.stop or o.metric.endswith("host_gap_pct") or o.stage is None:
+            continue
+        assert o.gain_pct <= steps[(o.stage, o.name)] + 1e-6, o.name
+
+
+def test_work_beyond_the_model_is_a_step_priced_on_the_roof(tmp_path: Path) -> None:
+    """trimm full computes its masked upper triangle: ncu counted 2.00x the plan's tensor FLOPs; the waterfall gives
+    that work its roof time and the counted stall reasons the rest: at most 15 points unexplained (59.4 before)."""
+    (w,) = figures("h100_1125/trimm-full", "annotation", tmp_path).waterfalls
+    first = w.steps[0]
+    assert first.name.startswith("Work beyond the model in trimm: ncu counted 2.00x")
+    assert first.points == pytest.approx(50.0, abs=0.1)
+    assert w.unexplained_points <= 15.0
+    assert not w.not_measured or "warp stalls" not in w.not_measured
+
+
+def test_a_counted_stage_never_leads_with_its_unexplained_rest(tmp_path: Path) -> None:
+    """ragged chunked (PM-sampled event run, 87% of its roof): the sampled idle SMs (67.2% busy) are its step and
+    its item; nothing is left unexplained, and Top 1 is that measured cause."""
+    f = figures("validation_h100_sampled/ragged-chunked", "event", tmp_path)
+    (w,) = f.waterfalls
+    assert w.counted
+    assert [s.name.split(":")[0] for s in w.steps] == ["SMs idle in segsum"]
+    assert f.opportunities[0].metric == "segsum.sm_busy_pct"
+    assert not any(o.rest for o in f.opportunities)
+
+
+def test_an_uncounted_event_run_says_what_it_did_not_measure(tmp_path: Path) -> None:
+    f = figures("validation_h100_1127/divmod-modulo", "event", tmp_path)
+    (w,) = f.waterfalls
+    assert not w.counted
+    assert "warp stalls" in w.not_measured
+
+
+def test_the_picture_draws_every_step(tmp_path: Path) -> None:
+    f = figures("validation_h100_1127/sfu-per_term", "annotation", tmp_path)
+    (w,) = f.waterfalls
+    bars = waterfall_chart.bars(w)
+    assert [b.kind for b in bars][0] == waterfall_chart.ROOF and bars[-1].kind == waterfall_chart.MEASURED
+    assert bars[-2].bottom + bars[-2].height == pytest.approx(w.measured_us)  # the steps stack up to the time
+    assert waterfall_chart.waterfall_png(f.waterfalls, tmp_path / "d.png", "t") is not None
+    assert (tmp_path / "d.png").stat().st_size > 0
