@@ -287,7 +287,7 @@ def serialized_wgmma(e: Evidence) -> Opportunity | None:
         f"wgmma serialized by ptxas for lack of registers in {e.where}: {'; '.join(seen)}; gain up to the distance "
         "to the roof (what serialized MMAs cost is not modelled)",
         e.gap_us,
-        (f"{e.name}.wgmma_serialized", said.code if said else f"{drained[0] if drained else 0} HGMMAs drained"),
+        (f"{e.name}.wgmma_serialized", said.code if said else "SASS"),  # ptxas's advisory number, else the SASS
         f"free registers in each warpgroup that issues {e.name}'s MMAs{regs}: "
         + (SERIALIZED_ROUTES_GLUON if e.gluon else SERIALIZED_ROUTES_TRITON),
     )
