@@ -85,10 +85,19 @@ def test_capture_keeps_ptxas_messages_beside_the_ptx(tmp_path: Path, monkeypatch
     assert record["wgmma_serialized"]["code"] == "C7511" and record["hgmma_drained"] is None
 
 
-def test_capture_goes_without_a_failing_or_missing_ptxas(tmp_path: Path) -> None:
+def test_capture_goes_without_a_failing_or_missing_ptxas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ptx = tmp_path / "k.ptx"
     ptx.write_text(".target sm_90a\n")
-    assert capture_ptxas.messages(ptx, _fake_ptxas(tmp_path, "exit 3")) is None
+    failing = _fake_ptxas(tmp_path, "exit 3")
+    monkeypatch.setattr(capture_ptxas, "_bundled", list)  # no Triton copy to fall back on
+    assert capture_ptxas.messages(ptx, failing) is None
+    # a toolkit's ptxas that refuses the PTX: Triton's own copy is tried next
+    bundled = tmp_path / "triton" / "ptxas"
+    bundled.parent.mkdir()
+    bundled.write_text("#!/bin/sh\necho 'ptxas info    : Used 168 registers'\n")
+    bundled.chmod(0o755)
+    monkeypatch.setattr(capture_ptxas, "_bundled", lambda: [bundled])
+    assert capture_ptxas.messages(ptx, failing) == "ptxas info    : Used 168 registers\n"
     assert capture_ptxas.messages(ptx, None) is None
     (tmp_path / "n.ptx").write_text("no target line\n")
     assert capture_ptxas.messages(tmp_path / "n.ptx", tmp_path / "bin" / "ptxas") is None

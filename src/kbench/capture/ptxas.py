@@ -37,13 +37,20 @@ def find() -> Path | None:
 
 def messages(ptx: Path, tool: Path | None) -> str | None:
     """ptxas's ``-v`` messages on ``ptx`` for the architecture the PTX targets (wgmma needs sm_90a: an sm_90 target is
-    assembled as such); None where there is no tool, no target or ptxas fails."""
+    assembled as such); where ``tool`` fails, Triton's own ptxas (a toolkit's older ptxas refuses a newer Triton's
+    PTX version); None where there is no tool, no target or every one fails."""
     if tool is None or not ptx.is_file():
         return None
     target = _TARGET.search(ptx.read_text(errors="replace"))
     if target is None:
         return None
     arch = target[1] + ("a" if target[1] == "sm_90" else "")
+    tried = [tool, *(t for t in _bundled() if t != tool and t.is_file())]
+    return next((said for t in tried if (said := _run(t, arch, ptx)) is not None), None)
+
+
+def _run(tool: Path, arch: str, ptx: Path) -> str | None:
+    """One ptxas's ``-v`` messages on ``ptx`` for ``arch``; None where it fails."""
     with tempfile.TemporaryDirectory(prefix="kbench-ptxas-") as tmp:  # the cubin it writes is not kept: Triton's is
         argv = [str(tool), f"-arch={arch}", "-v", "-warn-spills", "-o", str(Path(tmp) / "out.cubin"), str(ptx)]
         try:
