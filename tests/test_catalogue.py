@@ -143,7 +143,8 @@ def test_every_numeric_trigger_the_catalogue_writes_has_a_unit() -> None:
     from kbench.analysis import catalogue
     from kbench.analysis.catalogue.evidence import UNITS
 
-    words = {"tensor_core_work", "tensor_precision", "tensor_instruction"}  # a word (none, tf32, mma.sync): no unit
+    words = {"tensor_core_work", "tensor_precision", "tensor_instruction", "wgmma_serialized"}  # a word (none, tf32,
+    # mma.sync, C7512): no unit
     root = Path(catalogue.__file__).parent
     others = ("gains.py", "opportunities.py", "fusion.py", "access_figures.py", "figures.py")
     sources = [*root.glob("*.py"), *(root.parent / name for name in others)]

@@ -406,7 +406,7 @@ def test_work_repeated_by_warpgroups_is_recognised_from_the_ptx(monkeypatch: pyt
         (rep,) = [o for o in opps if o.metric == "attention.repeated_tensor_work"]
         assert rep.name.endswith(f"1.53x the model's tensor FLOPs expected from the PTX{how}")
         assert not rep.structural and rep.change is not None and "needs 256 fp32 registers per thread" in rep.change
-        assert "what reaches it is a rewrite" in rep.change
+        assert "Routes that reach it:" in rep.change
         assert not any(o.metric == "attention.flops_over_model" for o in opps)
         assert 30.0 < rep.gain_pct < 40.0
     trimm = every_item(f"{NEW}/trimm-full", "annotation", monkeypatch)

@@ -122,7 +122,7 @@ def test_at_d512_the_repeat_is_ranked_with_what_was_tried(monkeypatch: pytest.Mo
     # a rewrite reaches it: not structural
     (rep,) = [o for o in items("mla_decode-v2-s16", "mla_v2_d512.ttgir", monkeypatch) if "repeated" in o.metric]
     assert not rep.structural and rep.change is not None
-    assert "needs 256 fp32 registers per thread" in rep.change and "what reaches it is a rewrite" in rep.change
+    assert "needs 256 fp32 registers per thread" in rep.change and "Routes that reach it:" in rep.change
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="the CPU interpreter path")

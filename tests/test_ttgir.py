@@ -89,7 +89,7 @@ def test_dot_layouts_say_which_products_the_warpgroups_copy() -> None:
 def test_the_tiling_record_keeps_the_facts_or_none_without_a_ttgir() -> None:
     facts = compiled_facts(read("per_cta.ttgir"))
     assert isinstance(facts["atomics"], list) and facts["atomics"][0]["scalar"] is True and facts["dots"] == []
-    assert compiled_facts(None) == {"atomics": None, "dots": None, "partitions": None}
+    assert compiled_facts(None) == {"atomics": None, "dots": None, "partitions": None, "loop_barriers": None}
 
 
 def test_the_tiling_record_gets_them_from_the_compiled_kernel() -> None:

@@ -172,6 +172,8 @@ class Facts:
             "atomics": [AtomicOp.model_validate(a) for a in t["atomics"]] if t.get("atomics") is not None else None,
             "dots": [DotOp.model_validate(d) for d in t["dots"]] if t.get("dots") is not None else None,
             "partition_warps": partition_warps(t.get("partitions")),
+            "loop_barriers": tuple(t["loop_barriers"]) if t.get("loop_barriers") is not None else None,
+            **main_kernel.serialization(t),
             "language": t.get("language"),
             "limits": self.limits,
             "dram_latency_ns": self.dram_latency_ns,

@@ -10,6 +10,7 @@ from typing import Any
 
 from kbench.analysis.kernels import StageKernel, StageKernels
 from kbench.analysis.ptx import InstructionMix
+from kbench.analysis.ptxas import Serialized
 
 # the Evidence fields that describe the main kernel's launch: they win over a stage aggregate a mode measured
 LAUNCH_FIELDS = ("ctas", "warps", "registers", "shared_bytes", "launches")
@@ -61,5 +62,15 @@ def facts(tiling: dict[str, Any], kernels: StageKernels) -> dict[str, Any] | Non
         "spilled": c.get("spills"),
         "tensor_cores": c.get("tensor_cores"),
         "instructions": InstructionMix.model_validate(c["instructions"]) if c.get("instructions") else None,
+        **serialization(c),
         "tile": dict(tiling.get("config") or {}) if compiled is not None else {},
+    }
+
+
+def serialization(compiled: dict[str, Any]) -> dict[str, Any]:
+    """Evidence fields of what ptxas and the SASS say of a compiled kernel's warpgroup MMAs (kbench.analysis.ptxas)."""
+    said, drained = compiled.get("wgmma_serialized"), compiled.get("hgmma_drained")
+    return {
+        "wgmma_serialized": Serialized.model_validate(said) if said else None,
+        "hgmma_drained": tuple(int(x) for x in drained) if isinstance(drained, list) and len(drained) == 2 else None,
     }

@@ -129,6 +129,7 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     compute.warp_mma,
     compute.narrow_tiles,
     compute.unpipelined,
+    compute.serialized_wgmma,
     compute.excess_work,
     compute.repeated_by_warpgroups,
     compute.fp64_math,

@@ -375,6 +375,17 @@ _WS_PARTITION = re.compile(r"^\s*partition\d+\(.*\)\s*num_warps\((\d+)\)", re.MU
 _MODULE_WARPS = re.compile(r'"ttg\.num-warps" = (\d+)')
 
 
+_BARRIER = re.compile(r"^(gpu\.barrier|ttg\.barrier)\b")  # tl.debug_barrier (Triton 3.6: gpu., 3.9: ttg.)
+
+
+def loop_barriers(text: str) -> list[str]:
+    """The source lines (file:line) of the CTA barriers inside a loop (tl.debug_barrier): Triton's software pipeliner
+    leaves a loop holding one unpipelined, whatever num_stages asks."""
+    ir = _parse(text)
+    found = (_line(ir, raw) for raw, trips in ir.lines if trips and _BARRIER.match(_clean(raw)))
+    return list(dict.fromkeys(found))
+
+
 def partitions(ttgir: str) -> dict[str, Any] | None:
     """A warp-specialized kernel's partitions (Gluon's gl.warp_specialize, Triton's warp_specialize loops): the
     default partition's warps (the module's num-warps) and each worker's warps and requested registers; None where
@@ -410,12 +421,13 @@ def idle_warps(partitioned: tuple[int, ...], launched: object) -> int | None:
 
 
 def compiled_facts(ttgir: object) -> dict[str, Any]:
-    """The TTGIR's facts for the tiling record: its atomics, its dots and its warp-specialized partitions (None each
-    where there is no TTGIR; partitions None where there are none)."""
+    """The TTGIR's facts for the tiling record: its atomics, its dots, its warp-specialized partitions and the barriers
+    inside its loops (None each where there is no TTGIR; partitions None where there are none)."""
     if not isinstance(ttgir, str):
-        return {"atomics": None, "dots": None, "partitions": None}
+        return {"atomics": None, "dots": None, "partitions": None, "loop_barriers": None}
     return {
         "atomics": [a.model_dump(mode="json") for a in atomics(ttgir)],
         "dots": [d.model_dump(mode="json") for d in dots(ttgir)],
         "partitions": partitions(ttgir),
+        "loop_barriers": loop_barriers(ttgir),
     }

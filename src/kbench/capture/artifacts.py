@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kbench.analysis import ptxas as ptxas_facts
 from kbench.analysis.ptx import instruction_mix
 from kbench.analysis.ttgir import compiled_facts
-from kbench.capture import sass
+from kbench.capture import ptxas, sass
 from kbench.capture.prepare import Launched, PreparedStage
 from kbench.fsutil import write_json_atomic
 
@@ -73,6 +74,10 @@ def write_stage(run_dir: Path, ps: PreparedStage) -> dict[str, Any]:
     name = ps.stage.name
     ran = launched(ps)
     every = compiled_kernels(ran)  # each kernel's facts read once (PTX, TTGIR, the loaded cubin)
+    out = run_dir / "compiled" / name
+    out.mkdir(parents=True, exist_ok=True)
+    for base, facts in written(out, ran).items():  # what ptxas and the SASS say of each kernel
+        every[base].update(facts)
     own = next((n for n, k in ran.items() if k.compiled is ps.compiled), None)
     top = (
         {k: v for k, v in every[own].items() if k not in ("grid", "launches")}
@@ -108,19 +113,27 @@ def write_stage(run_dir: Path, ps: PreparedStage) -> dict[str, Any]:
             "triton_autotune": ps.self_tuned,  # what its kernels' own @triton.autotune chose, each config timed
         },
     )
-    out = run_dir / "compiled" / name
-    out.mkdir(parents=True, exist_ok=True)
     if not ran:
         (out / "README.txt").write_text(
             f"Stage {name} launches no Triton kernel (a library call such as torch.mm / cuBLAS): "
             "there are no compiler artifacts to keep.\n"
         )
-        return tiling
+    return tiling
+
+
+def written(out: Path, ran: dict[str, Launched]) -> dict[str, dict[str, Any]]:
+    """Write each kernel's compiler output, its SASS (where nvdisasm is here) and ptxas's messages (where ptxas is:
+    compiled/<stage>/ptxas.txt) into ``out``; by kernel, what ptxas and the SASS say of it (kbench.analysis.ptxas)."""
     tool = sass.nvdisasm()
+    listed: dict[str, Path | None] = {}
     for base, k in ran.items():
         write_compiled(out, base, k.compiled)
-        sass.disassemble(out / f"{base}.cubin", tool)  # the machine code's per-line mix, where nvdisasm is here
-    return tiling
+        listed[base] = sass.disassemble(out / f"{base}.cubin", tool)  # the machine code's per-line mix
+    said = ptxas.keep(out, list(ran), ptxas.find()) if ran else {}
+    return {
+        base: ptxas_facts.facts(said.get(base), path.read_text() if path else None, base)
+        for base, path in listed.items()
+    }
 
 
 def write_compiled(out: Path, base: str, compiled: Any) -> None:

@@ -137,8 +137,25 @@ def tiling_beside(capture: Path) -> dict[str, dict[str, Any]]:
         return out
     for p in sorted((capture.parent / "tiling").glob("*.json")):
         if (record := json_object(p)) is not None:
-            out[p.stem] = {**record, **compiled_beside(capture.parent, p.stem, record)}
+            out[p.stem] = {
+                **record,
+                **compiled_beside(capture.parent, p.stem, record),
+                **serialized_beside(capture.parent, p.stem, record),
+            }
     return out
+
+
+def serialized_beside(run: Path, stage: str, record: dict[str, Any]) -> dict[str, Any]:
+    """For a launch record made before ptxas's messages were read: what compiled/<stage>/ptxas.txt and the kernel's
+    SASS beside it say of its warpgroup MMAs (kbench.analysis.ptxas); {} where the record has them or neither file is
+    there."""
+    kernel = record.get("kernel")
+    if "wgmma_serialized" in record or not isinstance(kernel, str) or not re.fullmatch(r"\w[\w.$-]*", kernel):
+        return {}
+    from kbench.analysis import ptxas
+
+    said, listed = _compiled_text(run, stage, "ptxas.txt"), _compiled_text(run, stage, f"{kernel}.sass")
+    return ptxas.facts(said, listed, kernel) if said is not None or listed is not None else {}
 
 
 def compiled_beside(run: Path, stage: str, record: dict[str, Any]) -> dict[str, Any]:
@@ -151,17 +168,19 @@ def compiled_beside(run: Path, stage: str, record: dict[str, Any]) -> dict[str, 
     from kbench.analysis.ptx import instruction_mix
     from kbench.analysis.ttgir import compiled_facts
 
-    def text(suffix: str) -> str | None:
-        try:
-            return read_nofollow(run / "compiled" / stage / f"{kernel}.{suffix}").decode()
-        except (OSError, UnicodeDecodeError, TooLarge):
-            return None
-
-    ttgir, ptx = text("ttgir"), text("ptx")
+    ttgir, ptx = _compiled_text(run, stage, f"{kernel}.ttgir"), _compiled_text(run, stage, f"{kernel}.ptx")
     found: dict[str, Any] = compiled_facts(ttgir) if ttgir is not None else {}
     if ptx is not None:
         found["instructions"] = instruction_mix(ptx).model_dump(mode="json")
     return found
+
+
+def _compiled_text(run: Path, stage: str, name: str) -> str | None:
+    """A file kbench kept in compiled/<stage>/ as text; None where it is not there or not readable as such."""
+    try:
+        return read_nofollow(run / "compiled" / stage / name).decode()
+    except (OSError, UnicodeDecodeError, TooLarge):
+        return None
 
 
 def stamped(name: str) -> bool:

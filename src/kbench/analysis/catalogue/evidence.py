@@ -16,6 +16,7 @@ from kbench.analysis.devices import SmLimits
 from kbench.analysis.kernels import StageKernels
 from kbench.analysis.lines import Line, LineModel
 from kbench.analysis.ptx import InstructionMix
+from kbench.analysis.ptxas import Serialized
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.ttgir import AtomicOp, DotOp, idle_warps
 from kbench.model import Model
@@ -133,6 +134,9 @@ class Evidence:
     instructions: InstructionMix | None = None  # the compiled kernel's PTX by instruction class (static)
     atomics: list[AtomicOp] | None = None  # its tl.atomic_* calls as one program executes them (TTGIR; None: none read)
     dots: list[DotOp] | None = None  # its tl.dot products with their accumulator layouts (TTGIR; None: none read)
+    loop_barriers: tuple[str, ...] | None = None  # CTA barriers in its loops, by source line (TTGIR; None: not read)
+    wgmma_serialized: Serialized | None = None  # ptxas's advisory that its warpgroup MMAs are serialized (ptxas.txt)
+    hgmma_drained: tuple[int, int] | None = None  # (HGMMAs each waited for before the next, HGMMAs) in its SASS
     partition_warps: tuple[int, ...] = ()  # a warp-specialized kernel's partitions' warps, the default's first (TTGIR)
     stalls: dict[str, float] = field(default_factory=dict)  # warp-stall reason -> stalled warps per issue (ncu)
     stall_unit: str = "stalled warps per issued instruction"  # what ``stalls`` counts (PC sampling: samples)
