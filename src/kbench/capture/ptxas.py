@@ -5,6 +5,7 @@ written for that kernel and the analysis goes without."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import tempfile
@@ -45,8 +46,21 @@ def messages(ptx: Path, tool: Path | None) -> str | None:
     if target is None:
         return None
     arch = target[1] + ("a" if target[1] == "sm_90" else "")
+    text = ptx.read_bytes()
+    key = (hashlib.sha256(text).hexdigest(), str(tool), arch)
+    if key in _SAID:  # a resident process asks again for the kernel it compiled last time: ptxas ran once
+        return _SAID[key]
     tried = [tool, *(t for t in _bundled() if t != tool and t.is_file())]
-    return next((said for t in tried if (said := _run(t, arch, ptx)) is not None), None)
+    said = next((out for t in tried if (out := _run(t, arch, ptx)) is not None), None)
+    if said is not None:  # a failure is tried again next time (a tool put right in between)
+        _SAID[key] = said
+        while len(_SAID) > MEMO:
+            _SAID.pop(next(iter(_SAID)))
+    return said
+
+
+MEMO = 256  # kernels whose messages a process keeps (the oldest go first)
+_SAID: dict[tuple[str, str, str], str] = {}  # (sha256 of the PTX, ptxas, arch) -> its messages
 
 
 def _run(tool: Path, arch: str, ptx: Path) -> str | None:
