@@ -148,6 +148,8 @@ def ptx_opcode(name: str) -> str:
         return f"{head}.{parts[1]}"
     if head == "cvt":
         return ".".join(["cvt", *types[-2:]])
+    if head == "div" and types and types[-1].startswith("f") and len(parts) > 2:
+        return f"div.{parts[1]}.{types[-1]}"  # div.rn.f32 (IEEE: a subroutine) and div.full.f32 (one reciprocal) differ
     if head in _PTX_TYPED and types:
         return f"{head}.{types[-1]}"
     return head
@@ -168,6 +170,8 @@ def _ptx_pipe(opcode: str) -> str:
     floats = [t for t in kind.split(".") if t.startswith(("f", "bf", "e4", "e5", "tf"))]
     if head in _PTX_XU:
         return XU
+    if head == "div" and kind.endswith("f32"):
+        return XU  # a float division is a reciprocal on the special-function unit and FMAs around it
     if head == "cvt":
         return CONVERSION if floats else ALU
     if head in ("ld", "st", "atom", "red", "cp", "shfl", "ldmatrix", "stmatrix"):
@@ -179,7 +183,7 @@ def _ptx_pipe(opcode: str) -> str:
     if head in ("bra", "ret", "exit", "call"):
         return BRANCH
     if head in _PTX_TYPED and floats:
-        return FP64 if kind == "f64" else FMA
+        return FP64 if kind.endswith("f64") else FMA
     return ALU if head in _PTX_ALU else OTHER
 
 

@@ -25,6 +25,7 @@ from kbench.analysis.catalogue import (
     memory,
     pipeline,
     programs,
+    special,
     stalls,
 )
 from kbench.analysis.catalogue.compute import tensor_cores_idle
@@ -133,6 +134,7 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     compute.excess_work,
     compute.repeated_by_warpgroups,
     compute.fp64_math,
+    special.xu_bound,
     compute.few_warps,
     pipeline.starved,
     issue.issue_bound,

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from kbench.analysis import bottleneck as b
-from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
+from kbench.analysis.catalogue.evidence import GAIN, Evidence, Opportunity, finding
 from kbench.analysis.ptx import OPERAND_BYTES
 from kbench.analysis.ttgir import DotOp
 
@@ -295,7 +295,10 @@ def serialized_wgmma(e: Evidence) -> Opportunity | None:
 
 def excess_work(e: Evidence) -> Opportunity | None:
     """Tensor-core FLOPs counted beyond the plan's model (tiles padded past the problem, masked-out tiles computed,
-    recomputation) where arithmetic sets the time: without them the stage takes model / counted of its time.
+    recomputation) where arithmetic sets the time. The extra FLOPs cost tensor-pipe time: where the tensor pipe's
+    active share was measured, the time saved is that tensor time's excess share (time x tensor-pipe % x (1 - model
+    / counted)); the tiles skipped still load, store and wait at their barriers (trimm: the twin that skips them
+    stops at 60% of the roof). Without the pipe's share, model / counted of the whole time (an upper bound).
     CUDA-core FLOPs are left out (address and mask arithmetic in floats would read as extra work). Where the
     compiled kernel's warpgroups repeat a product and that accounts for the count, ``repeated_by_warpgroups`` names
     it instead."""
@@ -306,15 +309,24 @@ def excess_work(e: Evidence) -> Opportunity | None:
     ratio = counted / s.flops
     if _repeat(e) is not None:
         return None
-    return finding(
+    busy = s.tc_pct / 100.0 if s.tc_pct else 1.0  # the tensor pipe's active share of the time (1: not measured)
+    pipe = f", the tensor pipe active {100.0 * busy:.0f}% of the time" if s.tc_pct else ""
+    o = finding(
         e,
         f"Work beyond the model in {e.name}: ncu counted {ratio:.2f}x the plan's FLOPs on the tensor cores (padded "
-        "or masked-out tiles computed, or work repeated)",
-        e.us * (1.0 - s.flops / counted),
+        f"or masked-out tiles computed, or work repeated){pipe}",
+        e.us * busy * (1.0 - s.flops / counted),
         (f"{e.name}.flops_over_model", f"{ratio:.2f}x"),
         f"compute only what {e.name}'s result keeps: skip tiles whose output is masked away (bound the loop or return "
         "early per CTA), tile shapes that divide the problem instead of padding it"
         f"{f' (now {e.config})' if e.config else ''}",
+    )
+    if not s.tc_pct:
+        return o
+    saved = "stage_us * tensor_pipe_pct / 100 * (1 - model_flops / counted_flops) * kernel_share"
+    inputs = {"stage_us": e.us, "tensor_pipe_pct": s.tc_pct, "model_flops": s.flops, "counted_flops": counted}
+    return o.model_copy(
+        update={"formula": GAIN.format(saved=saved), "inputs": e.gain_inputs(**inputs, kernel_share=e.share)}
     )
 
 
