@@ -13,6 +13,7 @@ from kbench.analysis.catalogue import special
 from kbench.analysis.catalogue.evidence import Evidence
 from kbench.analysis.lines import from_ptx
 from kbench.analysis.opportunities import Opportunity
+from kbench.analysis.waterfall import Waterfall
 from tests.test_diagnosis import I42, NEW, realized, top
 from tests.test_report_json import _evaluate
 
@@ -59,13 +60,13 @@ def _evidence(run: str, mode: str, tmp: Path, monkeypatch: pytest.MonkeyPatch) -
     from kbench.analysis import opportunities
 
     seen: list[Evidence] = []
-    diagnose = opportunities.diagnose
+    assess = opportunities.assess
 
-    def spy(e: Evidence) -> list[Opportunity]:
+    def spy(e: Evidence) -> tuple[list[Opportunity], Waterfall | None]:
         seen.append(e)
-        return diagnose(e)
+        return assess(e)
 
-    monkeypatch.setattr(opportunities, "diagnose", spy)
+    monkeypatch.setattr(opportunities, "assess", spy)
     top(run, mode, tmp)
     monkeypatch.undo()
     (e,) = seen
