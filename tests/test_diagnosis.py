@@ -17,6 +17,7 @@ import pytest
 
 from kbench.analysis.access_figures import predicted_of
 from kbench.analysis.devices import load_devices, resolve
+from kbench.analysis.figures import PlanFigures
 from kbench.analysis.opportunities import Opportunity
 from kbench.modes import registry
 from kbench.modes.base import Context
@@ -47,9 +48,8 @@ def plan_of(folder: Path):
     return load_version(params["kernel"], params["version"], [*KERNELS, *beside]).from_values(params["params"])
 
 
-def top(run: str, mode: str, tmp: Path = Path("/tmp")) -> tuple[list[Opportunity], float]:
-    """Top 3 of a committed H100 run, re-analysed here (event: its timings and tiling; annotation: its
-    .ncu-rep), and the run's plan time."""
+def analysed(run: str, mode: str, tmp: Path = Path("/tmp")) -> PlanFigures:
+    """A committed H100 run's figures, re-analysed here (event: its timings and tiling; annotation: its .ncu-rep)."""
     folder = folder_of(run, mode)
     device = json.loads((folder / "result.json").read_text())["device"]
     ctx = Context(plan_of(folder), load_devices(), resolve(load_devices(), device))
@@ -66,7 +66,13 @@ def top(run: str, mode: str, tmp: Path = Path("/tmp")) -> tuple[list[Opportunity
         backend = registry.get(mode)
         tiling = {p.stem: json.loads(p.read_text()) for p in (folder / "tiling").glob("*.json")}
         analysis = backend.analyse(replace(backend.open(report), tiling=tiling), ctx)
-    return analysis.figures.opportunities, analysis.figures.total_us
+    return analysis.figures
+
+
+def top(run: str, mode: str, tmp: Path = Path("/tmp")) -> tuple[list[Opportunity], float]:
+    """Top 3 of a committed H100 run, re-analysed here, and the run's plan time."""
+    f = analysed(run, mode, tmp)
+    return f.opportunities, f.total_us
 
 
 def predicted(run: str) -> dict[str, Any]:

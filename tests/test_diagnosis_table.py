@@ -38,9 +38,9 @@ def test_issue42_pairs_are_read_from_pairs_json(issue42: Path, tmp_path: Path) -
     assert rows[0].startswith(
         "| issue42_h100/ilp-serial -> ilp-parallel | event | Too few warps to hide arithmetic latency in poly"
     )
-    assert rows[0].endswith("| 85.1% | 83.7% | 1.02 |")  # as docs/diagnosis.md has it under h100_1125/
+    assert rows[0].endswith("| 85.1% | 83.7% | 1.02 | 0.0 |")  # as docs/diagnosis.md has it under h100_1125/
     reversed_event = next(r for r in rows if r.startswith("| issue42_h100/ilp-parallel -> ilp-serial | event"))
-    assert reversed_event.endswith("| n/a (no gain realized) |")
+    assert reversed_event.endswith("| n/a (no gain realized) | 8.8 |")
     assert table.unpaired(table.pairs()) == ["stream-few"]
 
 
@@ -48,4 +48,4 @@ def test_a_pair_that_cannot_be_analysed_gets_a_row_that_says_why(issue42: Path, 
     (issue42 / "event" / "broken").mkdir()
     row = table.row("issue42_h100/broken", "issue42_h100/ilp-serial", "event", tmp_path)
     assert row.startswith("| issue42_h100/broken -> ilp-serial | event | (not analysed: FileNotFoundError")
-    assert row.endswith("| n/a | n/a | n/a |")
+    assert row.endswith("| n/a | n/a | n/a | n/a |")

@@ -4,37 +4,17 @@ promising more than its step, and a counted stage's unexplained rest never leadi
 
 from __future__ import annotations
 
-import json
-import lzma
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from kbench.analysis.devices import load_devices, resolve
 from kbench.analysis.figures import PlanFigures
-from kbench.modes import registry
-from kbench.modes.base import Context
-from kbench.modes.event import EVENT
 from kbench.report import waterfall_chart
-from tests.test_diagnosis import folder_of, plan_of, predicted
+from tests.test_diagnosis import analysed
 
 
 def figures(run: str, mode: str, tmp: Path) -> PlanFigures:
-    folder = folder_of(run, mode)
-    device = json.loads((folder / "result.json").read_text())["device"]
-    ctx = Context(plan_of(folder), load_devices(), resolve(load_devices(), device))
-    tiling = {p.stem: json.loads(p.read_text()) for p in (folder / "tiling").glob("*.json")}
-    if mode == "event":
-        capture = EVENT.open(folder / "timings.json")
-        capture = type(capture)(files=capture.files, live=False, tiling=tiling, predicted=predicted(run))
-        return EVENT.analyse(capture, ctx).figures
-    report = folder / "profile.ncu-rep"
-    if not report.exists():
-        report = tmp / f"{run.replace('/', '_')}.ncu-rep"
-        report.write_bytes(lzma.decompress((folder / "profile.ncu-rep.xz").read_bytes()))
-    backend = registry.get(mode)
-    return backend.analyse(replace(backend.open(report), tiling=tiling), ctx).figures
+    return analysed(run, mode, tmp)
 
 
 RUNS = [

@@ -1,7 +1,9 @@
 """The diagnosis validation table, re-analysed by the code at hand from the committed captures (no GPU needed):
 every before/after pair of tests/test_diagnosis.py, in each mode both versions were captured in, with the defective
 version's Top 1 (a named mechanism, or the unexplained rest where none was found), its estimated gain, the gain its
-fixed twin realized and their ratio. docs/diagnosis.md carries its output.
+fixed twin realized, their ratio, and the points of the defective version's distance to its roof that no step of its
+waterfall explains (kbench.analysis.waterfall; n/a without a roof or for a committed result read as captured).
+docs/diagnosis.md carries its output.
 
 Pairs captured for issue 42 (tests/data/issue42_h100/<mode>/<kernel>-<version>/) are listed too: those PAIRS names as
 "issue42_h100/<kernel>-<version>", and those its pairs.json lists as [["<before>", "<after>"], ...] (run names
@@ -19,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from tests.conftest import DATA
-from tests.test_diagnosis import MODES, PAIRS, folder_of, realized, top
+from tests.test_diagnosis import MODES, PAIRS, analysed, folder_of, realized
 
 ISSUE42 = "issue42_h100"
 
@@ -57,18 +59,22 @@ def row(before: str, after: str, mode: str, tmp: Path) -> str:
     try:
         found = committed(before, mode)
         by_events = False
+        left = "n/a"
         if found is None:
-            first = top(before, mode, tmp)[0][0]
+            figures = analysed(before, mode, tmp)
+            first = figures.opportunities[0]
             found = first.name, first.gain_pct
+            if figures.waterfalls:  # the distance no step of the before's waterfall explains, in points
+                left = f"{sum(w.unexplained_points for w in figures.waterfalls):.1f}"
             # a host-time item's gain counts the stage at its CUDA-event time: realized on that time too
             by_events = first.metric.endswith(".host_gap_pct")
         gain = realized(before, after, mode, by_events=found is not None and by_events)
     except Exception as e:  # a row that says why, and the rest of the table still printed
-        return f"| {pair} | {mode} | (not analysed: {type(e).__name__}: {str(e)[:80]}) | n/a | n/a | n/a |"
+        return f"| {pair} | {mode} | (not analysed: {type(e).__name__}: {str(e)[:80]}) | n/a | n/a | n/a | n/a |"
     name, est = found
     name = name if len(name) <= 110 else name[:107] + "..."
     ratio = f"{est / gain:.2f}" if gain > 0 else "n/a (no gain realized)"
-    return f"| {pair} | {mode} | {name} | {est:.1f}% | {gain:.1f}% | {ratio} |"
+    return f"| {pair} | {mode} | {name} | {est:.1f}% | {gain:.1f}% | {ratio} | {left} |"
 
 
 def rows(tmp: Path) -> list[str]:
@@ -81,8 +87,10 @@ def rows(tmp: Path) -> list[str]:
 
 
 def main() -> None:
-    print("| pair | mode | Top 1 of the defective version | est. gain | realized | est. / realized |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| pair | mode | Top 1 of the defective version | est. gain | realized | est. / realized | unexplained points |"
+    )
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for r in rows(Path(tmp)):
             print(r)
