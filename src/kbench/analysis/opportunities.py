@@ -17,6 +17,7 @@ from kbench.analysis import bottleneck as b
 from kbench.analysis.catalogue import (
     atomics,
     compute,
+    exchange,
     issue,
     kernels,
     launch,
@@ -133,6 +134,7 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     compute.few_warps,
     pipeline.starved,
     issue.issue_bound,
+    exchange.exchanged,
     memory.excess_traffic,
     memory.uncoalesced,
     memory.masked_lanes,

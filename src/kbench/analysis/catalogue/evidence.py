@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -152,6 +153,7 @@ class Evidence:
     practical_by_precision: dict[str, rl.Ceilings] = field(default_factory=dict)  # every precision's practical roof
     predicted: Predicted | None = None  # its loads and stores traced under the CPU interpreter (an access run)
     kernels: StageKernels | None = None  # what the GPU ran inside the stage (CUPTI, nsys, ncu), largest first
+    flow: dict[str, Any] | None = None  # its data flow recorded at capture (tiling ``dataflow``): per launch, or totals
     kernel: str | None = None  # the kernel the launch facts above describe (the stage's main kernel)
     share: float = 1.0  # that kernel's share of the stage's GPU time (1: the only kernel, or not measured)
     issued: float | None = None  # warp instructions its kernels issued (ncu), and the metric that counted them
