@@ -29,7 +29,7 @@ UNITS: dict[str, str] = {
     **dict.fromkeys(
         ("practical_roof_pct", "busiest_pct", "tensor_feed_cap", "issue_roof_pct", "undeclared_kernel_pct",
          "host_gap_pct", "tail_idle_pct", "mbarrier_wait_share", "sm_busy_pct", "masked_lanes_pct_predicted",
-         "dram_pct", "compute_pct", "gpu_idle_pct", "overlap_achieved"),
+         "dram_pct", "compute_pct", "gpu_idle_pct", "overlap_achieved", "exchanged_bytes_pct"),
         "%",
     ),
     "flops_over_model": "x the plan's FLOPs", "repeated_tensor_work": "x the model's tensor FLOPs",
