@@ -3,10 +3,13 @@ checked by the committed H100 runs): which workspace tensors a stage read and wr
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kbench.capture import dataflow
 from kbench.errors import UsageError
+from tests.conftest import DATA
 
 torch = pytest.importorskip("torch")
 
@@ -74,3 +77,76 @@ def test_the_checksum_is_summed_in_chunks(monkeypatch: pytest.MonkeyPatch) -> No
 
     _, flow = dataflow.record(stage, ws)
     assert {t["name"]: t["written"] for t in flow["tensors"]} == {"a": True, "b": False}
+
+
+def recorded(package: str, version: str) -> dict[str, Any]:
+    """Each stage's data-flow record of a validation plan at its CPU check sizes, its Triton kernels run by the
+    interpreter (conftest switches it on without a GPU), as the capture records it on the GPU."""
+    from kbench.capture.check import cpu_values
+    from kbench.capture.prepare import built
+    from kbench.plan.discovery import load_version
+
+    cls = load_version(package, version, [str(DATA / "validation")])
+    plan = cls.from_values(cpu_values(cls, {})[0])
+    ws = plan.setup("cpu", 0)
+    out = {}
+    for stage in plan.checked_stages():
+        out[stage.name] = dataflow.record(built(plan, stage, ws, dict(stage.tuning[0])).fn, ws, plan.output(ws))[1]
+    return out
+
+
+def test_each_launch_records_the_tensors_it_read_and_wrote() -> None:
+    # the split row sum: partial_kernel writes partials (rows x 8 fp32), combine_kernel reads them
+    flow = recorded("splitk", "serial_combine")["rowsum"]
+    rows, cols = 64, 8192  # its check sizes
+    assert flow["launches"] == [
+        {
+            "kernel": "partial_kernel",
+            "reads": [{"name": "x", "bytes": rows * cols * 4}],
+            "writes": [{"name": "partials", "bytes": rows * 8 * 4}],
+        },
+        {
+            "kernel": "combine_kernel",
+            "reads": [{"name": "partials", "bytes": rows * 8 * 4}],
+            "writes": [{"name": "out", "bytes": rows * 4}],
+        },
+    ]
+    assert "launches_cut" not in flow and flow["kernels"] == 2
+
+
+def test_a_temporary_the_stage_allocates_is_recorded_between_its_launches() -> None:
+    # x.float() before the kernel: PyTorch's copy writes an fp32 temporary that axpb_kernel reads
+    flow = recorded("convert", "torch_cast")["axpb"]
+    n = 5000
+    assert flow["launches"] == [
+        {
+            "kernel": "aten::_to_copy",
+            "reads": [{"name": "x", "bytes": 2 * n}],
+            "writes": [{"name": "temporary 1", "bytes": 4 * n}],
+        },
+        {
+            "kernel": "axpb_kernel",
+            "reads": [{"name": "temporary 1", "bytes": 4 * n}],
+            "writes": [{"name": "y", "bytes": 4 * n}],
+        },
+    ]
+    # the stage's totals keep to the workspace (the fusion between stages reads them)
+    assert [t["name"] for t in flow["tensors"]] == ["x", "y"]
+
+
+def test_launches_past_the_bound_keep_the_totals_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dataflow, "MAX_LAUNCHES", 3)
+    ws = {"x": torch.ones(4, 8), "y": torch.zeros(4, 8)}
+
+    def stage() -> None:
+        for r in range(4):
+            ws["y"][r].copy_(ws["x"][r] * 2)
+
+    _, flow = dataflow.record(stage, ws, ws["y"])
+    assert [launch["kernel"] for launch in flow["launches"]] == ["aten::mul", "aten::copy_", "aten::mul"]
+    assert flow["launches"][1] == {
+        "kernel": "aten::copy_",
+        "reads": [{"name": "temporary 1", "bytes": 32}],
+        "writes": [{"name": "y", "bytes": 32}],
+    }
+    assert flow["launches_cut"] == 5 and flow["kernels"] == 8

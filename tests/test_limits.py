@@ -360,6 +360,10 @@ BESIDE = {  # files a run folder keeps beside its capture, read back with --plan
         "a-grid-of-text": lambda: '{"grid": "x", "registers": [1], "num_warps": {}}',
         "negative-warps": lambda: '{"grid": [1, 1, 1], "num_warps": -1}',
         "a-data-flow-of-text": lambda: '{"dataflow": {"tensors": "x"}}',
+        "a-launch-writing-negative-bytes": lambda: (
+            '{"dataflow": {"tensors": [], "launches": [{"kernel": "k", "reads": [], "writes": '
+            '[{"name": "t", "bytes": -1}]}]}}'
+        ),
         "an-instruction-mix-of-text": lambda: '{"instructions": {"tensor_ops": "x"}}',
         "compiled-kernels-of-text": lambda: '{"compiled_kernels": "x"}',
         "a-compiled-kernel-with-a-grid-of-text": lambda: '{"compiled_kernels": {"mm_kernel": {"grid": "x"}}}',

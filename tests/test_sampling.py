@@ -273,6 +273,13 @@ def test_a_stage_of_two_kernels_gets_each_kernels_figures(isolated: Path, monkey
     assert kernels["combine_kernel"].figures["dram_pct"] == pytest.approx(5.2, abs=0.3)
     text = (Path(r.out_dir) / "report.md").read_text()
     assert "| rowsum | partial_kernel |" in text and "| rowsum | combine_kernel |" in text
+    # each kernel's DRAM bytes per run: its DRAM% of the 3350-GB/s peak x its CUPTI time; the partial sums read
+    # x's 134.2 MB (and write 131 KB of partials): 129 MB sampled
+    (ks,) = r.figures.kernels
+    moved = {k.short: k.dram_bytes for k in ks.kernels}
+    assert moved["partial_kernel"] == pytest.approx(4096 * 8192 * 4, rel=0.05)
+    assert moved["combine_kernel"] is not None and moved["combine_kernel"] < 0.15 * 4096 * 8192 * 4
+    assert all(k.bytes_by and "3350 GB/s" in k.bytes_by for k in ks.kernels)
 
 
 class _FakeCollector:

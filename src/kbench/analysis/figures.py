@@ -168,6 +168,7 @@ class Facts:
             "shared_bytes": t.get("shared_bytes"),
             "tensor_cores": t.get("tensor_cores"),
             "launches": (t.get("dataflow") or {}).get("kernels"),
+            "flow": t.get("dataflow"),
             "instructions": mix,
             "atomics": [AtomicOp.model_validate(a) for a in t["atomics"]] if t.get("atomics") is not None else None,
             "dots": [DotOp.model_validate(d) for d in t["dots"]] if t.get("dots") is not None else None,

@@ -39,6 +39,11 @@ class StageKernel(Model):
     declared: bool | None = None  # among the plan's Stage.kernels; None: the plan declares none
     op: str | None = None  # the framework operation that launched it (the PyTorch op), where the profiler tells
     source: str = ""  # what saw it: "CUPTI", "nsys", "ncu"
+    # DRAM bytes it moved per run of the stage, measured: read and written (ncu), or only their sum (PM sampling)
+    dram_read_bytes: float | None = None
+    dram_write_bytes: float | None = None
+    dram_bytes: float | None = None
+    bytes_by: str | None = None  # what measured them
 
     @property
     def short(self) -> str:

@@ -1,7 +1,8 @@
 """The kernels of each stage as Nsight Compute profiled them (annotation and ncu modes): per kernel name, its
-profiled launches and their summed gpu__time_duration, and the grid, block, registers and shared memory of its
-launch (ncu's launch__ metrics). A live run profiles each stage once, so launches and time are per run of the
-stage; an offline report may hold several runs of it, counted together (as the stage's counters are). Pure."""
+profiled launches and their summed gpu__time_duration, the grid, block, registers and shared memory of its launch
+(ncu's launch__ metrics), and the DRAM bytes it read and wrote. A live run profiles each stage once, so launches and
+time are per run of the stage; an offline report may hold several runs of it, counted together (as the stage's
+counters are). Pure."""
 
 from __future__ import annotations
 
@@ -27,10 +28,18 @@ def _shared(k: Kernel) -> int | None:
     return None if total is None else int(total)
 
 
+BYTES_BY = "ncu: dram__bytes_read.sum and dram__bytes_write.sum"
+
+
+def _summed(values: Sequence[float | None]) -> float | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
 def _kernel(name: str, ks: Sequence[Kernel], declared: Sequence[str]) -> StageKernel:
     first = ks[0]
     times = [k.duration_us for k in ks]
     regs = first.m("registers")
+    read, written = _summed([k.m("dram_read_bytes") for k in ks]), _summed([k.m("dram_write_bytes") for k in ks])
     return StageKernel(
         name=name,
         launches=float(len(ks)),
@@ -41,6 +50,10 @@ def _kernel(name: str, ks: Sequence[Kernel], declared: Sequence[str]) -> StageKe
         shared_bytes=_shared(first),
         declared=is_declared(name, declared),
         source="ncu",
+        dram_read_bytes=read,
+        dram_write_bytes=written,
+        dram_bytes=None if read is None or written is None else read + written,
+        bytes_by=BYTES_BY if read is not None and written is not None else None,
     )
 
 

@@ -18,6 +18,7 @@ from kbench.analysis import waterfall
 from kbench.analysis.catalogue import (
     atomics,
     compute,
+    exchange,
     issue,
     kernels,
     launch,
@@ -138,6 +139,7 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     compute.few_warps,
     pipeline.starved,
     issue.issue_bound,
+    exchange.exchanged,
     memory.excess_traffic,
     memory.uncoalesced,
     memory.masked_lanes,

@@ -9,7 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, NonNegativeInt, StrictBool, TypeAdapter, ValidationError
+from pydantic import ConfigDict, NonNegativeFloat, NonNegativeInt, StrictBool, TypeAdapter, ValidationError
 
 from kbench.analysis.access_facts import Predicted
 from kbench.analysis.ptx import InstructionMix
@@ -27,10 +27,23 @@ class _Tensor(Model):
     output: StrictBool = False
 
 
+class _Moved(Model):
+    model_config = ConfigDict(allow_inf_nan=False)
+    name: str
+    bytes: NonNegativeFloat
+
+
+class _LaunchFlow(Model):
+    kernel: str
+    reads: list[_Moved]
+    writes: list[_Moved]
+
+
 class _Dataflow(Model):
     model_config = ConfigDict(extra="allow")
     kernels: NonNegativeInt | None = None
     tensors: list[_Tensor]
+    launches: list[_LaunchFlow] | None = None  # one by one, in launch order (kbench.capture.dataflow)
 
 
 class _Compiled(Model):

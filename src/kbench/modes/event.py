@@ -240,6 +240,10 @@ class Event(InProcessMode):
         found = json.loads(capture.files["samples"].read_text()) if "samples" in capture.files else {}
         sampled, sampling_notes = sampling.read(found) if found else ({}, [])
         spec = device.spec
+        peak = next((c.gbps for c in ceilings.values()), None)  # the datasheet's where the device is known
+        kernels = {
+            n: sampling.kernel_bytes(sampled[n], ks, peak) if n in sampled and peak else ks for n, ks in kernels.items()
+        }
         counted = {
             name: sampling.evidence(
                 s,

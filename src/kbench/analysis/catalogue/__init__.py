@@ -2,6 +2,7 @@
 its gain model and its change (docs/diagnosis.md's table). kbench.analysis.opportunities runs them and ranks.
 
 - ``evidence``: what a mode measured of one stage (``Evidence``), the item it yields (``Opportunity``), the gain cap;
+- ``exchange``: an intermediate two kernels of one stage pass through DRAM (one writes it, a later one reads it);
 - ``memory``: DRAM traffic beyond the compulsory bytes, uncoalesced access, too few bytes in flight;
 - ``atomics``: atomics meeting at one address, counted as they execute (programs x atomics per program);
 - ``compute``: tensor cores idle, tensor work in a lower precision, warp-level MMA, narrow tensor tiles, unpipelined

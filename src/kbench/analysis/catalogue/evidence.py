@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -29,7 +30,7 @@ UNITS: dict[str, str] = {
     **dict.fromkeys(
         ("practical_roof_pct", "busiest_pct", "tensor_feed_cap", "issue_roof_pct", "undeclared_kernel_pct",
          "host_gap_pct", "tail_idle_pct", "mbarrier_wait_share", "sm_busy_pct", "masked_lanes_pct_predicted",
-         "dram_pct", "compute_pct", "gpu_idle_pct", "overlap_achieved", "xu_pipe_pct"),
+         "dram_pct", "compute_pct", "gpu_idle_pct", "overlap_achieved", "xu_pipe_pct", "exchanged_bytes_pct"),
         "%",
     ),
     "flops_over_model": "x the plan's FLOPs", "repeated_tensor_work": "x the model's tensor FLOPs",
@@ -158,6 +159,7 @@ class Evidence:
     practical_by_precision: dict[str, rl.Ceilings] = field(default_factory=dict)  # every precision's practical roof
     predicted: Predicted | None = None  # its loads and stores traced under the CPU interpreter (an access run)
     kernels: StageKernels | None = None  # what the GPU ran inside the stage (CUPTI, nsys, ncu), largest first
+    flow: dict[str, Any] | None = None  # its data flow recorded at capture (tiling ``dataflow``): per launch, or totals
     kernel: str | None = None  # the kernel the launch facts above describe (the stage's main kernel)
     share: float = 1.0  # that kernel's share of the stage's GPU time (1: the only kernel, or not measured)
     issued: float | None = None  # warp instructions its kernels issued (ncu), and the metric that counted them

@@ -11,17 +11,20 @@ from __future__ import annotations
 from kbench.analysis import bottleneck as b
 from kbench.analysis.catalogue.atomics import contention
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
+from kbench.analysis.catalogue.exchange import exchanged_bytes
 
 
 def excess_traffic(e: Evidence) -> Opportunity | None:
-    """DRAM bytes counted beyond the model's. Where an access run predicts the loads and stores reach as many more
+    """DRAM bytes counted beyond the model's, less those an intermediate between two of its kernels moves (the
+    exchange item's). Where an access run predicts the loads and stores reach as many more
     distinct bytes, the extra is data the result does not need (not data fetched twice), and the item says so."""
     s, p = e.stage, e.predicted
-    if not e.moved_bytes or not s.dram_bytes or e.moved_bytes < b.EXCESS_TRAFFIC * s.dram_bytes:
+    moved = (e.moved_bytes or 0.0) - exchanged_bytes(e)  # an intermediate two kernels pass: exchange.exchanged's
+    if moved <= 0 or not s.dram_bytes or moved < b.EXCESS_TRAFFIC * s.dram_bytes:
         return None
     if s.bottleneck != "Memory":
         return None  # the extra bytes cost time only where DRAM sets it
-    ratio = e.moved_bytes / s.dram_bytes
+    ratio = moved / s.dram_bytes
     extra = p is not None and p.beyond_model is not None and p.beyond_model >= b.EXCESS_TRAFFIC
     why = "data is fetched more than once"
     change = (
@@ -37,7 +40,7 @@ def excess_traffic(e: Evidence) -> Opportunity | None:
     return finding(
         e,
         f"DRAM traffic in {e.name} is {ratio:.2f}x the compulsory bytes: {why}",
-        e.us * (1.0 - s.dram_bytes / e.moved_bytes),
+        e.us * (1.0 - s.dram_bytes / moved),
         (f"{e.name}.dram_bytes_over_model", f"{ratio:.2f}x"),
         change,
     )
