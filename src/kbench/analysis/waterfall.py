@@ -39,7 +39,7 @@ IDLE = (
 )  # fmt: skip
 WORK = (
     "flops_over_model", "repeated_tensor_work", "dram_bytes_over_model", "distinct_bytes_over_model_predicted",
-    "exchanged_bytes",
+    "exchanged_bytes_pct",
 )  # fmt: skip
 LAST = ("stall_", "line_", "mbarrier_wait_share")  # what the warps did: after every mechanism
 SMALL_STALL = 0.05  # stall reasons under this share of the stalls are one bar ("other stalls")
