@@ -101,6 +101,7 @@ def realized(before: str, after: str, mode: str, by_events: bool = False) -> flo
 I42 = "validation_h100_1127"  # issue 42's pairs (tests/data/validation_h100_1127)
 S43 = "validation_h100_sampled"  # issue 43's event runs with PM sampling (tests/data/validation_h100_sampled)
 NEW = "h100_1125"  # the runs of 2026-11-25 on an H100 (tests/data/validation_h100_1125)
+D51 = "validation_h100_distance"  # issue 51's design-distance pairs, H100 2026-11-27 (event runs PM-sampled)
 PAIRS = [
     # before, after, the mechanism Top 1 must name, a word its change must contain, the modes checked
     ("underfilled-before", "underfilled-after", "Underfilled grid in rowsum: 16 CTAs on 132 SMs", "split", "ea"),
@@ -268,6 +269,23 @@ PAIRS = [
         "split each CTA",
         "ea",
     ),
+    # issue 51: a design distance, no catalogued defect in the before (the kernels of one stage exchanging an
+    # intermediate through DRAM, a special-function pipe, data read twice, a long tail of programs, latency, a product
+    # repeated by warpgroups: Triton -> Gluon)
+    (
+        f"{D51}/scores-before",
+        f"{D51}/scores-after",
+        "Kernels scores_kernel and softmax_pv_kernel of attention",
+        "fuse",
+        "ea",
+    ),
+    (f"{D51}/epilogue-before", f"{D51}/epilogue-after", "Kernels gemm_kernel and epilogue_kernel", "fuse", "ea"),
+    (f"{D51}/splitk_gemm-before", f"{D51}/splitk_gemm-after", "Kernels mm_kernel and sum_kernel of mm", "fuse", "ea"),
+    (f"{D51}/fdiv-before", f"{D51}/fdiv-after", "Special-function pipe (XU) at 86%", "approximate division", "ea"),
+    (f"{D51}/twopass-before", f"{D51}/twopass-after", "DRAM", "read each input once", "ea"),
+    (f"{D51}/persist-before", f"{D51}/persist-after", "SMs idle while the longest programs", "persistent grid", "ea"),
+    (f"{D51}/gather-before", f"{D51}/gather-after", "Too few bytes in flight in bagsum", "loads in flight", "ea"),
+    (f"{D51}/mla_decode-v6", f"{D51}/mla_decode-v7", "Work repeated by warpgroups in attention", "Gluon", "ea"),
 ]
 MODES = {"e": "event", "a": "annotation"}
 

@@ -17,6 +17,8 @@ from kbench.analysis.waterfall import Waterfall
 from tests.test_diagnosis import I42, NEW, realized, top
 from tests.test_report_json import _evaluate
 
+DIST = "validation_h100_distance"
+
 
 def _item(run: str, mode: str, metric: str, tmp: Path) -> tuple[float, dict[str, float]]:
     opps, _ = top(run, mode, tmp)
@@ -116,4 +118,19 @@ def test_an_ieee_division_in_a_loop_is_a_subroutine_call_on_the_xu_pipe(
     e = replace(_evidence(f"{I42}/sfu-per_term", "event", tmp_path, monkeypatch), pipes={"xu": 87.0}, lines=model)
     o = special.xu_bound(e)
     assert o is not None and "div.rn.f32 x1 (IEEE division: a call into a subroutine" in o.name
-    assert o.change is not None and "tl.math.fdiv(x, y)" in o.change
+    assert o.change is not None and o.change.startswith("where IEEE rounding is not needed, an approximate division")
+    # the IEEE division weighs 2 MUFUs on the XU pipe (conf/devices.json, the fdiv pair), the approximate one 1
+    assert o.inputs["xu_removable_share"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("mode", ["event", "annotation"])
+def test_the_division_pair_names_the_xu_pipe_and_its_line(mode: str, tmp_path: Path) -> None:
+    """fdiv (issue 51, H100): an IEEE division per term (tl.math.div_rn) against a reciprocal square root: event mode
+    (PM-sampled XU 86%) and annotation mode name the pipe and the line; the gain from the pipe's own model (half
+    its work removable) against the realized 54%."""
+    run = f"{DIST}/fdiv-before"
+    opps, _ = top(run, mode, tmp_path)
+    first = opps[0]
+    assert first.metric == "ratios.xu_pipe_pct" and first.line == 24 and "div_rn" in (first.code or "")
+    _formula_gives_gain(first)
+    assert 0.67 <= first.gain_pct / realized(run, f"{DIST}/fdiv-after", mode) <= 1.5

@@ -109,6 +109,7 @@ class Facts:
     dram_latency_ns: float | None = None  # measured on the device (conf/devices.json)
     dram_peak_gbps: float | None = None  # datasheet (conf/devices.json): what DRAM% is a share of
     atomic_serial_ns: float | None = None
+    ieee_division_xu: float | None = None  # XU time of an IEEE fp32 division over one MUFU (conf/devices.json)
     arch: str | None = None
     predicted: dict[str, Predicted] = field(default_factory=dict)  # per stage: an access run's CPU trace
     kernels: dict[str, StageKernels] = field(default_factory=dict)  # per stage: the kernels the GPU ran in it
@@ -130,6 +131,7 @@ class Facts:
         spec = device.spec
         latency = spec.measured.get("dram_latency_ns") if spec else None
         atomic = spec.measured.get("atomic_same_address_ns") if spec else None
+        division = spec.measured.get("ieee_division_xu_ratio") if spec else None
         return cls(
             practical=spec.practical() if spec else {},
             sm_count=spec.sm_count if spec else None,
@@ -138,6 +140,7 @@ class Facts:
             dram_latency_ns=latency.value if latency else None,
             dram_peak_gbps=spec.dram_gbps if spec else None,
             atomic_serial_ns=atomic.value if atomic else None,
+            ieee_division_xu=division.value if division else None,
             arch=spec.arch if spec else None,
             predicted=predicted or {},
             kernels=kernels or {},
@@ -180,6 +183,7 @@ class Facts:
             "dram_latency_ns": self.dram_latency_ns,
             "dram_peak_gbps": self.dram_peak_gbps,
             "atomic_serial_ns": self.atomic_serial_ns,
+            "ieee_division_xu": self.ieee_division_xu,
             "arch": self.arch,
             "practical_by_precision": self.practical,
             "predicted": self.predicted.get(f.name),

@@ -7,8 +7,8 @@ overlap: a stall and the mechanism behind it are one cost, counted once):
 1. the mechanisms the catalogue named (idle SMs, launches, work beyond the model, latency not hidden, issue-bound,
    tensor feed, precision, spills, ...), largest first, so that each keeps the gain its own model gives unless a
    larger one already holds that time; among them, where no entry names it, the work beyond the model: tensor FLOPs
-   and DRAM bytes counted (ncu) or sampled (PM sampling: the tensor pipe's and DRAM's % of peak against what the
-   plan's model needs at the same clock), priced on the practical roof (the roof's time of the work done, less the
+   counted (ncu) and DRAM bytes counted or sampled (PM sampling's DRAM % of the datasheet bandwidth x the time),
+   priced on the practical roof (the roof's time of the work done, less the
    roof's time of the work the plan needs);
    and, where no entry named idle SMs, the measured idle share (``sm_busy_pct``: the average SM's active cycles over
    the busiest's) of the kernel's time;
@@ -28,6 +28,7 @@ from pydantic import Field
 
 from kbench.analysis import roofline as rl
 from kbench.analysis.catalogue.evidence import GAIN, Evidence, Opportunity, finding, roof_words
+from kbench.analysis.catalogue.lines import XU_BUSY_PCT
 from kbench.analysis.catalogue.programs import EVEN_CHANGE
 from kbench.analysis.catalogue.stalls import STALLS
 from kbench.model import Model
@@ -125,19 +126,14 @@ def counted(e: Evidence) -> bool:
 
 
 def _tensor_ratio(e: Evidence) -> tuple[float, str] | None:
-    """Tensor FLOPs done over those the plan's model needs, and what measured them: ncu's count, else the tensor
-    pipe's sampled % of peak against the % the model's FLOPs fill at the probed clock."""
+    """Tensor FLOPs done over those the plan's model needs, as ncu counted them. PM sampling's tensor pipe % is not
+    read as FLOPs: it counts the pipe's active cycles, 1.15-1.26x the cycles the counted FLOPs need on healthy
+    GEMMs and attention kernels of the H100 (issue 51's scores, epilogue and splitk_gemm after, whose ncu counts equal
+    the model)."""
     s = e.stage
-    if not s.flops:
+    if not s.flops or not e.tensor_paths:
         return None
-    if e.tensor_paths:
-        return sum(e.tensor_paths.values()) / s.flops, "ncu's tensor FLOPs (sm__ops_path_tensor_*)"
-    rate = (e.limits.tensor_flops_per_clock.get(s.precision) if e.limits else None) or None  # type: ignore[call-overload]
-    if s.tc_pct is None or not rate or not e.sm_cycles:
-        return None
-    needed = 100.0 * s.flops / (rate * e.sm_cycles)  # sm_cycles: SMs x probed clock x duration
-    return (s.tc_pct / needed, f"PM sampling's tensor pipe {s.tc_pct:.1f}% of peak, {needed:.1f}% for the "
-            "model's FLOPs") if needed > 0 else None  # fmt: skip
+    return sum(e.tensor_paths.values()) / s.flops, "ncu's tensor FLOPs (sm__ops_path_tensor_*)"
 
 
 def _bytes_ratio(e: Evidence) -> tuple[float, str] | None:
@@ -287,6 +283,11 @@ def build(e: Evidence, items: Sequence[Opportunity]) -> tuple[Waterfall | None, 
     # the mechanisms, largest first: each keeps the estimate its own model gives unless those before it took the time
     for o in sorted([*mechanisms, *added], key=lambda o: -o.gain_pct):
         taken(o)
+    if (xu := e.pipes.get("xu")) is not None and xu >= XU_BUSY_PCT:
+        # the special functions are no FLOPs of the model: the pipe's busy time beyond its item is a cause of its own
+        held_us = sum(st.us for st in steps if st.item and _suffix_of(st.item, own) == "xu_pipe_pct")
+        take(f"special-function pipe (XU) busy {xu:.0f}% of the time: work the plan's FLOPs do not count",
+             e.kernel_us * xu / 100.0 - held_us, f"{e.name}.xu_pipe_pct={xu:.1f}%")  # fmt: skip
     for o in sorted((o for o in own if _family(o) == LAST_FAMILY), key=lambda o: -o.gain_pct):
         taken(o)
     # the reasons the stall items hold (one item may carry two: its inputs name both)
@@ -323,7 +324,7 @@ def _not_measured(e: Evidence) -> list[str]:
         out.append("idle SMs")
     if e.moved_bytes is None and e.stage.dram_pct is None:
         out.append("DRAM bytes")
-    if not e.tensor_paths and e.stage.tc_pct is None and not e.memory_limited:
+    if not e.tensor_paths and not e.memory_limited:
         out.append("tensor FLOPs")
     return out
 

@@ -156,6 +156,7 @@ class Evidence:
     dram_peak_gbps: float | None = None  # the datasheet DRAM bandwidth DRAM% is a share of (conf/devices.json)
     arch: str | None = None  # the device's architecture, as conf/devices.json names it ("Hopper (sm_90)")
     atomic_serial_ns: float | None = None  # one atomic to an address others also update, measured (conf/devices.json)
+    ieee_division_xu: float | None = None  # the XU time of one IEEE fp32 division over one MUFU's, measured (same)
     practical_by_precision: dict[str, rl.Ceilings] = field(default_factory=dict)  # every precision's practical roof
     predicted: Predicted | None = None  # its loads and stores traced under the CPU interpreter (an access run)
     kernels: StageKernels | None = None  # what the GPU ran inside the stage (CUPTI, nsys, ncu), largest first

@@ -2,13 +2,13 @@
 unit measured: the source lines inside loops whose instructions go to it, and the pipe's own gain model. Event mode
 reads the pipe from PM sampling (``xu_pct``), annotation and ncu modes from ncu's pipe utilisation. Pure.
 
-Gain model: a pipe that sets the time is busy ``xu_pct`` of it; the lines named hold ``share`` of its instructions
-(executed, where measured; statically, every special function inside a loop runs on each trip and those outside it
-once, so the loops' lines hold it all). The cheaper forms (the special function hoisted out of the loop or factored
-out of the sum, a reciprocal computed once and multiplied by) leave none of them per trip, so the time saved is the
-pipe's busy time on those lines: time x xu_pct x share, capped by the stage's distance to its roof. A PTX ``div.rn.f32``
-(IEEE division, Triton's ``/`` on floats) is a call into a subroutine of FMAs around one MUFU.RCP, executed per call:
-the fast form (``div.full.f32``) keeps that reciprocal, so it saves the subroutine's FMAs, not the pipe's time.
+Gain model: a pipe that sets the time is busy ``xu_pct`` of it, and its time scales with its work. The work of the
+lines named is weighed in MUFU instructions, an IEEE fp32 division (PTX ``div.rn.f32``: MUFU.RCP and FCHK in SASS, a
+call into a subroutine executed per call) at ``ieee_division_xu`` of them (2.0 measured on the H100,
+conf/devices.json: the fdiv pair). The cheaper forms leave none of a hoistable special function per trip (computed
+once before the loop, factored out of a sum) and one MUFU per division whose divisor changes every trip (the
+approximate division, Triton's ``/``, or a reciprocal multiplied in): the time saved is the kernel's time x the
+removable share of the pipe's work, capped by the stage's distance to its roof.
 """
 
 from __future__ import annotations
@@ -20,12 +20,26 @@ from kbench.analysis.catalogue.lines import XU_BUSY_PCT, executing
 from kbench.analysis.lines import Line
 
 DIVISION = ("div.rn.f32", "div.full.f32", "div.approx.f32")  # PTX float divisions (one MUFU.RCP each)
+IEEE = ("div.rn.f32", "FCHK")  # an IEEE fp32 division, in PTX and in SASS (the check beside its MUFU.RCP)
 MOST_LINES = 2
 
 
 def _xu(x: Line) -> float:
     """The line's special-function instructions (one MUFU per PTX special function or float division)."""
     return sum(n for op, n in x.opcodes.items() if oc.pipe(op) == oc.XU)
+
+
+def _ieee(x: Line) -> float:
+    """The IEEE fp32 divisions the line executes (its div.rn.f32, or the FCHKs of their SASS)."""
+    return max(x.opcodes.get("div.rn.f32", 0.0), x.opcodes.get("FCHK", 0.0))
+
+
+def _work(x: Line, ratio: float) -> tuple[float, float]:
+    """The line's XU work in MUFU instructions (an IEEE division at ``ratio`` of one), and what of it the cheaper
+    forms remove: every MUFU of a hoistable special function, all but one MUFU of each division."""
+    ieee = _ieee(x)
+    work = _xu(x) + ieee * (ratio - 1.0)
+    return work, work - ieee
 
 
 def _words(x: Line) -> str:
@@ -41,18 +55,18 @@ def _words(x: Line) -> str:
 
 
 def xu_lines(e: Evidence) -> tuple[list[Line], float]:
-    """The lines whose instructions go to the XU pipe, most first (static: inside loops only), and their share of the
-    pipe's instructions (static: 1, the loops' trips outweigh what runs once)."""
+    """The lines whose instructions go to the XU pipe, most first (static: inside loops only), and the share of the
+    pipe's work the cheaper forms remove from them (of all the pipe's work where executed counts were measured; of
+    the named lines' where static: the loops' trips outweigh what runs once); 1 where no line is known."""
     model = executing(e.lines)
     if model is None:
         return [], 1.0
+    ratio = e.ieee_division_xu or 1.0
     lines = [x for x in model.lines if x.line > 0 and _xu(x) > 0 and (x.looped > 0 or not model.static)]
     lines.sort(key=_xu, reverse=True)
     named = lines[:MOST_LINES]
-    if model.static:
-        return named, 1.0
-    total = sum(_xu(x) for x in model.lines)
-    return named, (sum(_xu(x) for x in named) / total if total else 1.0)
+    total = sum(_work(x, ratio)[0] for x in (named if model.static else model.lines))
+    return named, (sum(_work(x, ratio)[1] for x in named) / total if total else 1.0)
 
 
 def xu_bound(e: Evidence) -> Opportunity | None:
@@ -66,29 +80,31 @@ def xu_bound(e: Evidence) -> Opportunity | None:
         return None  # another unit is nearer its ceiling: the special functions do not set the time
     lines, share = xu_lines(e)
     static = e.lines is not None and e.lines.static
-    division = any(op in DIVISION for x in lines for op in x.opcodes)
+    division = any(op in DIVISION or op in IEEE for x in lines for op in x.opcodes)  # PTX, or SASS's FCHK
     what = f": its instructions at {'; '.join(_words(x) for x in lines)}" if lines else ""
     tl = "gl" if e.gluon else "tl"
-    change = (
+    hoist = (
         f"take the special functions out of {e.name}'s loop: compute what does not change per trip once before it "
         f"(a reciprocal 1 / d hoisted, then multiply), factor them out of a sum (exp(x - c) = exp(x) exp(-c)), use "
         f"{tl}.math.exp2 with log2(e) folded into a constant instead of exp"
     )
-    if division:
-        change += (
-            f"; where the divisor changes every trip and IEEE rounding is not needed, {tl}.math.fdiv(x, y) (div.full: "
-            "one MUFU.RCP and a multiply, without the IEEE subroutine's FMAs and its check) instead of x / y"
+    change = hoist
+    if division:  # the divisor changes every trip: the division itself is the lever
+        change = (
+            "where IEEE rounding is not needed, an approximate division instead of the IEEE one (Triton's x / y on "
+            f"floats is div.full.f32: one MUFU.RCP and a multiply, not {tl}.math.div_rn's IEEE subroutine with its "
+            f"check), or a reciprocal multiplied in; and {hoist[0].lower()}{hoist[1:]}"
         )
     o = finding(
         e,
         f"Special-function pipe (XU) at {xu:.0f}% of its peak in {e.where}, the busiest unit{what}"
         + (" (static)" if lines and static else ""),
-        e.kernel_us * xu / 100.0 * share,
+        e.kernel_us * share,
         (f"{e.name}.xu_pipe_pct", f"{xu:.1f}%"),
         change,
         whole_stage=True,
         at=lines[0] if lines else None,
     )
-    saved = "kernel_us * xu_pipe_pct / 100 * xu_line_share"
-    inputs = e.gain_inputs(kernel_us=e.kernel_us, xu_pipe_pct=xu, xu_line_share=share)
+    saved = "kernel_us * xu_removable_share"
+    inputs = e.gain_inputs(kernel_us=e.kernel_us, xu_removable_share=share)
     return o.model_copy(update={"formula": GAIN.format(saved=saved), "inputs": inputs})
