@@ -199,3 +199,12 @@ def test_a_dependency_on_a_later_or_unknown_stage_is_refused(tmp_path: Path) -> 
     root = _user_package(tmp_path, "deps", {"base": src})
     with pytest.raises(UsageError, match="stage a runs after b, which is not a stage declared before it"):
         load_version("deps", None, [str(root)]).from_values({}).checked_stages()
+
+
+def test_a_choice_of_numbers_is_given_as_text_on_a_command_line() -> None:
+    """`--d=64` reaches from_values as the text "64": a Literal[64] parameter takes the choice it names (issue 51's
+    scores plan declares one; the text alone failed pydantic's literal check)."""
+    scores = load_version("scores", "before", [str(Path(__file__).parent / "data" / "validation")])
+    assert scores.from_values({"d": "64"}).d == 64  # type: ignore[attr-defined]
+    with pytest.raises(UsageError, match=r"bad parameter --d=96"):
+        scores.from_values({"d": "96"})

@@ -238,6 +238,12 @@ class KernelPlan(Model):
                 f"unknown parameter --{unknown[0]} for {cls.package_name()} {cls.version_name()}; "
                 f"valid: {', '.join(p.describe().split('  ')[0] for p in known)}"
             )
+        # a command line gives strings: a choice of numbers (Literal[64, 128]) takes the one its text names
+        choices = {p.name: p.choices for p in known if p.choices}
+        values = {
+            k: next((c for c in choices[k] if str(c) == v), v) if isinstance(v, str) and k in choices else v
+            for k, v in values.items()
+        }
         try:
             plan = cls.model_validate(values)
         except ValidationError as e:
