@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbench.analysis import bottleneck as b
+from kbench.analysis.catalogue.evidence import size_words as _size
 from kbench.analysis.opportunities import Opportunity
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.stages import StageFigures
@@ -40,13 +41,6 @@ def uses(record: dict[str, Any] | None) -> list[Use] | None:
         Use(t["name"], float(t["bytes"]), bool(t["read"]), bool(t["written"]), bool(t.get("output")))
         for t in flow["tensors"]
     ]
-
-
-def _size(nbytes: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.0f} B"
 
 
 @dataclass(frozen=True)

@@ -134,17 +134,7 @@ class DistanceReport(Model):
 
 def _distance(w: Waterfall) -> DistanceReport:
     return DistanceReport(
-        stage=w.stage,
-        kernel=w.kernel,
-        roof=w.roof,
-        roof_us=w.roof_us,
-        measured_us=w.measured_us,
-        gap_points=w.gap_points,
-        steps=w.steps,
-        unexplained_us=w.unexplained_us,
-        unexplained_points=w.unexplained_points,
-        counted=w.counted,
-        not_measured=w.not_measured,
+        **w.model_dump(exclude={"total_us"}), gap_points=w.gap_points, unexplained_points=w.unexplained_points
     )
 
 

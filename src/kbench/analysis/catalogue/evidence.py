@@ -316,6 +316,14 @@ def finding(
     ).at(at)
 
 
+def size_words(nbytes: float) -> str:
+    """A byte count as a report writes it: 3 significant digits in GB, MB or KB, else bytes."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
 def roof_words(e: Evidence) -> str:
     """The practical roof that limits the stage, as the report names it."""
     c, s = e.practical, e.stage

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity
+from kbench.analysis.catalogue.evidence import size_words as _size
 from kbench.analysis.catalogue.kernels import UNDECLARED_PCT
 from kbench.analysis.kernels import StageKernel
 
@@ -131,13 +132,6 @@ def _undeclared(e: Evidence, name: str) -> bool:
     """A kernel kernels.undeclared prices whole (not the plan's, UNDECLARED_PCT of the stage or more)."""
     k = _kernel(e, name)
     return k is not None and k.declared is False and (k.share_pct or 0.0) >= UNDECLARED_PCT
-
-
-def _size(nbytes: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.0f} B"
 
 
 @dataclass(frozen=True)
