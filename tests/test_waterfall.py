@@ -118,3 +118,14 @@ def test_one_fused_kernel_gets_no_exchange_or_work_item(run: str, mode: str, tmp
     f = figures(f"{D51}/{run}", mode, tmp_path)
     said = [o.metric.split(".", 1)[1] for o in f.opportunities]
     assert not {"exchanged_bytes_pct", "flops_over_model", "dram_bytes_over_model"} & set(said), said
+
+
+def test_a_stage_of_two_kernels_says_where_its_time_went(tmp_path: Path) -> None:
+    """scores before: the two kernels' times and the DRAM bytes ncu measured for each, on the practical bandwidth;
+    the exchange step's short name keeps what it is without its figures."""
+    (w,) = figures(f"{D51}/scores-before", "annotation", tmp_path).waterfalls
+    assert [k.name for k in w.kernels] == ["scores_kernel", "softmax_pv_kernel"]
+    assert sum(k.us for k in w.kernels) == pytest.approx(w.measured_us, rel=0.01)
+    assert all(k.dram_bytes and k.dram_roof_us and k.dram_roof_us < k.us for k in w.kernels)
+    assert w.steps[0].short == "Kernels scores_kernel and softmax_pv_kernel of attention exchange 1.08 GB through DRAM"
+    assert w.steps[1].short == "SMs idle in attention (kernel scores_kernel, 52% of the stage)"

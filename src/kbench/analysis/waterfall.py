@@ -22,6 +22,7 @@ Each item of Top 3 is then held to its step: no item promises more than the wate
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pydantic import Field
@@ -60,8 +61,21 @@ class Step(Model):
 
     @property
     def short(self) -> str:
-        """The cause without its figures (an item's name up to its colon), as the Distance table shows it."""
-        return self.name.split(": ", 1)[0]
+        """The cause without its figures (an item's name up to its colon or its first aside, a kernel's kept), as
+        the Distance table shows it."""
+        return re.split(r" \((?!kernel )", self.name.split(": ", 1)[0], maxsplit=1)[0]
+
+
+class KernelPart(Model):
+    """One kernel of a stage of several: its time and share, and the DRAM bytes it moved with their time on the
+    practical bandwidth where they were measured (ncu, or PM sampling)."""
+
+    name: str
+    us: float
+    share_pct: float | None
+    dram_bytes: float | None = None
+    dram_roof_us: float | None = None  # those bytes at the practical DRAM bandwidth
+    by: str | None = None  # what measured the bytes
 
 
 class Waterfall(Model):
@@ -78,6 +92,7 @@ class Waterfall(Model):
     counted: bool  # counters (ncu or PM sampling) measured the stage: unexplained is never an item's lead there
     not_measured: list[str]  # what this run did not measure that steps read (annotation and ncu modes count all)
     considered: list[str] = Field(default_factory=list, exclude=True)  # the items laid out (``held`` holds them)
+    kernels: list[KernelPart] = Field(default_factory=list)  # a stage of several kernels: where its time went
 
     @property
     def gap_us(self) -> float:
@@ -311,8 +326,26 @@ def build(e: Evidence, items: Sequence[Opportunity]) -> tuple[Waterfall | None, 
         counted=counted(e),
         not_measured=_not_measured(e),
         considered=[o.name for o in own + added],
+        kernels=_kernel_parts(e),
     )
     return fall, added
+
+
+def _kernel_parts(e: Evidence) -> list[KernelPart]:
+    """Each kernel of a stage of several, with its time (CUPTI, nsys or ncu) and the DRAM bytes it moved."""
+    ks = [k for k in (e.kernels.kernels if e.kernels else []) if k.us is not None]
+    if len(ks) < 2:
+        return []
+    gbps = e.practical.gbps if e.practical else None
+    out = []
+    for k in ks:
+        moved = k.dram_bytes if k.dram_bytes is not None else None
+        if moved is None and k.dram_read_bytes is not None and k.dram_write_bytes is not None:
+            moved = k.dram_read_bytes + k.dram_write_bytes
+        roof = moved / (gbps * 1e3) if moved is not None and gbps else None
+        out.append(KernelPart(name=k.short, us=k.us or 0.0, share_pct=k.share_pct, dram_bytes=moved,
+                              dram_roof_us=roof, by=k.bytes_by))  # fmt: skip
+    return out
 
 
 def _not_measured(e: Evidence) -> list[str]:

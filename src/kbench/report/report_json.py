@@ -19,7 +19,7 @@ from kbench.analysis.compare import BaselineRow
 from kbench.analysis.ncu import ALIASES
 from kbench.analysis.stages import StageFigures
 from kbench.analysis.timing_stats import TimingStats
-from kbench.analysis.waterfall import Step, Waterfall
+from kbench.analysis.waterfall import KernelPart, Step, Waterfall
 from kbench.model import Model
 from kbench.report import kernels_json
 from kbench.report.models import ProfileResult, totals
@@ -130,6 +130,7 @@ class DistanceReport(Model):
     unexplained_points: float
     counted: bool  # counters measured the stage (its unexplained rest never leads Top 3)
     not_measured: list[str]
+    kernels: list[KernelPart]  # a stage of several kernels: each one's time and measured DRAM bytes
 
 
 def _distance(w: Waterfall) -> DistanceReport:
