@@ -13,9 +13,9 @@ from kbench.analysis.catalogue import special
 from kbench.analysis.catalogue.evidence import Evidence
 from kbench.analysis.lines import from_ptx
 from kbench.analysis.opportunities import Opportunity
-from kbench.analysis.waterfall import Waterfall
 from tests.test_diagnosis import I42, NEW, realized, top
 from tests.test_report_json import _evaluate
+from tests.test_stage_main_kernel import spied
 
 DIST = "validation_h100_distance"
 
@@ -59,16 +59,8 @@ def test_a_busy_special_function_pipe_is_named_with_its_lines(tmp_path: Path) ->
 
 def _evidence(run: str, mode: str, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Evidence:
     """The Evidence a committed run gives the catalogue (its one stage)."""
-    from kbench.analysis import opportunities
 
-    seen: list[Evidence] = []
-    assess = opportunities.assess
-
-    def spy(e: Evidence) -> tuple[list[Opportunity], Waterfall | None]:
-        seen.append(e)
-        return assess(e)
-
-    monkeypatch.setattr(opportunities, "assess", spy)
+    seen = spied(monkeypatch)
     top(run, mode, tmp)
     monkeypatch.undo()
     (e,) = seen

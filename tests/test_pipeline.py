@@ -95,6 +95,7 @@ def test_a_backend_from_outside_runs_the_whole_pipeline(replay_mode: Replay) -> 
         "result.json",
         "report.json",
         "report.md",
+        "distance.png",  # the stage's distance to its roof, step by step (issue 51)
     }
     assert r.check == "PASS: replayed" and r.sections == Sections() and r.stage("mm").efficiency_pct == 50.0
     params = json.loads((run / "params.json").read_text())

@@ -56,6 +56,7 @@ def test_a_run_writes_a_complete_folder(offline: Path, monkeypatch: pytest.Monke
         "timings.json",
         "tiling",
         "compiled",
+        "distance.png",  # the stage's distance to its roof, step by step (issue 51)
     }
     params = json.loads((folder / "params.json").read_text())
     assert params["status"] == "ok" and params["device"]["key"] == "H100_SXM"

@@ -206,13 +206,13 @@ def test_the_tiling_section_labels_each_kernels_facts(tmp_path: Path) -> None:
 def spied(monkeypatch: pytest.MonkeyPatch) -> list[Evidence]:
     """Every Evidence the catalogue is given while a mode analyses."""
     seen: list[Evidence] = []
-    diagnose = opportunities.diagnose
+    assess = opportunities.assess
 
     def spy(e: Evidence) -> Any:
         seen.append(e)
-        return diagnose(e)
+        return assess(e)
 
-    monkeypatch.setattr(opportunities, "diagnose", spy)
+    monkeypatch.setattr(opportunities, "assess", spy)
     return seen
 
 

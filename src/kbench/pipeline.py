@@ -115,7 +115,9 @@ def _write(
 ) -> ProfileResult:
     """The write step: the mode's files, result.json, report.json, report.md, then params.json's status ok."""
     backend.write(analysis, result, run_dir)
-    if result.figures.waterfalls and result.figures.timer == "gpu":
+    # every live GPU run draws its distance; `kbench analyze` only where it draws the roofline too (with a plan): the
+    # picture's matplotlib costs a plan-less analysis ~0.5 s
+    if result.figures.waterfalls and result.figures.timer == "gpu" and (not result.offline or result.chart):
         title = f"{result.kernel} {result.version} on {result.device}: distance to the practical roof"
         if waterfall_chart.waterfall_png(result.figures.waterfalls, run_dir / waterfall_chart.FILE, title):
             result = result.model_copy(update={"waterfall_chart": waterfall_chart.FILE})

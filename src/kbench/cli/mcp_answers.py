@@ -17,7 +17,7 @@ from kbench.errors import KbenchError, UsageError, bad_name, first_line
 from kbench.model import Model
 from kbench.report.comparison import Comparison
 from kbench.report.models import ProfileResult
-from kbench.report.report_json import ReportJson
+from kbench.report.report_json import SCHEMA_ID
 from kbench.report.runs import RunRow
 
 P = ParamSpec("P")
@@ -111,7 +111,12 @@ class RunDone(Model):
     run: str  # the run folder
     report_md: str = Field(description="report.md as written, its first MD_CHARS characters when longer")
     report_md_chars: int = Field(description="report.md's whole length")
-    report: ReportJson | None = Field(description="report.json's facts; None when they would pass the answer's bound")
+    # report.json's facts as a plain object: its schema (docs/schema/report.schema.json) repeated in the profile and
+    # analyze tools' output schemas passed the tool list's bound once the Distance parts joined it (issue 51)
+    report: dict[str, Any] | None = Field(
+        description=f"report.json's facts (JSON Schema {SCHEMA_ID}, docs/schema/report.schema.json); None when they "
+        "would pass the answer's bound"
+    )
     more: str | None = Field(description="what was left out of this answer, and the read_report call that pages it")
 
 
@@ -234,7 +239,13 @@ def done(result: ProfileResult) -> RunDone:
     if len(md) > MD_CHARS:
         more.append(f"report.md is {len(md)} characters, {MD_CHARS} here: read_report(run, offset={MD_CHARS}) pages it")
         md = md[:MD_CHARS]
-    answer = RunDone(run=result.out_dir, report_md=md, report_md_chars=len(result.report_md), report=facts, more=None)
+    answer = RunDone(
+        run=result.out_dir,
+        report_md=md,
+        report_md_chars=len(result.report_md),
+        report=facts.model_dump(mode="json"),
+        more=None,
+    )
     if sent(answer) > ANSWER_CHARS - 1_000:  # what the client receives: the structured answer and its text copy
         more.append(
             "report.json left out (it would pass this answer's bound): read_report(run, format='json') pages it"
