@@ -153,3 +153,41 @@ def test_a_record_before_launches_were_recorded_names_the_stages_kernels() -> No
     (x,) = exchange.exchanges(flow)
     assert (x.tensor, x.writer, x.source) == ("scores", "", exchange.TOTALS)
     assert exchange.exchanges({**flow, "kernels": 1}) == []
+
+
+def test_a_hostile_data_flow_is_read_in_linear_time() -> None:
+    # tiling/<stage>.json is read back from a run folder: two launches of 20,000 tensors each (a 2 MB record) hung
+    # the analysis (every write against every later write and read), 60,000 launches took 24 s
+    import time
+
+    n = 20_000
+    wide = {
+        "tensors": [],
+        "launches": [
+            {"kernel": "a", "reads": [], "writes": [{"name": f"t{i}", "bytes": 1} for i in range(n)]},
+            {
+                "kernel": "b",
+                "reads": [{"name": f"t{i}", "bytes": 2} for i in range(n)],
+                "writes": [{"name": f"u{i}", "bytes": 1} for i in range(n)],
+            },
+        ],
+    }
+    long = {"tensors": [], "launches": [{"kernel": "a", "reads": [], "writes": [{"name": "c", "bytes": 1}]}] * 60_000}
+    began = time.perf_counter()
+    found = exchange.exchanges(wide)
+    assert len(found) == n and found[0] == exchange.Exchange("t0", "a", 1.0, (("b", 2.0),), False, exchange.LAUNCHES)
+    assert exchange.exchanges(long) == []
+    assert time.perf_counter() - began < 3.0
+
+
+def test_a_loop_of_launches_sums_each_pair_once() -> None:
+    # the same writer and reader launched twice (a loop): one exchange, its bytes summed; a tensor written again
+    # before it is read passes nothing from its first write
+    pair = [
+        {"kernel": "a", "reads": [], "writes": [{"name": "s", "bytes": 4}]},
+        {"kernel": "b", "reads": [{"name": "s", "bytes": 4}], "writes": [{"name": "o", "bytes": 1}]},
+    ]
+    flow = {"tensors": [{"name": "o", "output": True}], "launches": [*pair, *pair]}
+    assert exchange.exchanges(flow) == [exchange.Exchange("s", "a", 8.0, (("b", 8.0),), False, exchange.LAUNCHES)]
+    rewritten = {"tensors": [], "launches": [pair[0], pair[0], pair[1]]}
+    assert exchange.exchanges(rewritten) == [exchange.Exchange("s", "a", 4.0, (("b", 4.0),), False, exchange.LAUNCHES)]

@@ -367,6 +367,14 @@ BESIDE = {  # files a run folder keeps beside its capture, read back with --plan
         "an-instruction-mix-of-text": lambda: '{"instructions": {"tensor_ops": "x"}}',
         "compiled-kernels-of-text": lambda: '{"compiled_kernels": "x"}',
         "a-compiled-kernel-with-a-grid-of-text": lambda: '{"compiled_kernels": {"mm_kernel": {"grid": "x"}}}',
+        # what ptxas and the SASS said of a kernel's wgmmas (issue 51), and the barriers in its loops
+        "a-wgmma-advisory-of-text": lambda: '{"wgmma_serialized": "x"}',
+        "a-wgmma-advisory-without-its-code": lambda: (
+            '{"compiled_kernels": {"mm_kernel": {"wgmma_serialized": {"reason": "r", "message": "m"}}}}'
+        ),
+        "drained-hgmmas-of-text": lambda: '{"hgmma_drained": ["a", "b"]}',
+        "drained-hgmmas-of-nothing": lambda: '{"compiled_kernels": {"mm_kernel": {"hgmma_drained": [null, null]}}}',
+        "loop-barriers-a-number": lambda: '{"loop_barriers": 5}',
     },
 }
 

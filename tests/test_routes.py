@@ -201,3 +201,34 @@ def test_repeated_work_names_each_route_with_its_measured_effect(monkeypatch: py
     ]  # fmt: skip
     assert rep.change is not None and rep.change.index("num_warps=4") < rep.change.index("Gluon")
     assert "26.0-26.8% realized" in rep.change and "v6_branch" not in rep.change
+
+
+def test_a_hostile_advisory_line_is_read_in_linear_time() -> None:
+    # a ptxas.txt beside a capture is data: an advisory followed by a long run of blanks took quadratic time (40,000
+    # blanks: 10 s; the 256 MB a run folder's file may hold: years)
+    import time
+
+    head = "(C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized due to x"
+    began = time.perf_counter()
+    found = ptxas.serialized(f"{head}{' ' * 200_000}y \n{head} z in the function 'k'   \n", "k")
+    assert time.perf_counter() - began < 2.0
+    assert found is not None and found.reason == f"x{' ' * 200_000}y"
+    began = time.perf_counter()
+    said = ptxas.serialized(f"{head} r in the function{' ' * 200_000}'k'", "other")  # names no function: any
+    assert said is not None and said.reason.startswith("x r in the function")
+    assert time.perf_counter() - began < 2.0
+    assert capture_ptxas._TARGET.search("\n" * 200_000 + ".target sm_90\n") is not None
+
+
+def test_a_ptxas_saying_bytes_that_are_no_text_is_read_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a ptxas (KBENCH_PTXAS, or one quoting a PTX path of odd bytes) printing what is not UTF-8: was exit 70
+    # (UnicodeDecodeError), the capture lost; the messages are kept with the odd bytes replaced
+    ptx = tmp_path / "k;$(x) .ptx"
+    ptx.write_text(".target sm_90a\n")
+    tool = _fake_ptxas(tmp_path, r"printf 'ptxas info    : \377\376 Used 8 registers\n'")
+    monkeypatch.setattr(capture_ptxas, "_bundled", list)
+    said = capture_ptxas.messages(ptx, tool)
+    assert said is not None and "Used 8 registers" in said
+    assert (tmp_path / "argv").read_text().split()[-2:] == [f"{tmp_path}/k;$(x)", ".ptx"]  # one argument, no shell

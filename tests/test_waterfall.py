@@ -129,3 +129,55 @@ def test_a_stage_of_two_kernels_says_where_its_time_went(tmp_path: Path) -> None
     assert all(k.dram_bytes and k.dram_roof_us and k.dram_roof_us < k.us for k in w.kernels)
     assert w.steps[0].short == "Kernels scores_kernel and softmax_pv_kernel of attention exchange 1.08 GB through DRAM"
     assert w.steps[1].short == "SMs idle in attention (kernel scores_kernel, 52% of the stage)"
+
+
+def committed_runs() -> list[tuple[str, str]]:
+    """Every committed GPU run test_diagnosis.analysed re-analyses, as (run, mode): the runs of tests/data's
+    validation_h100*, validation_h200 and issue42_h100 folders whose capture is committed (event: timings.json;
+    annotation and ncu: the .ncu-rep)."""
+    from tests.conftest import DATA
+
+    found: list[tuple[str, str]] = []
+    for top in sorted(p for p in DATA.iterdir() if p.name.startswith("validation_h") or p.name == "issue42_h100"):
+        for result in sorted(top.glob("*/*/result.json")):
+            a, b = result.parent.relative_to(top).parts
+            name, mode = (b, a) if top.name == "issue42_h100" else (a, b)
+            capture = ["timings.json"] if mode == "event" else ["profile.ncu-rep", "profile.ncu-rep.xz"]
+            if mode in ("event", "annotation", "ncu") and any((result.parent / c).is_file() for c in capture):
+                found.append((f"{top.name}/{name}", mode))
+    return found
+
+
+def test_every_committed_run_is_walked() -> None:
+    runs = committed_runs()
+    assert len(runs) > 150 and {m for _, m in runs} == {"event", "annotation", "ncu"}
+    assert ("validation_h200/softmax-three_pass", "annotation") in runs
+
+
+@pytest.mark.parametrize(("run", "mode"), committed_runs())
+def test_every_committed_run_adds_up_and_no_item_exceeds_the_waterfall(run: str, mode: str, tmp_path: Path) -> None:
+    """On every committed capture: each stage's roof, steps and unexplained rest add up to its measured time, and no
+    Top-3 item promises more than its step (an item with no step of its own: more than its stage's distance)."""
+    f = figures(run, mode, tmp_path)
+    steps = {(w.stage, s.item): s.points for w in f.waterfalls for s in w.steps if s.item}
+    gaps = {w.stage: w.gap_points for w in f.waterfalls}
+    for w in f.waterfalls:
+        assert w.roof_us + sum(s.us for s in w.steps) + w.unexplained_us == pytest.approx(max(w.measured_us, w.roof_us))
+        assert w.unexplained_us >= 0 and all(s.us > 0 for s in w.steps)
+    for o in f.opportunities:
+        if o.rest or o.stop or o.metric.endswith("host_gap_pct") or o.stage not in gaps:
+            continue
+        assert o.gain_pct <= steps.get((o.stage, o.name), gaps[o.stage]) + 1e-6, o.name
+
+
+def test_the_busiest_units_headroom_is_held_to_the_distance(tmp_path: Path) -> None:
+    """tile_mm base (annotation, 80% of its practical roof): no catalogue item, its stall shares the whole waterfall;
+    the fallback "raise compute toward its peak" promised 31.1 points (the datasheet's peak) where the distance to the
+    practical roof is 19.7."""
+    from tests.test_report_json import _evaluate
+
+    f = figures("validation_h100_1125/tile_mm-base", "annotation", tmp_path)
+    (w,) = f.waterfalls
+    (o,) = [o for o in f.opportunities if o.metric == "mm.compute_pct"]
+    assert o.gain_pct == pytest.approx(w.gap_points) and 19.0 < o.gain_pct < 20.5
+    assert _evaluate(o.formula, o.inputs) == pytest.approx(o.gain_pct)

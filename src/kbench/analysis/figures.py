@@ -338,7 +338,8 @@ def from_counters(
         # the precision the counters show; without either, the busiest unit's headroom is the distance
         found, fall = op.assess(e if f.flops is not None and f.dram_bytes is not None else replace(e, practical=None))
         falls += [fall] if fall is not None else []
-        candidates += found or [gains.unit_headroom(c, c.duration_us / total if total else 0.0)]
+        share = c.duration_us / total if total else 0.0
+        candidates += found or [gains.unit_headroom(c, share, fall.gap_points if fall is not None else None)]
         if not any(o.named for o in found):
             # ncu's rules lead only where the catalogue named no mechanism (their estimates are whole-kernel
             # what-ifs; where kbench measured the mechanism, they stay evidence in report-verbose.md)

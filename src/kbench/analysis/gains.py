@@ -17,20 +17,25 @@ if TYPE_CHECKING:  # pandas comes with the timeline types: only the timeline pat
     from kbench.analysis.timeline_stages import TimelineAnalysis
 
 
-def unit_headroom(c: StageCounters, share: float) -> Opportunity | None:
-    """Raise a counted stage's busiest unit (DRAM or compute) toward its peak; None when no unit was read."""
+def unit_headroom(c: StageCounters, share: float, within_pct: float | None = None) -> Opportunity | None:
+    """Raise a counted stage's busiest unit (DRAM or compute) toward its peak, at most ``within_pct`` (its distance to
+    the practical roof, where its waterfall measured one: no item promises more); None when no unit was read."""
     busiest = max((v for v in (c.compute_pct, c.dram_pct) if v is not None), default=None)
     if busiest is None:
         return None
     unit, metric = ("DRAM", "dram_pct") if busiest == c.dram_pct else ("compute", "compute_pct")
+    headroom = max(0.0, (100.0 - busiest) * share)
+    capped = within_pct is not None and within_pct < headroom
     return Opportunity(
         name=f"Raise {unit} throughput of stage {c.stage} toward its peak",
-        gain_pct=max(0.0, (100.0 - busiest) * share),
+        gain_pct=min(headroom, within_pct) if capped and within_pct is not None else headroom,
         metric=f"{c.stage}.{metric}",
         value=f"{busiest:.1f}%",
         stage=c.stage,
-        formula="max(0, (100 - busiest_pct) * stage_share)",
-        inputs={"busiest_pct": busiest, "stage_share": share},
+        formula="min(max(0, (100 - busiest_pct) * stage_share), distance_pct)"
+        if capped
+        else "max(0, (100 - busiest_pct) * stage_share)",
+        inputs={"busiest_pct": busiest, "stage_share": share, **({"distance_pct": within_pct} if capped else {})},
     )
 
 

@@ -14,12 +14,12 @@ import re
 
 from kbench.model import Model
 
-# a serialization advisory: its number, why, and the function it names (the function where ptxas gives it)
+# a serialization advisory: its number and the rest of its line (why, and the function it names); no pattern that
+# backtracks over a line's blanks (ptxas.txt is read back from a run folder: quadratic on a hostile one)
 _ADVISORY = re.compile(
-    r"\((C\d+)\)\s*Potential Performance Loss:\s*wgmma\.mma_async instructions are serialized due to "
-    r"(.+?)(?:\s+in the function '([^']+)')?\s*$",
-    re.MULTILINE,
+    r"\((C\d+)\)[ \t]*Potential Performance Loss:[ \t]*wgmma\.mma_async instructions are serialized due to ([^\n]*)"
 )
+_IN_FUNCTION = " in the function '"
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 REGISTERS = "insufficient register resources"  # the advisory's words for the register case
 _HGMMA = re.compile(r"\bHGMMA\.")
@@ -42,10 +42,18 @@ def serialized(ptxas_text: str, kernel: str | None = None) -> Serialized | None:
     """ptxas's serialization advisory for ``kernel`` (any function where None or where the advisory names none);
     None where it gave none."""
     for m in _ADVISORY.finditer(ptxas_text):
-        if kernel is None or m[3] is None or m[3] == kernel:
-            message = m[0].strip()
-            return Serialized(code=m[1], reason=m[2].strip(), message=message)
+        reason, function = _function(m[2].rstrip())
+        if kernel is None or function is None or function == kernel:
+            return Serialized(code=m[1], reason=reason.strip(), message=m[0].strip())
     return None
+
+
+def _function(rest: str) -> tuple[str, str | None]:
+    """An advisory's reason and the function it names last ("... in the function 'k'"), or None where it names none."""
+    reason, said, function = rest.rpartition(_IN_FUNCTION)
+    if not said or not function.endswith("'") or "'" in function[:-1] or not function[:-1]:
+        return rest, None
+    return reason, function[:-1]
 
 
 def compiled_functions(ptxas_text: str) -> list[str]:

@@ -13,6 +13,7 @@ from pydantic import ConfigDict, NonNegativeFloat, NonNegativeInt, StrictBool, T
 
 from kbench.analysis.access_facts import Predicted
 from kbench.analysis.ptx import InstructionMix
+from kbench.analysis.ptxas import Serialized
 from kbench.analysis.ttgir import AtomicOp, DotOp
 from kbench.errors import ConfigError
 from kbench.model import Model, first_error
@@ -60,6 +61,9 @@ class _Compiled(Model):
     instructions: InstructionMix | None = None
     atomics: list[AtomicOp] | None = None
     dots: list[DotOp] | None = None
+    loop_barriers: list[str] | None = None
+    wgmma_serialized: Serialized | None = None
+    hgmma_drained: tuple[NonNegativeInt, NonNegativeInt] | None = None  # (drained, HGMMAs): kbench.analysis.ptxas
 
 
 class _Launch(_Compiled):

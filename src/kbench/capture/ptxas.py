@@ -17,7 +17,7 @@ from kbench.capture import tools
 log = logging.getLogger(__name__)
 TIMEOUT_S = 120.0  # one kernel takes 0.3-6 s (mla_decode's fused kernels on a 2-core machine)
 FILE = "ptxas.txt"
-_TARGET = re.compile(r"^\s*\.target\s+(sm_\d+[af]?)\b", re.MULTILINE)  # the PTX's own architecture
+_TARGET = re.compile(r"^[ \t]*\.target[ \t]+(sm_\d+[af]?)\b", re.MULTILINE)  # the PTX's own architecture
 
 
 def _bundled() -> list[Path]:

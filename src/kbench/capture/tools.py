@@ -271,7 +271,8 @@ def python_module(module: str, *args: str, safe_flag: bool = sys.version_info >=
 def output(argv: list[str], *, timeout_s: float = 30.0) -> Finished:
     """Run a short command (a query) and capture its output; ToolMissing when it cannot start or hangs."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)  # noqa: S603
+        # bytes that are no UTF-8 (a path of odd bytes a tool quotes) replaced, never a crash
+        done = subprocess.run(argv, capture_output=True, encoding="utf-8", errors="replace", timeout=timeout_s)  # noqa: S603
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ToolMissing(f"cannot run {Path(argv[0]).name}: {e}") from None
     return Finished(done.returncode, done.stdout + done.stderr)

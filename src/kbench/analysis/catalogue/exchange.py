@@ -13,6 +13,7 @@ which prices removing it whole. Between stages: kbench.analysis.fusion.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,26 +54,41 @@ def exchanges(flow: dict[str, Any] | None) -> list[Exchange]:
             for t in flow.get("tensors", [])
             if t["written"] and not t.get("output")
         ]
+    # per tensor, the launches that touch it in order: each write is followed only up to the next write of it
+    # (linear in the record: it is read back from a run folder, and may be anything)
+    touching: dict[str, list[int]] = {}
+    for i, launch in enumerate(launches):
+        for name in dict.fromkeys(t["name"] for t in (*launch["reads"], *launch["writes"])):
+            touching.setdefault(name, []).append(i)
+    rewrites = [{t["name"] for t in launch["writes"]} for launch in launches]
+    reads: list[dict[str, list[float]]] = [{} for _ in launches]  # per launch, the bytes of each read of a tensor
+    for i, launch in enumerate(launches):
+        for r in launch["reads"]:
+            reads[i].setdefault(r["name"], []).append(float(r["bytes"]))
     merged: dict[tuple[str, str, tuple[str, ...]], Exchange] = {}
     for i, launch in enumerate(launches):
+        wrote: dict[str, float] = {}
         for w in launch["writes"]:
+            wrote[w["name"]] = wrote.get(w["name"], 0.0) + float(w["bytes"])
+        for name, nbytes in wrote.items():
             readers: list[tuple[str, float]] = []
-            for later in launches[i + 1 :]:
-                if any(x["name"] == w["name"] for x in later["writes"]):
+            after = touching[name]
+            for n in range(bisect_right(after, i), len(after)):  # no slice: a copy per write is quadratic again
+                if name in rewrites[after[n]]:
                     break  # written again: what it held before is no longer read
-                readers += [(later["kernel"], float(r["bytes"])) for r in later["reads"] if r["name"] == w["name"]]
+                readers += [(launches[after[n]]["kernel"], b) for b in reads[after[n]].get(name, [])]
             if not readers:
                 continue
-            key = (w["name"], launch["kernel"], tuple(k for k, _ in readers))
+            key = (name, launch["kernel"], tuple(k for k, _ in readers))
             was = merged.get(key)
             merged[key] = Exchange(
-                w["name"],
+                name,
                 launch["kernel"],
-                float(w["bytes"]) + (was.written if was else 0.0),
+                nbytes + (was.written if was else 0.0),
                 tuple(
                     (k, b + (was.readers[j][1] if was else 0.0)) for j, (k, b) in enumerate(readers)
                 ),  # a repeated pair (a loop of launches): its bytes summed
-                w["name"] in outputs,
+                name in outputs,
                 LAUNCHES,
             )
     return list(merged.values())
