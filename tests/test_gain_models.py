@@ -124,5 +124,7 @@ def test_the_division_pair_names_the_xu_pipe_and_its_line(mode: str, tmp_path: P
     opps, _ = top(run, mode, tmp_path)
     first = opps[0]
     assert first.metric == "ratios.xu_pipe_pct" and first.line == 24 and "div_rn" in (first.code or "")
+    # each route the change names, with its effect measured on the H100 (fdiv's three versions)
+    assert "x / y (div.full.f32) 766.9 us (-36%)" in (first.change or "")
     _formula_gives_gain(first)
     assert 0.67 <= first.gain_pct / realized(run, f"{DIST}/fdiv-after", mode) <= 1.5

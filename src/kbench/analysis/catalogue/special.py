@@ -22,6 +22,11 @@ from kbench.analysis.lines import Line
 DIVISION = ("div.rn.f32", "div.full.f32", "div.approx.f32")  # PTX float divisions (one MUFU.RCP each)
 IEEE = ("div.rn.f32", "FCHK")  # an IEEE fp32 division, in PTX and in SASS (the check beside its MUFU.RCP)
 MOST_LINES = 2
+# the routes measured on the H100 (tests/data/validation/fdiv, event mode, SM 1980 MHz, two rounds each, 2026-11-27)
+DIVISION_ROUTES = (
+    "measured on an H100 (tests/data/validation/fdiv: a division per term of a 128-term loop): tl.math.div_rn "
+    "1200.6 us, x / y (div.full.f32) 766.9 us (-36%), x * rsqrt(d * d) (one MUFU.RSQ) 548.9 us (-54%)"
+)
 
 
 def _xu(x: Line) -> float:
@@ -93,7 +98,7 @@ def xu_bound(e: Evidence) -> Opportunity | None:
         change = (
             "where IEEE rounding is not needed, an approximate division instead of the IEEE one (Triton's x / y on "
             f"floats is div.full.f32: one MUFU.RCP and a multiply, not {tl}.math.div_rn's IEEE subroutine with its "
-            f"check), or a reciprocal multiplied in; and {hoist[0].lower()}{hoist[1:]}"
+            f"check), or a reciprocal multiplied in; {DIVISION_ROUTES}; and {hoist[0].lower()}{hoist[1:]}"
         )
     o = finding(
         e,
