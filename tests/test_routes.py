@@ -148,18 +148,18 @@ def test_wgmma_serialized_for_lack_of_registers_names_its_routes() -> None:
 
 
 def test_sass_alone_names_serialized_wgmma_only_at_full_registers() -> None:
-    from kbench.analysis.catalogue import compute
+    from kbench.analysis.catalogue import routes
     from tests.test_catalogue import evidence
 
     drained = ptxas.drained_hgmmas(sass("mla_v2_w4"))
     e = evidence(1000.0, nbytes=1e6, bottleneck="Compute", hgmma_drained=drained, registers=255)
-    found = compute.serialized_wgmma(e)
+    found = routes.serialized_wgmma(e)
     assert found is not None and found.value == "SASS" and "ptxas:" not in found.name
-    assert compute.serialized_wgmma(evidence(1000.0, hgmma_drained=drained, registers=128)) is None
+    assert routes.serialized_wgmma(evidence(1000.0, hgmma_drained=drained, registers=128)) is None
     healthy = ptxas.drained_hgmmas(sass("mla_v2_h100"))
-    assert compute.serialized_wgmma(evidence(1000.0, hgmma_drained=healthy, registers=255)) is None
+    assert routes.serialized_wgmma(evidence(1000.0, hgmma_drained=healthy, registers=255)) is None
     other = ptxas.Serialized(code="C7510", reason="the presence of Extern calls", message="(C7510) ...")
-    assert compute.serialized_wgmma(evidence(1000.0, wgmma_serialized=other)) is None
+    assert routes.serialized_wgmma(evidence(1000.0, wgmma_serialized=other)) is None
 
 
 def test_a_loop_left_unpipelined_at_two_stages_names_the_barrier_and_the_routes() -> None:

@@ -26,6 +26,7 @@ from kbench.analysis.catalogue import (
     memory,
     pipeline,
     programs,
+    routes,
     special,
     stalls,
 )
@@ -131,7 +132,7 @@ CATALOGUE: tuple[Callable[[Evidence], Opportunity | None], ...] = (
     compute.warp_mma,
     compute.narrow_tiles,
     compute.unpipelined,
-    compute.serialized_wgmma,
+    routes.serialized_wgmma,
     compute.excess_work,
     compute.repeated_by_warpgroups,
     compute.fp64_math,
@@ -171,7 +172,7 @@ def assess(e: Evidence) -> tuple[list[Opportunity], Waterfall | None]:
         found.append(line)
     fall, added = waterfall.build(e, found)
     if fall is not None:
-        found = waterfall.held([*found, *added], [fall])
+        found = waterfall.held([*found, *added], fall)
         explained = max(0.0, fall.gap_points - fall.unexplained_points)
     else:
         explained = sum(o.gain_pct for o in found)

@@ -241,6 +241,12 @@ def evidence(
     return out
 
 
+def moved_bytes(dram_pct: float, peak_gbps: float, us: float) -> float:
+    """The DRAM bytes a sampled DRAM% stands for over ``us``: a share of the peak it is a % of (GB/s x 1e3 = bytes
+    per us)."""
+    return dram_pct / 100.0 * peak_gbps * 1e3 * us
+
+
 def kernel_bytes(s: SampledStage, ks: StageKernels, peak_gbps: float) -> StageKernels:
     """The stage's kernels with the DRAM bytes each moved per run as sampled: its DRAM% (of the DRAM's peak, the
     datasheet's: the H100's partial sums read 129 of their 134 MB so, 116 at the practical 3009 GB/s) x that peak x
@@ -250,7 +256,7 @@ def kernel_bytes(s: SampledStage, ks: StageKernels, peak_gbps: float) -> StageKe
     return ks.model_copy(
         update={
             "kernels": [
-                k.model_copy(update={"dram_bytes": pct[k.short] / 100.0 * peak_gbps * 1e3 * k.us, "bytes_by": by})
+                k.model_copy(update={"dram_bytes": moved_bytes(pct[k.short], peak_gbps, k.us), "bytes_by": by})
                 if k.short in pct and k.us is not None
                 else k
                 for k in ks.kernels

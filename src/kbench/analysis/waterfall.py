@@ -32,6 +32,7 @@ from kbench.analysis.catalogue.evidence import GAIN, Evidence, Opportunity, find
 from kbench.analysis.catalogue.lines import XU_BUSY_PCT
 from kbench.analysis.catalogue.programs import EVEN_CHANGE
 from kbench.analysis.catalogue.stalls import STALLS
+from kbench.analysis.sampling import moved_bytes
 from kbench.model import Model
 
 # item metrics (after the stage's name) by the step family they account for
@@ -119,10 +120,6 @@ def _suffix(o: Opportunity) -> str:
 IDLE_FAMILY, WORK_FAMILY, OTHER_FAMILY, LAST_FAMILY = range(4)
 
 
-def _suffix_of(name: str, items: Sequence[Opportunity]) -> str:
-    return next((_suffix(o) for o in items if o.name == name), "")
-
-
 def _family(o: Opportunity) -> int:
     s = _suffix(o)
     if s in IDLE:
@@ -160,7 +157,7 @@ def _bytes_ratio(e: Evidence) -> tuple[float, str] | None:
         return e.moved_bytes / s.dram_bytes, "ncu's DRAM bytes (dram__bytes)"
     if s.dram_pct is None or not e.dram_peak_gbps:
         return None
-    moved = s.dram_pct / 100.0 * e.dram_peak_gbps * 1e3 * e.us  # GB/s x 1e3 = bytes per us
+    moved = moved_bytes(s.dram_pct, e.dram_peak_gbps, e.us)
     return moved / s.dram_bytes, f"PM sampling's DRAM {s.dram_pct:.1f}% of {e.dram_peak_gbps:g} GB/s"
 
 
@@ -291,6 +288,7 @@ def build(e: Evidence, items: Sequence[Opportunity]) -> tuple[Waterfall | None, 
         take(o.name, o.gain_pct * e.total_us / 100.0, f"{o.metric}={o.value}", o.name, o.kernel)
 
     own = [o for o in items if not o.rest and not o.stop]
+    suffix = {o.name: _suffix(o) for o in own}  # a step's item by its name
     mechanisms = [o for o in own if _family(o) != LAST_FAMILY]
     added = [] if any(_family(o) == WORK_FAMILY for o in own) else _work_items(e)
     if not any(_family(o) == IDLE_FAMILY for o in own) and (idle := _idle_item(e)) is not None:
@@ -300,17 +298,18 @@ def build(e: Evidence, items: Sequence[Opportunity]) -> tuple[Waterfall | None, 
         taken(o)
     if (xu := e.pipes.get("xu")) is not None and xu >= XU_BUSY_PCT:
         # the special functions are no FLOPs of the model: the pipe's busy time beyond its item is a cause of its own
-        held_us = sum(st.us for st in steps if st.item and _suffix_of(st.item, own) == "xu_pipe_pct")
+        held_us = sum(st.us for st in steps if suffix.get(st.item or "") == "xu_pipe_pct")
         take(f"special-function pipe (XU) busy {xu:.0f}% of the time: work the plan's FLOPs do not count",
              e.kernel_us * xu / 100.0 - held_us, f"{e.name}.xu_pipe_pct={xu:.1f}%")  # fmt: skip
     for o in sorted((o for o in own if _family(o) == LAST_FAMILY), key=lambda o: -o.gain_pct):
         taken(o)
     # the reasons the stall items hold (one item may carry two: its inputs name both)
-    named = {r for o in own if _suffix(o).startswith("stall_") for r in (_suffix(o)[6:], *o.inputs) if r in e.stalls}
+    stall_items = [o for o in own if suffix[o.name].startswith("stall_")]
+    named = {r for o in stall_items for r in (suffix[o.name].removeprefix("stall_"), *o.inputs) if r in e.stalls}
     if left > 0 and e.stalls:
         # the stalls share what is left, at most the time no instruction issued (the stall items above included)
         issuing = _issuing_us(e)
-        stalled = sum(st.us for st in steps if st.item and _suffix_of(st.item, own).startswith("stall_"))
+        stalled = sum(st.us for st in steps if suffix.get(st.item or "", "").startswith("stall_"))
         pool = left if issuing is None else max(0.0, min(left, e.kernel_us - issuing - stalled))
         for name, share in _stall_steps(e, named):
             take(name, pool * share, "ncu warp stalls")
@@ -339,11 +338,8 @@ def _kernel_parts(e: Evidence) -> list[KernelPart]:
     gbps = e.practical.gbps if e.practical else None
     out = []
     for k in ks:
-        moved = k.dram_bytes if k.dram_bytes is not None else None
-        if moved is None and k.dram_read_bytes is not None and k.dram_write_bytes is not None:
-            moved = k.dram_read_bytes + k.dram_write_bytes
-        roof = moved / (gbps * 1e3) if moved is not None and gbps else None
-        out.append(KernelPart(name=k.short, us=k.us or 0.0, share_pct=k.share_pct, dram_bytes=moved,
+        roof = k.dram_bytes / (gbps * 1e3) if k.dram_bytes is not None and gbps else None  # ncu: reads + writes
+        out.append(KernelPart(name=k.short, us=k.us or 0.0, share_pct=k.share_pct, dram_bytes=k.dram_bytes,
                               dram_roof_us=roof, by=k.bytes_by))  # fmt: skip
     return out
 
@@ -362,16 +358,15 @@ def _not_measured(e: Evidence) -> list[str]:
     return out
 
 
-def held(items: Sequence[Opportunity], falls: Sequence[Waterfall]) -> list[Opportunity]:
-    """Each item held to the waterfall's step for it: no gain beyond what the waterfall gives its mechanism."""
-    steps = {(w.stage, s.item): s for w in falls for s in w.steps if s.item}
-    laid: set[tuple[str | None, str]] = {(w.stage, name) for w in falls for name in w.considered}
+def held(items: Sequence[Opportunity], fall: Waterfall) -> list[Opportunity]:
+    """Each item the waterfall laid out held to its step: no gain beyond what the waterfall gives its mechanism."""
+    steps = {s.item: s for s in fall.steps if s.item}
     out = []
     for o in items:
-        if (o.stage, o.name) not in laid:
+        if o.name not in fall.considered:
             out.append(o)
             continue
-        step = steps.get((o.stage or "", o.name))
+        step = steps.get(o.name)
         points = step.points if step is not None else 0.0  # no time left for it once the steps before took theirs
         if points < o.gain_pct - 1e-9:
             o = o.capped(points, "waterfall_step_pct", waterfall_step_pct=points)
