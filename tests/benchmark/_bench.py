@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbench.api import event_profile_plan
-from kbench.errors import KbenchError
+from kbench.errors import KbenchError, UsageError
 from kbench.plan.discovery import find_package, load_version
 
 # A few meaningful points per plan: cache-resident, mid-size, and large enough to be DRAM/compute bound.
@@ -41,14 +41,22 @@ class Row:
     useful_gbps: float = 0.0
 
 
-def run(package: str, versions: list[str], bench_runs: int, out_dir: str) -> list[Row]:
+def run(
+    package: str, versions: list[str], bench_runs: int, out_dir: str, points: list[dict[str, Any]] | None = None
+) -> list[Row]:
+    """Each point (the package's POINTS by default) at the baseline and each version; a version that refuses a
+    point's parameters is left out of it, and says so on stderr."""
     baseline = find_package(package).baseline()
     rows: list[Row] = []
-    for point in POINTS[package]:
+    for point in POINTS[package] if points is None else points:
         timed: dict[str, Row] = {}
         modelled: dict[str, tuple[float, float]] = {}  # each version's model: FLOPs and DRAM bytes
         for version in dict.fromkeys([baseline, *versions]):  # the baseline first, once
-            plan = load_version(package, version).from_values(point)
+            try:
+                plan = load_version(package, version).from_values(point)
+            except UsageError as e:
+                print(f"{version} left out at {point}: {e}", file=sys.stderr)
+                continue
             r = event_profile_plan(plan, out_dir=out_dir, bench_runs=bench_runs)
             flops = sum(s.flops or 0.0 for s in r.stages)  # event mode always has the analytic model
             nbytes = sum(s.dram_bytes or 0.0 for s in r.stages)

@@ -2,7 +2,9 @@
 same run (a bf16 torch.mm of 8192^3 and a device-to-device copy, CUDA events, median): `python -m
 tests.benchmark.bench_mla_decode` on a CUDA machine (KBENCH_LOCK_CLOCKS=0 on a shared one). Targets: the
 compute-bound point (b=32 s=16 t=4096 h=16) at >= 60% of the measured bf16 matmul rate (issue 44; issue 29 asked
-55%); the memory-bound point (b=32 s=1 t=8192) no slower than v3."""
+55%); the memory-bound point (b=32 s=1 t=8192) no slower than v3. ``--points serving`` runs issue 52's rows
+(DeepSeek's 128 heads, small and ragged batches, a paged cache, t from 1024 to 32768) against its goals, with the
+peers (FlashInfer's and FlashMLA's MLA decode, tests/benchmark/mla_peers.py) timed in the same run where installed."""
 
 from __future__ import annotations
 
@@ -10,9 +12,22 @@ import argparse
 import statistics
 from collections.abc import Callable
 
-from kbench.plan.discovery import find_package
+from kbench.plan.discovery import find_package, load_version
 from tests.benchmark._bench import Row, print_table, run
 
+# issue 52's rows: the compute-bound point, DeepSeek's 128 heads, small batches, the memory-bound sweep, MTP, serving
+SERVING_POINTS: list[dict[str, int]] = [
+    {"b": 32, "s": 16, "t": 4096, "h": 16},
+    {"b": 32, "s": 1, "t": 4096, "h": 128},
+    {"b": 64, "s": 1, "t": 4096, "h": 128},
+    *({"b": b, "s": 16, "t": 4096, "h": 16} for b in (4, 8, 16)),
+    *({"b": b, "s": 1, "t": 4096, "h": 128} for b in (4, 8, 16)),
+    *({"b": 32, "s": 1, "t": t, "h": 16} for t in (1024, 4096, 8192, 16384, 32768)),
+    {"b": 32, "s": 4, "t": 4096, "h": 16},
+    {"b": 32, "s": 1, "t": 16384, "h": 128, "t_min": 512, "page": 64},
+    {"b": 64, "s": 1, "t": 16384, "h": 128, "t_min": 512, "page": 64},
+    {"b": 32, "s": 4, "t": 16384, "h": 16, "t_min": 512, "page": 64},
+]
 COMPUTE_POINT = "b32_s16_t4096_h16_d512_p64_bfloat16"
 MEMORY_POINT = "b32_s1_t8192_h16_d512_p64_bfloat16"
 TARGET_SHARE = 60.0  # issue 44 (issue 29 asked 55)
@@ -96,16 +111,105 @@ def verdict(rows: list[Row], mm: float) -> list[str]:
     return out
 
 
+def peer_rows(points: list[dict[str, int]], reps: int) -> list[Row]:
+    """FlashInfer's and FlashMLA's MLA decode at each point, on the baseline's inputs in a paged cache of 64-row
+    blocks (both take only paged caches), checked against the reference (tests/benchmark/mla_peers.py); a peer that
+    does not run says why."""
+    import importlib.util
+
+    if importlib.util.find_spec("tests.benchmark.mla_peers") is None:
+        print("peers: tests/benchmark/mla_peers.py is absent: none timed")
+        return []
+    from tests.benchmark import mla_peers  # type: ignore[attr-defined]
+
+    rows: list[Row] = []
+    for point in points:
+        base = load_version("mla_decode", "base")
+        model = base.from_values(point)
+        paged = base.from_values({**point, "page": point.get("page") or 64})
+        ws = paged.setup("cuda", 0)
+        times = mla_peers.peer_times(point, ws.q_nope, ws.q_pe, ws.kv, ws.table, ws.lens, paged.page, reps,  # type: ignore[attr-defined]
+                                     paged.reference(ws))  # fmt: skip
+        flops, nbytes = sum(st.flops for st in model.stages()), sum(st.dram_bytes for st in model.stages())
+        for name, us in times.items():
+            if isinstance(us, str):
+                print(f"peers: {name} at {model.slug()}: {us}")
+                continue
+            rows.append(Row(name, model.slug(), us, flops / us / 1e6, nbytes / us / 1e3, None, None,
+                            flops / us / 1e6, nbytes / us / 1e3))  # fmt: skip
+    return rows
+
+
+def slug(point: dict[str, int]) -> str:
+    return load_version("mla_decode", "base").from_values(point).slug()
+
+
+def roof_share(r: Row, mm: float, copy: float) -> float:
+    """The share of the roof that binds the point (the useful work's time on the matmul ceiling or the copy
+    ceiling, whichever is longer) that the row reached, in percent."""
+    return 100 * max(r.useful_tflops / mm, r.useful_gbps / copy)
+
+
+def goals(rows: list[Row], mm: float, copy: float) -> list[str]:
+    """Issue 52's goals against this run's rows: at each point the fastest row that is not the baseline."""
+    best: dict[str, Row] = {}
+    for r in rows:
+        if r.version != "base" and (r.params not in best or r.us < best[r.params].us):
+            best[r.params] = r
+
+    def mm_share(point: dict[str, int]) -> float | None:
+        r = best.get(slug(point))
+        return None if r is None else 100 * r.useful_tflops / mm
+
+    def said(what: str, point: dict[str, int], share: float | None, target: float, of: str) -> str:
+        r = best.get(slug(point))
+        if r is None or share is None:
+            return f"{what}: no row"
+        met = "met" if share >= target else "NOT met"
+        return f"{what}: {r.version} {r.us:.2f} us = {share:.1f}% of {of}, target {target:.0f}%: {met}"
+
+    out = []
+    for b in (32, 64):
+        point = {"b": b, "s": 1, "t": 4096, "h": 128}
+        out.append(said(f"h=128 s=1 t=4096 b={b}", point, mm_share(point), 75, f"the bf16 mm ceiling ({mm:.0f})"))
+    top = {"b": 32, "s": 16, "t": 4096, "h": 16}
+    out.append(said("b=32 s=16 t=4096 h=16", top, mm_share(top), 70, f"the bf16 mm ceiling ({mm:.0f})"))
+    for large, small in (({"s": 16, "t": 4096, "h": 16}, "s=16 h=16"), ({"s": 1, "t": 4096, "h": 128}, "h=128 s=1")):
+        ref = mm_share({"b": 32, **large})
+        for b in (4, 8, 16):
+            out.append(said(f"small batch b={b} {small}, within 10 points of b=32's {ref or 0:.1f}%", {"b": b, **large},
+                            mm_share({"b": b, **large}), (ref or 0) - 10, "the bf16 mm ceiling"))  # fmt: skip
+    for t in (1024, 4096, 8192, 16384, 32768):
+        point = {"b": 32, "s": 1, "t": t, "h": 16}
+        at = best.get(slug(point))
+        out.append(said(f"memory-bound t={t}", point, None if at is None else 100 * at.useful_gbps / copy, 95,
+                        f"the copy ceiling ({copy:.0f} GB/s)"))  # fmt: skip
+    served = [(p, 0.0) for p in SERVING_POINTS if "page" in p]  # no number asked: the share is said
+    for point, target in [({"b": 32, "s": 4, "t": 4096, "h": 16}, 85.0), *served]:
+        at = best.get(slug(point))
+        name = " ".join(f"{k}={v}" for k, v in point.items())
+        out.append(said(name, point, None if at is None else roof_share(at, mm, copy), target, "the binding roof"))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bench-runs", type=int, default=50)
     ap.add_argument("--out", default="out/profiles")
     ap.add_argument("--versions", default=None, help="comma-separated versions to time (default: every version)")
+    ap.add_argument("--points", choices=["issue29", "serving"], default="issue29",
+                    help="issue 29's five points or issue 52's rows with their goals and the peers")  # fmt: skip
+    ap.add_argument("--only", default=None, help="with --points serving: comma-separated row numbers (0-based)")
     args = ap.parse_args()
     versions = args.versions.split(",") if args.versions else find_package("mla_decode").versions()
+    points = None
+    if args.points == "serving":
+        points = [p for i, p in enumerate(SERVING_POINTS) if not args.only or str(i) in args.only.split(",")]
     mm, copy = measured_ceilings()
     print(f"ceilings measured in this run: bf16 torch.mm 8192^3 {mm:.1f} TFLOP/s, copy {copy:.0f} GB/s")
-    rows = run("mla_decode", versions, args.bench_runs, args.out)
+    rows = run("mla_decode", versions, args.bench_runs, args.out, points)
+    if points is not None:
+        rows += peer_rows(points, args.bench_runs)
     print_table("mla_decode", rows)
     mm_after, copy_after = measured_ceilings()
     print(
@@ -116,7 +220,12 @@ def main() -> None:
           "baseline's model: the attention's FLOPs and its compulsory bytes, q + the cache once + out):")  # fmt: skip
     print("\n".join(share_table(rows, mm, copy)))
     print()
-    print("\n".join(verdict(rows, mm)))
+    if points is None:
+        print("\n".join(verdict(rows, mm)))
+        return
+    print("\n".join(f"{r.version:<11}{r.params:<52}{roof_share(r, mm, copy):>6.1f}% of the binding roof" for r in rows))
+    print("\nissue 52's goals (each point's fastest row other than the baseline, the peers included):")
+    print("\n".join(goals(rows, mm, copy)))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# mla_decode at issue 52's rows on a CUDA machine, clocks untouched (KBENCH_LOCK_CLOCKS=0). CHECK=1 (default): `kbench
+# check mla_decode v9` at its check shapes (ragged, paged, split) in bf16 and fp16 and at CHECK_ARGS's other shapes;
+# BENCH=1 (default): tests/benchmark/bench_mla_decode.py --points serving (VERSIONS=v7,v9; ONLY= row numbers) with
+# the peers where installed; REPORTS=1: event-mode reports of REPORT_VERSIONS (v9) at REPORT_POINT (h=128 s=1) into
+# $res/reports; TIER=1: the GPU tier (TESTS= narrows it: a pytest -k expression).
+# Usage: scripts/gpu-mla-serving.sh [RESULTS_DIR]   (default out/gpu-mla-serving)
+res=${1:-out/gpu-mla-serving}
+. "$(dirname "$0")/gpu-common.sh"
+if [ "${CHECK:-1}" = 1 ]; then
+  for args in "" "--dtype=float16" ${CHECK_ARGS:-"--t_min=0 --page=0 --b=100 --t=70" "--t_min=0 --page=0 --b=3 --s=1 --h=128 --d=512 --p=64 --t=2000" "--b=5 --s=2 --h=64 --d=512 --p=64 --t=3000 --t_min=100 --page=128"}; do
+    step "kbench check mla_decode v9 $args"
+    timeout 240 $py -m kbench check mla_decode v9 $args 2>&1 | tee -a "$res/check.txt" | grep -v "^  .*PASS" | tail -4
+  done
+fi
+if [ "${BENCH:-1}" = 1 ]; then
+  step "bench_mla_decode --points serving"
+  timeout "${BENCH_TIMEOUT:-560}" $py -m tests.benchmark.bench_mla_decode --points serving --versions "${VERSIONS:-v7,v9}" ${ONLY:+--only "$ONLY"} \
+    --bench-runs "${RUNS:-30}" --out /tmp/bench-profiles 2>&1 | tee "$res/bench.txt" | tail -60
+  step "done"
+fi
+if [ "${REPORTS:-0}" = 1 ]; then
+  for v in ${REPORT_VERSIONS:-v9}; do
+    step "event report mla_decode $v ${REPORT_POINT:=--b=32 --s=1 --t=4096 --h=128}"
+    $py -m kbench.kernel mla_decode $v $REPORT_POINT --prof_type=event --out /tmp/reports > "$res/report-$v.md" 2> "$res/report-$v.err"
+    echo "rc=$?"; grep -m4 '^[123]\. \|^| attention\|^| partial' "$res/report-$v.md" | cut -c1-300
+  done
+  (cd /tmp && tar czf "$res/reports.tgz" reports)
+fi
+if [ "${TIER:-0}" = 1 ]; then
+  step "GPU tier"
+  $py -m pytest -q -m gpu -p no:cacheprovider ${TESTS:+-k "$TESTS"} 2>&1 | tee "$res/gpu-tier.log" | tail -25
+fi

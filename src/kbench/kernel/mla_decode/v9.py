@@ -1,0 +1,329 @@
+"""mla_decode v9: v7's Gluon kernel over work items, so that one kernel serves every batch: split-KV where b x row
+blocks cannot fill the GPU (plain decode, 128 heads at s=1, small batches), a ragged batch (per-sequence lengths)
+and a paged cache (a block table; blocks of a multiple of the 64-row tile, FlashMLA's and vLLM's 64 included).
+
+A work item is (sequence, first tile, last tile + 1, slot): a chunk of one sequence's 64-row cache tiles, attended
+by each of its row blocks (grid axis 0, launched together so that the chunk is read once into L2). A sequence cut
+into several chunks writes each chunk's normalised output and base-2 log-sum-exp to its slot (fp32), and a Triton
+combine kernel merges them; a sequence in one chunk writes its output directly. The cut is chosen on the host: each
+sequence's tiles in n equal chunks for a chunk bound C, the items longest first (the block scheduler then places
+them as longest-processing-time-first does), C from a model of the makespan that greedy placement gives on the SMs
+(one CTA per SM: v7's 225 KB of shared memory) plus the combine's traffic; the nearest bounds are tuned too."""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import triton
+import triton.language as tl
+from pydantic import model_validator
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from kbench.plan.base import Config, Launch, Stage
+
+from ._common import MlaDecode, ServingWorkspace
+from .v3 import sm_count
+from .v7 import MlaDecodeGluon, _cta_barrier, _load_tile, _publish, _scores, _softmax, _tma_load
+
+BLOCK_N = 64  # cache rows per tile (v7's)
+# the makespan model's constants, from v7 on the H100 (issue 44): 157.4 us for 64 tiles of 64 rows at one CTA per SM
+TILE_US = 2.4  # one 64-row tile of a 64-row block, compute-bound
+TILE_BYTES = 64 * 576 * 2  # one tile from DRAM: read once by the row blocks of its chunk, which run together
+COPY_GBPS = 3000.0  # the copy ceiling measured on the H100 (bench_mla_decode: 2940-3013 GB/s)
+ITEM_US = 4.0  # a CTA's prologue (Q's 72 KB, two tiles in flight) and epilogue, about two tiles' time (estimated)
+COMBINE_GBPS = 2500.0  # the combine's partials, written once and read once (v3's combine: 1744-2900 GB/s measured)
+COMBINE_US = 3.0  # the combine's launch and tail
+
+
+@dataclass
+class SplitServingWorkspace(ServingWorkspace):
+    partial: Any  # [slots, s*h, d] fp32: each chunk's normalised output
+    lse: Any  # [slots, s*h] fp32: each chunk's base-2 log-sum-exp (-inf where its rows saw nothing)
+    meta: Any  # [b, 2] int32: each sequence's first slot and chunk count, written by the attention kernel
+
+
+@gluon.jit
+def _tile_row(table_ptr, seq, j, t, MAX_PAGES, PAGE: gl.constexpr, BLOCK_N: gl.constexpr, pred):  # type: ignore[no-untyped-def]
+    """The cache row where tile j of sequence ``seq`` starts: in its own [t, d + p] block, or in the block table's
+    page (a tile past the sequence's pages reads page 0: its rows are masked)."""
+    if PAGE == 0:
+        row = seq * t + j * BLOCK_N
+    else:
+        pos = j * BLOCK_N
+        blk = gl.load(table_ptr + seq * MAX_PAGES + pos // PAGE, mask=pred, other=0)
+        row = blk * PAGE + pos % PAGE
+    return row
+
+
+@gluon.jit
+def mla_v9_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr, meta_ptr, work_ptr, lens_ptr,  # type: ignore[no-untyped-def]
+                  table_ptr, scale, s, t, R, MAX_PAGES, H: gl.constexpr, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, PAGE: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
+    """v7's loop (P.V of a tile issued before the next tile's Q.K^T) over the tiles [j0, j1) of one work item."""
+    D: gl.constexpr = kv_desc.block_type.shape[1]
+    P: gl.constexpr = kpe_desc.block_type.shape[1]
+    dtype: gl.constexpr = kv_desc.dtype
+    gl.static_assert(num_warps == 8, "two warpgroups: one per half of the scores' columns and of the output's")
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, BLOCK_N // 2, 16])  # fmt: skip
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, D // 2, 16])  # fmt: skip
+    o_rows_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    pid = gl.program_id(0)
+    item = work_ptr + gl.program_id(1) * 6
+    seq = gl.load(item)
+    j0 = gl.load(item + 1)
+    n = gl.load(item + 2) - j0
+    slot = gl.load(item + 3)
+    if (pid == 0) & (slot == gl.load(item + 4)):  # a sequence's first chunk says where its chunks lie (combine)
+        gl.store(meta_ptr + 2 * seq, slot)
+        gl.store(meta_ptr + 2 * seq + 1, gl.load(item + 5))
+    L = gl.load(lens_ptr + seq)
+    row0 = seq * R + pid * BLOCK_M  # rows past this sequence's R read the next one's queries: never stored
+
+    q_s = gl.allocate_shared_memory(dtype, [BLOCK_M, D], q_desc.layout)
+    qpe_s = gl.allocate_shared_memory(dtype, [BLOCK_M, P], qpe_desc.layout)
+    kv_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, D], kv_desc.layout)
+    kpe_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, P], kpe_desc.layout)
+    p_s = gl.allocate_shared_memory(
+        dtype, [BLOCK_M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
+    )
+    bars = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())  # Q, stage 0, stage 1
+    for i in gl.static_range(3):
+        mbarrier.init(bars.index(i), count=1)
+    fence_async_shared()
+
+    mbarrier.expect(bars.index(0), q_desc.block_type.nbytes + qpe_desc.block_type.nbytes)
+    _tma_load(q_desc, [row0, 0], bars.index(0), q_s)
+    _tma_load(qpe_desc, [row0, 0], bars.index(0), qpe_s)
+    for i in gl.static_range(2):  # the chunk's tiles 0 and 1
+        r = _tile_row(table_ptr, seq, j0 + i, t, MAX_PAGES, PAGE, BLOCK_N, i < n)
+        _load_tile(kv_desc, kpe_desc, bars.index(1 + i), kv_s.index(i), kpe_s.index(i), r, i < n)
+
+    rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    mbarrier.wait(bars.index(0), 0)
+    mbarrier.wait(bars.index(1), 0)
+    sc = _scores(q_s, qpe_s, kv_s.index(0), kpe_s.index(0), zero_s, False)
+    m = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    m, alpha, prob = _softmax(sc, rows, j0 * BLOCK_N, m, scale, s, L, H, BLOCK_N)
+    total = prob  # the running sums, per element: summed over the columns once, at the end
+    _publish(p_s, prob)
+    acc = gl.zeros([BLOCK_M, D], gl.float32, o_layout)
+
+    for j in range(0, n - 1):
+        cur = j % 2
+        nxt = 1 - cur
+        acc = warpgroup_mma(p_s, kv_s.index(cur), acc, is_async=True)  # the values: the keys' D columns
+        mbarrier.wait(bars.index(1 + nxt), ((j + 1) // 2) & 1)
+        sc = _scores(q_s, qpe_s, kv_s.index(nxt), kpe_s.index(nxt), zero_s, True)
+        acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
+        _cta_barrier()  # both warpgroups' P.V of tile j done: its stage and P may be overwritten
+        r = _tile_row(table_ptr, seq, j0 + j + 2, t, MAX_PAGES, PAGE, BLOCK_N, j + 2 < n)
+        _load_tile(kv_desc, kpe_desc, bars.index(1 + cur), kv_s.index(cur), kpe_s.index(cur), r, j + 2 < n)
+        sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
+        m, alpha, prob = _softmax(sc, rows, (j0 + j + 1) * BLOCK_N, m, scale, s, L, H, BLOCK_N)
+        total = total * alpha[:, None] + prob
+        acc = acc * gl.convert_layout(alpha, o_rows_layout)[:, None]
+        _publish(p_s, prob)
+
+    acc = warpgroup_mma(p_s, kv_s.index((n - 1) % 2), acc)
+    for i in gl.static_range(3):
+        mbarrier.invalidate(bars.index(i))
+    l_sum = gl.convert_layout(gl.sum(total, axis=1), o_rows_layout)
+    seen = l_sum > 0  # a row of a later token can see nothing of a chunk past its limit (s > 1)
+    out = acc / gl.where(seen, l_sum, 1.0)[:, None]
+    o_rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=o_rows_layout)
+    dd = gl.arange(0, D, layout=gl.SliceLayout(0, o_layout))
+    if slot < 0:
+        gl.store(o_ptr + (seq * R + o_rows[:, None]) * D + dd[None, :], out.to(o_ptr.dtype.element_ty),
+                 mask=o_rows[:, None] < R)  # fmt: skip
+    else:
+        gl.store(part_ptr + (slot * R + o_rows[:, None]) * D + dd[None, :], out, mask=o_rows[:, None] < R)
+        m_o = gl.convert_layout(m, o_rows_layout)
+        lse = gl.where(seen, m_o + gl.log2(gl.where(seen, l_sum, 1.0)), float("-inf"))
+        gl.store(lse_ptr + slot * R + o_rows, lse, mask=o_rows < R)
+
+
+@triton.jit
+def mla_v9_combine_kernel(part_ptr, lse_ptr, meta_ptr, o_ptr, R, D: tl.constexpr, BLOCK_M: tl.constexpr,  # type: ignore[no-untyped-def]
+                          BLOCK_D: tl.constexpr):  # fmt: skip
+    """A split sequence's chunks merged by their log-sum-exps (a sequence in one chunk: its output is written)."""
+    b = tl.program_id(2)
+    first = tl.load(meta_ptr + 2 * b)
+    count = tl.load(meta_ptr + 2 * b + 1)
+    if count > 1:
+        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        dd = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+        rmask = rows < R
+        top = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+        for i in range(0, count):
+            top = tl.maximum(top, tl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf")))
+        top = tl.where(top == float("-inf"), 0.0, top)
+        acc = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
+        weight = tl.zeros((BLOCK_M,), tl.float32)
+        for i in range(0, count):
+            w = tl.exp2(tl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf")) - top)
+            part = tl.load(part_ptr + ((first + i) * R + rows[:, None]) * D + dd[None, :], mask=rmask[:, None])
+            acc += w[:, None] * part
+            weight += w
+        out = acc / tl.where(weight > 0, weight, 1.0)[:, None]
+        tl.store(o_ptr + (b * R + rows[:, None]) * D + dd[None, :], out.to(o_ptr.dtype.element_ty), mask=rmask[:, None])
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Each sequence's tiles cut into chunks of at most ``bound`` tiles: the work items (longest first) and what the
+    makespan model says of them."""
+
+    bound: int
+    items: list[tuple[int, int, int, int, int, int]]  # sequence, first tile, end tile, slot (-1: direct), first, count
+    slots: int
+    est_us: float
+
+    @classmethod
+    def of(cls, tiles: list[int], bound: int, row_blocks: int, rows: int, d: int, sms: int) -> Cut:
+        chunks: list[tuple[int, int, int]] = []
+        for seq, n in enumerate(tiles):
+            parts = math.ceil(n / bound)
+            chunks += [(seq, k * n // parts, (k + 1) * n // parts) for k in range(parts)]
+        counts = [math.ceil(n / bound) for n in tiles]
+        firsts, slot = [], 0
+        for c in counts:
+            firsts.append(slot if c > 1 else -1)
+            slot += c if c > 1 else 0
+        items = []
+        taken = [0] * len(tiles)
+        for seq, a, z in chunks:
+            own = firsts[seq] + taken[seq] if counts[seq] > 1 else -1
+            taken[seq] += 1
+            items.append((seq, a, z, own, firsts[seq], counts[seq]))
+        items.sort(key=lambda it: it[1] - it[2])  # longest first
+        # a tile's time: its MMAs, or its share of DRAM where the SMs' distinct chunks outrun the copy ceiling
+        tile_us = max(TILE_US, TILE_BYTES * sms / row_blocks / (COPY_GBPS * 1e3))
+        free = [0.0] * sms  # each SM's finish time under greedy placement, one CTA at a time
+        for _, a, z, *_ in items:
+            for _ in range(row_blocks):
+                heapq.heapreplace(free, free[0] + ITEM_US + tile_us * (z - a))
+        combine = COMBINE_US + 2 * 4.0 * slot * rows * d / (COMBINE_GBPS * 1e3) if slot else 0.0
+        return cls(bound, items, slot, max(free) + combine)
+
+
+@functools.lru_cache(maxsize=64)
+def _cuts(tiles: tuple[int, ...], row_blocks: int, rows: int, d: int, sms: int) -> list[Cut]:
+    every: dict[tuple[int, ...], Cut] = {}
+    for bound in range(max(tiles), 0, -1):  # the largest bound of each distinct cut
+        key = tuple(math.ceil(n / bound) for n in tiles)
+        if key not in every:
+            every[key] = Cut.of(list(tiles), bound, row_blocks, rows, d, sms)
+    ranked = sorted(every.values(), key=lambda c: (c.est_us, -c.bound))
+    return [c for c in ranked if bool(c.slots) == bool(ranked[0].slots)]
+
+
+class MlaDecodeServe(MlaDecodeGluon):
+    """One Gluon kernel over work items (split-KV, ragged, paged) and, where a sequence is split, a combine."""
+
+    SERVES: ClassVar[bool] = True
+    PAGE_MULTIPLE: ClassVar[int] = BLOCK_N
+    # ragged lengths, a paged cache and split sequences in the check: 3 sequences of 65..200 rows in pages of 64
+    check_params: ClassVar[dict[str, Any]] = {**MlaDecodeGluon.check_params, "b": 3, "t": 200, "t_min": 65, "page": 64}
+    TILE: ClassVar[Config] = {"BLOCK_M": 64, "BLOCK_N": BLOCK_N, "num_warps": 8}
+    CANDIDATES: ClassVar[int] = 3  # chunk bounds tuned: the model's best and the next best of the same kind
+
+    @model_validator(mode="after")
+    def _served_by_gluon(self) -> MlaDecodeServe:
+        if self.serving() and not self.gluon():
+            raise ValueError(
+                f"t_min={self.t_min}, page={self.page}, dtype={self.dtype}, d={self.d}: ragged and paged batches run "
+                "on the Gluon kernel (16-bit types, d a multiple of 16 up to 512); elsewhere v6's kernels run, on one "
+                "contiguous cache (--t_min=0 --page=0)"
+            )
+        return self
+
+    def gluon(self) -> bool:
+        return super().gluon() and self.d % 16 == 0
+
+    def cuts(self) -> list[Cut]:
+        """The chunk bounds the model ranks best, each cutting the batch differently, all of one kind (all split or
+        none: the stages differ)."""
+        tiles = tuple(math.ceil(n / BLOCK_N) for n in self.lens())
+        row_blocks = math.ceil(self.rows / self.TILE["BLOCK_M"])
+        return _cuts(tiles, row_blocks, self.rows, self.d, sm_count())[: self.CANDIDATES]
+
+    def stages(self) -> list[Stage]:
+        if not self.gluon():
+            return super().stages()
+        cuts = self.cuts()
+        tuning = [{**self.TILE, "CHUNK": c.bound} for c in cuts]
+        attention = self.attention_stage(self._attend, tuning, ["mla_v9_kernel"])
+        if not cuts[0].slots:
+            return [attention]
+        partial = 4.0 * cuts[0].slots * self.rows * (self.d + 1)
+        return [
+            Stage("partial", flops=attention.flops, dram_bytes=attention.dram_bytes + partial,
+                  precision=self.precision, build=self._attend, tuning=tuning, kernels=["mla_v9_kernel"]),
+            Stage("combine", flops=3.0 * cuts[0].slots * self.rows * self.d, dram_bytes=partial + self.out_bytes(),
+                  precision="fp32", build=self._merge, tuning=[{"BLOCK_D": 64, "num_warps": 4}],
+                  kernels=["mla_v9_combine_kernel"]),
+        ]  # fmt: skip
+
+    def setup(self, device: str, seed: int) -> Any:
+        import torch
+
+        if not self.gluon():
+            return super().setup(device, seed)
+        ws = MlaDecode.setup(self, device, seed)  # not v3's split workspace: this one's partials are per slot
+        if not isinstance(ws, ServingWorkspace):
+            ws = ServingWorkspace(**vars(ws), lens=torch.tensor(self.lens(), device=device, dtype=torch.int32),
+                                  table=None)  # fmt: skip
+        slots = max([c.slots for c in self.cuts()] + [1])
+        return SplitServingWorkspace(
+            **vars(ws),
+            partial=torch.empty(slots, self.rows, self.d, device=device, dtype=torch.float32),
+            lse=torch.empty(slots, self.rows, device=device, dtype=torch.float32),
+            meta=torch.zeros(self.b, 2, device=device, dtype=torch.int32),
+        )
+
+    def tiles(self, ws: Any, block_n: int) -> tuple[Any, Any]:
+        kv = ws.kv.view(-1, self.d + self.p)  # [b * t, d + p] or the pool's [pages * page, d + p]
+        return self.descriptor(kv, [block_n, self.d]), self.descriptor(kv, [block_n, self.p])
+
+    def _attend(self, ws: SplitServingWorkspace, cfg: Config) -> Launch:
+        import torch
+
+        cut = next(c for c in self.cuts() if c.bound == cfg["CHUNK"])
+        work = torch.tensor(cut.items, dtype=torch.int32).to(ws.kv.device)
+        m, bn, d, p = cfg["BLOCK_M"], cfg["BLOCK_N"], self.d, self.p
+        q_desc = self.descriptor(ws.q_nope.view(self.b * self.rows, d), [m, d])
+        qpe_desc = self.descriptor(ws.q_pe.view(self.b * self.rows, p), [m, p])
+        kv_desc, kpe_desc = self.tiles(ws, bn)
+        table = ws.table if ws.table is not None else ws.lens  # a contiguous cache reads no table
+        grid = (triton.cdiv(self.rows, m), len(cut.items))
+        kernel = mla_v9_kernel[grid]
+        most = int(table.shape[1]) if ws.table is not None else 0
+        args = {"H": self.h, "BLOCK_M": m, "BLOCK_N": bn, "PAGE": self.page, "num_warps": cfg["num_warps"]}
+        bufs = (ws.out, ws.partial, ws.lse, ws.meta, work, ws.lens, table)
+        shape = (self.scale, self.s, self.t, self.rows, most)
+        return Launch(lambda: kernel(q_desc, qpe_desc, kv_desc, kpe_desc, *bufs, *shape, **args), grid)
+
+    def _merge(self, ws: SplitServingWorkspace, cfg: Config) -> Launch:
+        block_d = min(cfg["BLOCK_D"], self.d)
+        grid = (triton.cdiv(self.rows, 16), self.d // block_d, self.b)
+        kernel = mla_v9_combine_kernel[grid]
+        args = {"D": self.d, "BLOCK_M": 16, "BLOCK_D": block_d, "num_warps": cfg["num_warps"]}
+        return Launch(lambda: kernel(ws.partial, ws.lse, ws.meta, ws.out, self.rows, **args), grid)
+
+
+PLAN = MlaDecodeServe
