@@ -3,7 +3,7 @@
 # check mla_decode v9` at its check shapes (ragged, paged, split) in bf16 and fp16 and at CHECK_ARGS's other shapes;
 # BENCH=1 (default): tests/benchmark/bench_mla_decode.py --points serving (VERSIONS=v7,v9; ONLY= row numbers) with
 # the peers where installed; REPORTS=1: event-mode reports of REPORT_VERSIONS (v9) at REPORT_POINT (h=128 s=1) into
-# $res/reports; TIER=1: the GPU tier (TESTS= narrows it: a pytest -k expression).
+# $res/reports.tgz (REPORT_RUNS, REPORT_MODE); TIER=1: the GPU tier (TESTS= narrows it: a pytest -k expression).
 # Usage: scripts/gpu-mla-serving.sh [RESULTS_DIR]   (default out/gpu-mla-serving)
 res=${1:-out/gpu-mla-serving}
 . "$(dirname "$0")/gpu-common.sh"
@@ -19,13 +19,15 @@ if [ "${BENCH:-1}" = 1 ]; then
     --bench-runs "${RUNS:-30}" --out /tmp/bench-profiles 2>&1 | tee "$res/bench.txt" | tail -60
   step "done"
 fi
-if [ "${REPORTS:-0}" = 1 ]; then
-  for v in ${REPORT_VERSIONS:-v9}; do
-    step "event report mla_decode $v ${REPORT_POINT:=--b=32 --s=1 --t=4096 --h=128}"
-    $py -m kbench.kernel mla_decode $v $REPORT_POINT --prof_type=event --out /tmp/reports > "$res/report-$v.md" 2> "$res/report-$v.err"
-    echo "rc=$?"; grep -m4 '^[123]\. \|^| attention\|^| partial' "$res/report-$v.md" | cut -c1-300
+if [ "${REPORTS:-0}" = 1 ]; then  # REPORT_RUNS: "version params...;version params..." in REPORT_MODE (annotation)
+  IFS=';' read -ra runs <<< "${REPORT_RUNS:-v7 --b=32 --s=1 --t=4096 --h=128;v9 --b=32 --s=1 --t=4096 --h=128}"
+  for r in "${runs[@]}"; do
+    set -- $r; v=$1; shift; tag="$v$(echo "$*" | tr -d ' -')"
+    step "${REPORT_MODE:=annotation} report mla_decode $v $*"
+    timeout 240 $py -m kbench.kernel mla_decode $v "$@" --prof_type=$REPORT_MODE --out /tmp/reports/$tag > "$res/report-$tag.md" 2> "$res/report-$tag.err"
+    echo "rc=$?"; grep -A5 -m1 '^## Top' "$res/report-$tag.md" | cut -c1-400
   done
-  (cd /tmp && tar czf "$res/reports.tgz" reports)
+  (cd /tmp/reports && find . \( -name '*.ncu-rep' -o -name '*.cubin' \) -delete; tar czf "$res/reports.tgz" .)
 fi
 if [ "${TIER:-0}" = 1 ]; then
   step "GPU tier"

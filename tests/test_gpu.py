@@ -496,3 +496,30 @@ def test_mla_decode_v7s_gluon_kernel_matches_the_reference(dtype: str) -> None:
         stage.build(ws, {**stage.tuning[0], "PV_FIRST": pv_first}).fn()
         err = float((plan.output(ws).float() - ref).abs().max() / ref.abs().max())
         assert err < plan.tolerance[dtype], (pv_first, err)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize(
+    "point",
+    [
+        {"b": 3, "s": 1, "t": 2000, "h": 128},  # split contiguous sequences and a combine
+        {"b": 5, "s": 3, "t": 1000, "h": 16, "t_min": 65, "page": 64},  # ragged, paged, a token's chunk unseen
+        {"b": 100, "s": 4, "t": 1000, "h": 16},  # one chunk per sequence: written directly, no combine
+    ],
+)
+def test_mla_decode_v9s_work_items_match_the_reference(dtype: str, point: dict[str, int]) -> None:
+    """v9 at the real widths: each tuned cut of the batch (split or not, ragged, paged) within the plan's tolerance of
+    a float64 reference taken sequence by sequence."""
+    from kbench.kernel.mla_decode.v9 import MlaDecodeServe
+
+    plan = MlaDecodeServe(**point, dtype=dtype)  # type: ignore[arg-type]
+    stages = plan.stages()
+    ws = plan.setup("cuda", 0)
+    ref = plan.reference(ws).float()
+    for cfg in stages[0].tuning:
+        ws.out.zero_()
+        stages[0].build(ws, cfg).fn()
+        if len(stages) > 1:
+            stages[1].build(ws, stages[1].tuning[0]).fn()
+        err = float((plan.output(ws).float() - ref).abs().max() / ref.abs().max())
+        assert err < plan.tolerance[dtype], (cfg, err)

@@ -1,0 +1,130 @@
+"""What serving passes to MLA decode, on CPU: ragged lengths from a fixed seed and a paged cache (a block table over a
+shuffled pool) as plan parameters, the PyTorch baseline over them against the sequence-by-sequence reference, the
+versions that take one contiguous cache refusing them in one line, and v9's cut of a batch into work items (every
+tile attended once, split sequences' slots consecutive, the longest items first); v9's Gluon kernel compiles for
+sm_90 at ragged, paged and split shapes."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import pytest
+
+from kbench.kernel.mla_decode.v9 import BLOCK_N, Cut, MlaDecodeServe
+from kbench.plan.discovery import load_version
+from tests.conftest import Ran
+
+
+def test_ragged_lengths_are_seeded_within_their_range_and_shared_by_batch_sizes() -> None:
+    plan = load_version("mla_decode", "base").from_values({"b": "64", "s": "1", "t": "16384", "t_min": "512"})
+    lens = plan.lens()
+    assert len(lens) == 64 and all(512 <= n <= 16384 for n in lens) and len(set(lens)) > 32
+    small = load_version("mla_decode", "base").from_values({"b": "8", "s": "1", "t": "16384", "t_min": "512"})
+    assert small.lens() == lens[:8]  # the first b draws of one sequence
+    [stage] = plan.stages()
+    assert stage.flops == pytest.approx(2 * 128 // 128 * 16 * sum(lens) * (576 + 512))  # s=1, h=16: the lengths' sum
+
+
+def test_the_serving_parameters_stay_out_of_earlier_runs_names() -> None:
+    base = load_version("mla_decode", "base")
+    assert base.from_values({}).slug() == "b32_s16_t4096_h16_d512_p64_bfloat16"
+    assert base.from_values({"t_min": "512", "page": "64"}).slug() == (
+        "b32_s16_t4096_h16_d512_p64_t_min512_page64_bfloat16"
+    )
+
+
+@pytest.mark.parametrize(
+    "extra", [["--t_min=40", "--t=200"], ["--page=16", "--t=150"], ["--page=16", "--t_min=20", "--t=150", "--s=2"]]
+)
+def test_the_baseline_serves_ragged_and_paged_batches(cli: Callable[..., Ran], extra: list[str]) -> None:
+    done = cli("check", "mla_decode", "base", "--dtype=float32", *extra)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert ": PASS: " in done.stdout
+
+
+def test_the_paged_pool_holds_each_sequence_once_in_a_shuffled_order() -> None:
+    import torch
+
+    plan = load_version("mla_decode", "base").from_values({"b": "5", "s": "1", "t": "300", "t_min": "10", "page": "16"})
+    ws = plan.setup("cpu", 0)
+    pages = plan.pages()
+    assert ws.kv.shape == (sum(pages), 16, 576)
+    used = torch.cat([ws.table[i, :n] for i, n in enumerate(pages)])
+    assert sorted(used.tolist()) == list(range(sum(pages)))  # every block dealt once
+    assert used.tolist() != sorted(used.tolist())  # not in order: the pool is shuffled
+    assert all((ws.table[i, n:] == -1).all() for i, n in enumerate(pages))
+    assert plan.cache_of(ws, 2).shape == (plan.lens()[2], 576)
+
+
+@pytest.mark.parametrize(
+    ("version", "args", "fragment"),
+    [
+        ("v7", ["--page=64"], "this version's kernels take one contiguous cache of t rows per sequence"),
+        ("v3", ["--t_min=100"], "ragged (t_min) and paged (page) batches run on base and v9"),
+        ("base", ["--t_min=8", "--s=16"], "t_min=8: a ragged batch's shortest cache lies in [s, t] = [16, 4096]"),
+        ("v9", ["--page=48"], "page=48: this version's paged cache takes blocks of a multiple of 64 rows"),
+        ("v9", ["--dtype=float32"], "ragged and paged batches run on the Gluon kernel (16-bit types"),
+    ],
+)
+def test_a_serving_batch_a_version_cannot_take_is_refused_in_one_line(
+    cli: Callable[..., Ran], version: str, args: list[str], fragment: str
+) -> None:
+    done = cli("check", "mla_decode", version, *args)
+    assert done.returncode == 2 and fragment in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("point", [{"b": 32, "s": 1, "t": 4096, "h": 128}, {"b": 32, "s": 1, "t": 16384, "h": 128,
+                                   "t_min": 512, "page": 64}, {"b": 4, "s": 16, "t": 4096, "h": 16}])  # fmt: skip
+def test_every_cut_attends_each_tile_once_longest_first(point: dict[str, int]) -> None:
+    plan = MlaDecodeServe(**point)  # type: ignore[arg-type]
+    tiles = [-(-n // BLOCK_N) for n in plan.lens()]
+    for cut in plan.cuts():
+        covered: dict[int, list[tuple[int, int]]] = {}
+        for seq, a, z, slot, first, count in cut.items:
+            covered.setdefault(seq, []).append((a, z))
+            assert 0 < z - a <= cut.bound
+            assert (slot, first) == (-1, -1) if count == 1 else first <= slot < first + count
+        for seq, n in enumerate(tiles):
+            spans = sorted(covered[seq])
+            assert spans[0][0] == 0 and spans[-1][1] == n and all(x[1] == y[0] for x, y in itertools.pairwise(spans))
+        sizes = [z - a for _, a, z, *_ in cut.items]
+        assert sizes == sorted(sizes, reverse=True)
+        slots = sorted(
+            slot for *_, slot, _, _ in [(i[0], i[1], i[2], i[3], i[4], i[5]) for i in cut.items] if slot >= 0
+        )
+        assert slots == list(range(cut.slots))
+
+
+def test_the_cut_splits_where_one_pass_cannot_fill_the_gpu() -> None:
+    # the compute-bound point: 32 x 4 row blocks fill 128 of 132 SMs, one chunk each, no combine; 128 heads at s=1:
+    # 64 CTAs, so each sequence is cut in two (and a combine merges them)
+    full = MlaDecodeServe(b=32, s=16, t=4096, h=16)
+    assert [s.name for s in full.stages()] == ["attention"] and full.cuts()[0].slots == 0
+    heads = MlaDecodeServe(b=32, s=1, t=4096, h=128)
+    assert [s.name for s in heads.stages()] == ["partial", "combine"]
+    assert {count for *_, count in heads.cuts()[0].items} == {2}
+    assert heads.stages()[0].tuning[0]["CHUNK"] == heads.cuts()[0].bound
+
+
+def test_the_makespan_model_prefers_even_work_over_idle_sms() -> None:
+    one = Cut.of([64] * 32, 64, 2, 128, 512, 132)  # 64 CTAs of 64 tiles on 132 SMs
+    two = Cut.of([64] * 32, 32, 2, 128, 512, 132)  # 128 CTAs of 32 tiles, and a combine
+    assert two.est_us < one.est_us and two.slots == 64 and one.slots == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "extra", [[], ["--t_min=0", "--page=0", "--b=2"], ["--t_min=0", "--page=0", "--b=100", "--t=70"]]
+)
+def test_v9s_gluon_kernel_compiles_at_ragged_paged_and_split_shapes(cli: Callable[..., Ran], extra: list[str]) -> None:
+    done = cli("check", "mla_decode", "v9", *extra)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "COMPILED, NOT RUN: mla_v9_kernel compiled for sm_90a" in done.stdout
+
+
+def test_v9_in_float32_runs_v6s_kernels_under_the_interpreter(cli: Callable[..., Ran]) -> None:
+    done = cli("check", "mla_decode", "v9", "--dtype=float32", "--t_min=0", "--page=0")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert ": PASS: " in done.stdout and "COMPILED" not in done.stdout
