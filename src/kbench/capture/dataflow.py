@@ -171,6 +171,20 @@ def _triton_classes() -> list[Any]:
     return found
 
 
+def launch_tensors(values: list[Any]) -> list[Any]:
+    """The tensors a launch is given, once each: its tensor arguments and the tensors behind its tensor descriptors
+    (a TMA descriptor, Triton's or Gluon's, holds its tensor in ``base``: a kernel fed only descriptors reads its
+    inputs through them)."""
+    import torch
+
+    out: dict[int, Any] = {}
+    for a in values:
+        t = a if isinstance(a, torch.Tensor) else getattr(a, "base", None) if hasattr(a, "block_shape") else None
+        if isinstance(t, torch.Tensor):
+            out.setdefault(id(t), t)
+    return list(out.values())
+
+
 def _watched_run(cls: Any, seen: _Seen) -> Any:
     """``cls.run`` watched: the tensors each launch receives, and (one by one) which of them it changed."""
     import torch
@@ -178,7 +192,7 @@ def _watched_run(cls: Any, seen: _Seen) -> Any:
     original = cls.run
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
-        tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)] if not warmup else []
+        tensors = launch_tensors([*args, *kwargs.values()]) if not warmup else []
         if not warmup:
             seen.kernels += 1
             for a in tensors:
