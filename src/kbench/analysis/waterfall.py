@@ -180,7 +180,7 @@ def _work_items(e: Evidence) -> list[Opportunity]:
     flops, out = s.flops, []
     base = rl.bound_us(c, flops, s.dram_bytes)
     tensor = _tensor_ratio(e)
-    if tensor is not None and tensor[0] >= MEASURED_WORK and not e.memory_limited:
+    if tensor is not None and tensor[0] >= MEASURED_WORK and not e.memory_limited_doing(tensor[0]):
         flops = s.flops * tensor[0]
         more = rl.bound_us(c, flops, s.dram_bytes) - base
         out.append(_priced(e, f"Tensor work beyond the model in {e.where}: {tensor[0]:.2f}x the plan's FLOPs "

@@ -354,7 +354,7 @@ def repeated_by_warpgroups(e: Evidence) -> Opportunity | None:
     warpgroups exchanging the first product through memory): never structural, the change names each route with what
     it measured here."""
     rep = _repeat(e)
-    if rep is None or e.memory_limited:
+    if rep is None or e.memory_limited_doing(rep.ratio):  # the repeat counts where what executes is compute-bound
         return None
     counted = f", {rep.counted:.2f}x counted by ncu" if rep.counted is not None else ""
     now = f" (now {e.config})" if e.config else ""

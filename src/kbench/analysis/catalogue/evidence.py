@@ -278,9 +278,14 @@ class Evidence:
     @property
     def memory_limited(self) -> bool:
         """DRAM sets the stage's roof (the plan's model), or counters class it Memory."""
+        return self.memory_limited_doing(1.0)
+
+    def memory_limited_doing(self, work: float) -> bool:
+        """DRAM sets the roof of the stage doing ``work`` times the plan's FLOPs (the work that executes: a stage the
+        model calls memory-bound can be compute-bound in what it runs), or counters class it Memory."""
         c, s = self.practical, self.stage
         if c is not None and s.flops is not None and s.dram_bytes:
-            return rl.limiting_roof(c, s.flops, s.dram_bytes) == "memory"
+            return rl.limiting_roof(c, s.flops * work, s.dram_bytes) == "memory"
         return s.bottleneck == "Memory"
 
 
