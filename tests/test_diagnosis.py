@@ -101,6 +101,7 @@ def realized(before: str, after: str, mode: str, by_events: bool = False) -> flo
 I42 = "validation_h100_1127"  # issue 42's pairs (tests/data/validation_h100_1127)
 S43 = "validation_h100_sampled"  # issue 43's event runs with PM sampling (tests/data/validation_h100_sampled)
 NEW = "h100_1125"  # the runs of 2026-11-25 on an H100 (tests/data/validation_h100_1125)
+S52 = "validation_h100_serving"  # issue 52's runs at DeepSeek's shapes (H100 2026-11-27, event mode, no sampling)
 D51 = "validation_h100_distance"  # issue 51's design-distance pairs, H100 2026-11-27 (event runs PM-sampled)
 PAIRS = [
     # before, after, the mechanism Top 1 must name, a word its change must contain, the modes checked
@@ -288,6 +289,10 @@ PAIRS = [
     (f"{D51}/mla_decode-v6", f"{D51}/mla_decode-v7", "Work repeated by warpgroups in attention", "Gluon", "ea"),
     # a split whose partials cost nothing (2.2 MB against 2.2 GB): "stop", and the fix realizes about as little
     (f"{D51}/splitkv-before", f"{D51}/splitkv-after", "Stage decode is at its practical roof", "none in decode", "ea"),
+    # issue 52: v7 at DeepSeek's 128 heads (s=1) runs v3's Triton split-KV, whose partial kernel repeats Q.K^T on both
+    # warpgroups (1.53x); its model's intensity is under the ridge but what executes is over it. Top 1 names the
+    # repeat and the Gluon route; v9 (v7's Gluon kernel over split work items) took it: 150.5 -> 94.9 us
+    (f"{S52}/mla_decode-v7-h128", f"{S52}/mla_decode-v9-h128", "Work repeated by warpgroups in partial", "Gluon", "e"),
 ]
 MODES = {"e": "event", "a": "annotation"}
 
