@@ -111,7 +111,7 @@ def verdict(rows: list[Row], mm: float) -> list[str]:
     return out
 
 
-def peer_rows(points: list[dict[str, int]], reps: int) -> list[Row]:
+def peer_rows(points: list[dict[str, int]], reps: int, peers: tuple[str, ...]) -> list[Row]:
     """FlashInfer's and FlashMLA's MLA decode at each point, on the baseline's inputs in a paged cache of 64-row
     blocks (both take only paged caches), checked against the reference (tests/benchmark/mla_peers.py); a peer that
     does not run says why."""
@@ -129,7 +129,7 @@ def peer_rows(points: list[dict[str, int]], reps: int) -> list[Row]:
         paged = base.from_values({**point, "page": point.get("page") or 64})
         ws = paged.setup("cuda", 0)
         times = mla_peers.peer_times(point, ws.q_nope, ws.q_pe, ws.kv, ws.table, ws.lens, paged.page, reps,  # type: ignore[attr-defined]
-                                     paged.reference(ws))  # fmt: skip
+                                     paged.reference(ws), peers)  # fmt: skip
         flops, nbytes = sum(st.flops for st in model.stages()), sum(st.dram_bytes for st in model.stages())
         for name, us in times.items():
             if isinstance(us, str) or name.endswith(" rel_l2"):
@@ -137,6 +137,9 @@ def peer_rows(points: list[dict[str, int]], reps: int) -> list[Row]:
                 continue
             rows.append(Row(name, model.slug(), us, flops / us / 1e6, nbytes / us / 1e3, None, None,
                             flops / us / 1e6, nbytes / us / 1e3))  # fmt: skip
+            print(
+                f"peer {name:<11}{model.slug():<52}{us:>10.2f} us", flush=True
+            )  # at once: a fault loses the rest only
     return rows
 
 
@@ -200,6 +203,8 @@ def main() -> None:
     ap.add_argument("--points", choices=["issue29", "serving"], default="issue29",
                     help="issue 29's five points or issue 52's rows with their goals and the peers")  # fmt: skip
     ap.add_argument("--only", default=None, help="with --points serving: comma-separated row numbers (0-based)")
+    ap.add_argument("--peers", default="flashinfer,flashmla", help="with --points serving: the peers timed")
+    ap.add_argument("--peers-only", action="store_true", help="time only the peers (with the ceilings)")
     args = ap.parse_args()
     versions = args.versions.split(",") if args.versions else find_package("mla_decode").versions()
     points = None
@@ -207,10 +212,10 @@ def main() -> None:
         points = [p for i, p in enumerate(SERVING_POINTS) if not args.only or str(i) in args.only.split(",")]
     mm, copy = measured_ceilings()
     print(f"ceilings measured in this run: bf16 torch.mm 8192^3 {mm:.1f} TFLOP/s, copy {copy:.0f} GB/s")
-    rows = run("mla_decode", versions, args.bench_runs, args.out, points)
+    rows = [] if args.peers_only else run("mla_decode", versions, args.bench_runs, args.out, points)
     print_table("mla_decode", rows)
     if points is not None:  # after our rows are out: a peer's fault (FlashMLA exits on a CUDA error) loses only its own
-        peers = peer_rows(points, args.bench_runs)
+        peers = peer_rows(points, args.bench_runs, tuple(p for p in args.peers.split(",") if p))
         print("\npeers (timed as kbench times a stage, on the same inputs in a paged cache of 64-row blocks):")
         print("\n".join(f"{r.version:<11}{r.params:<52}{r.us:>10.2f} us" for r in peers), flush=True)
         rows += peers
