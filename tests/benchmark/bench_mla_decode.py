@@ -169,7 +169,8 @@ def goals(rows: list[Row], mm: float, copy: float) -> list[str]:
         if r is None or share is None:
             return f"{what}: no row"
         met = "met" if share >= target else "NOT met"
-        return f"{what}: {r.version} {r.us:.2f} us = {share:.1f}% of {of}, target {target:.0f}%: {met}"
+        asked = f"target {target:.0f}%: {met}" if target else "no number asked"
+        return f"{what}: {r.version} {r.us:.2f} us = {share:.1f}% of {of}, {asked}"
 
     out = []
     for b in (32, 64):
