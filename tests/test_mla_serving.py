@@ -11,16 +11,18 @@ from collections.abc import Callable
 
 import pytest
 
+from kbench.kernel.mla_decode._common import ServingWorkspace
+from kbench.kernel.mla_decode.base import MlaDecodeTorch
 from kbench.kernel.mla_decode.v9 import BLOCK_N, Cut, MlaDecodeServe
 from kbench.plan.discovery import load_version
 from tests.conftest import Ran
 
 
 def test_ragged_lengths_are_seeded_within_their_range_and_shared_by_batch_sizes() -> None:
-    plan = load_version("mla_decode", "base").from_values({"b": "64", "s": "1", "t": "16384", "t_min": "512"})
+    plan = MlaDecodeTorch(b=64, s=1, t=16384, t_min=512)
     lens = plan.lens()
     assert len(lens) == 64 and all(512 <= n <= 16384 for n in lens) and len(set(lens)) > 32
-    small = load_version("mla_decode", "base").from_values({"b": "8", "s": "1", "t": "16384", "t_min": "512"})
+    small = MlaDecodeTorch(b=8, s=1, t=16384, t_min=512)
     assert small.lens() == lens[:8]  # the first b draws of one sequence
     [stage] = plan.stages()
     assert stage.flops == pytest.approx(2 * 128 // 128 * 16 * sum(lens) * (576 + 512))  # s=1, h=16: the lengths' sum
@@ -46,8 +48,9 @@ def test_the_baseline_serves_ragged_and_paged_batches(cli: Callable[..., Ran], e
 def test_the_paged_pool_holds_each_sequence_once_in_a_shuffled_order() -> None:
     import torch
 
-    plan = load_version("mla_decode", "base").from_values({"b": "5", "s": "1", "t": "300", "t_min": "10", "page": "16"})
+    plan = MlaDecodeTorch(b=5, s=1, t=300, t_min=10, page=16)
     ws = plan.setup("cpu", 0)
+    assert isinstance(ws, ServingWorkspace)
     pages = plan.pages()
     assert ws.kv.shape == (sum(pages), 16, 576)
     used = torch.cat([ws.table[i, :n] for i, n in enumerate(pages)])
@@ -78,7 +81,7 @@ def test_a_serving_batch_a_version_cannot_take_is_refused_in_one_line(
 @pytest.mark.parametrize("point", [{"b": 32, "s": 1, "t": 4096, "h": 128}, {"b": 32, "s": 1, "t": 16384, "h": 128,
                                    "t_min": 512, "page": 64}, {"b": 4, "s": 16, "t": 4096, "h": 16}])  # fmt: skip
 def test_every_cut_attends_each_tile_once_longest_first(point: dict[str, int]) -> None:
-    plan = MlaDecodeServe(**point)  # type: ignore[arg-type]
+    plan = MlaDecodeServe(**point)
     tiles = [-(-n // BLOCK_N) for n in plan.lens()]
     for cut in plan.cuts():
         covered: dict[int, list[tuple[int, int]]] = {}

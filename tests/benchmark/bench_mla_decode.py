@@ -120,7 +120,7 @@ def peer_rows(points: list[dict[str, int]], reps: int, peers: tuple[str, ...]) -
     if importlib.util.find_spec("tests.benchmark.mla_peers") is None:
         print("peers: tests/benchmark/mla_peers.py is absent: none timed")
         return []
-    from tests.benchmark import mla_peers  # type: ignore[attr-defined]
+    from tests.benchmark import mla_peers
 
     rows: list[Row] = []
     for point in points:

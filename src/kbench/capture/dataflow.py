@@ -187,7 +187,6 @@ def launch_tensors(values: list[Any]) -> list[Any]:
 
 def _watched_run(cls: Any, seen: _Seen) -> Any:
     """``cls.run`` watched: the tensors each launch receives, and (one by one) which of them it changed."""
-    import torch
 
     original = cls.run
 
