@@ -136,7 +136,7 @@ def test_a_planted_sweep_folder_is_read_as_data(
     [
         (["mla_decode", "--s=1,,4"], "--s=1,,4: an empty value in the list"),
         (["mla_decode", "--s=1", "--s=2"], "--s is given twice"),
-        (["mla_decode", "v9"], "unknown version 'v99' of mla_decode"),
+        (["mla_decode", "v99"], "unknown version 'v99' of mla_decode"),
         (["nosuch"], "unknown kernel package 'nosuch'"),
         ([], "name a kernel package to sweep"),
         (["--resume", "/nonexistent"], "no readable sweep.json"),
