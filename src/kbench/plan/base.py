@@ -210,8 +210,12 @@ class KernelPlan(Model):
         """A stable, filesystem-safe spelling of the parameters, e.g. ``m4096_n4096_k4096_bfloat16``."""
         from kbench.fsutil import safe
 
-        parts = [f"{k}{v}" for k, v in self.values().items() if k != "dtype"]
+        parts = [f"{k}{v}" for k, v in self.slug_values().items() if k != "dtype"]
         return safe("_".join([*parts, str(self.dtype)]))
+
+    def slug_values(self) -> dict[str, Any]:
+        """The values the slug spells (all of them; a plan may leave out parameters added after its runs were named)."""
+        return self.values()
 
     def torch_dtype(self) -> Any:
         import torch

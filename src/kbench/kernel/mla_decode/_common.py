@@ -21,7 +21,6 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import model_validator
 
-from kbench.fsutil import safe
 from kbench.plan.base import Config, KernelPlan, Launch, Precision, Stage, param
 
 
@@ -106,11 +105,9 @@ class MlaDecode(KernelPlan):
         """Each sequence's blocks in the paged cache (none where it is contiguous)."""
         return [math.ceil(n / self.page) for n in self.lens()] if self.page else []
 
-    def slug(self) -> str:
-        """The parameters' spelling, the serving ones only where they are set (earlier runs keep their names)."""
-        values = {k: v for k, v in self.values().items() if k not in ("t_min", "page") or v}
-        dtype = values.pop("dtype")
-        return safe("_".join([*(f"{k}{v}" for k, v in values.items()), str(dtype)]))
+    def slug_values(self) -> dict[str, Any]:
+        """The serving parameters only where they are set: earlier runs keep their names."""
+        return {k: v for k, v in self.values().items() if k not in ("t_min", "page") or v}
 
     @property
     def precision(self) -> Precision:
@@ -190,10 +187,14 @@ class MlaDecode(KernelPlan):
             kv=torch.randn(*cache, d + p, device=device, generator=g).to(dt),
             out=torch.empty(b, s, h, d, device=device, dtype=dt),
         )
-        if not self.serving():
-            return ws
-        return ServingWorkspace(**vars(ws), lens=torch.tensor(self.lens(), device=device, dtype=torch.int32),
-                                table=self.block_table(device, seed))  # fmt: skip
+        return self.served(ws, device, seed) if self.serving() else ws
+
+    def served(self, ws: Workspace, device: str, seed: int) -> ServingWorkspace:
+        """``ws`` with the batch's lengths and (paged) its block table."""
+        import torch
+
+        lens = torch.tensor(self.lens(), device=device, dtype=torch.int32)
+        return ServingWorkspace(**vars(ws), lens=lens, table=self.block_table(device, seed))
 
     def block_table(self, device: str, seed: int) -> Any:
         """[b, most pages] int32: the pool's blocks dealt to the sequences in a seeded shuffle (-1 past a sequence's

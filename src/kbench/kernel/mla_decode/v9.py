@@ -195,21 +195,14 @@ class Cut:
 
     @classmethod
     def of(cls, tiles: list[int], bound: int, row_blocks: int, rows: int, d: int, sms: int) -> Cut:
-        chunks: list[tuple[int, int, int]] = []
+        items: list[tuple[int, int, int, int, int, int]] = []
+        slot = 0  # the next free slot: a split sequence's chunks take consecutive ones
         for seq, n in enumerate(tiles):
             parts = math.ceil(n / bound)
-            chunks += [(seq, k * n // parts, (k + 1) * n // parts) for k in range(parts)]
-        counts = [math.ceil(n / bound) for n in tiles]
-        firsts, slot = [], 0
-        for c in counts:
-            firsts.append(slot if c > 1 else -1)
-            slot += c if c > 1 else 0
-        items = []
-        taken = [0] * len(tiles)
-        for seq, a, z in chunks:
-            own = firsts[seq] + taken[seq] if counts[seq] > 1 else -1
-            taken[seq] += 1
-            items.append((seq, a, z, own, firsts[seq], counts[seq]))
+            first = slot if parts > 1 else -1
+            for k in range(parts):
+                items.append((seq, k * n // parts, (k + 1) * n // parts, first + k if parts > 1 else -1, first, parts))
+            slot += parts if parts > 1 else 0
         items.sort(key=lambda it: it[1] - it[2])  # longest first
         # a tile's time: its MMAs, or its share of DRAM where the SMs' distinct chunks outrun the copy ceiling
         tile_us = max(TILE_US, TILE_BYTES * sms / row_blocks / (COPY_GBPS * 1e3))
@@ -285,9 +278,8 @@ class MlaDecodeServe(MlaDecodeGluon):
         if not self.gluon():
             return super().setup(device, seed)
         ws = MlaDecode.setup(self, device, seed)  # not v3's split workspace: this one's partials are per slot
-        if not isinstance(ws, ServingWorkspace):
-            ws = ServingWorkspace(**vars(ws), lens=torch.tensor(self.lens(), device=device, dtype=torch.int32),
-                                  table=None)  # fmt: skip
+        if not isinstance(ws, ServingWorkspace):  # one contiguous cache: the kernel still reads the lengths
+            ws = self.served(ws, device, seed)
         slots = max([c.slots for c in self.cuts()] + [1])
         return SplitServingWorkspace(
             **vars(ws),
