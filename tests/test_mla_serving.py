@@ -131,3 +131,16 @@ def test_v9_in_float32_runs_v6s_kernels_under_the_interpreter(cli: Callable[...,
     done = cli("check", "mla_decode", "v9", "--dtype=float32", "--t_min=0", "--page=0")
     assert done.returncode == 0, done.stderr + done.stdout
     assert ": PASS: " in done.stdout and "COMPILED" not in done.stdout
+
+
+def test_a_capture_made_before_the_serving_parameters_still_matches_its_plan() -> None:
+    from pathlib import Path
+
+    from kbench import pipeline
+    from kbench.errors import UsageError
+
+    made = {"kernel": "mla_decode", "version": "v2", "params": {"b": 32, "s": 16, "t": 4096, "h": 16, "d": 512,
+                                                                  "p": 64, "dtype": "bfloat16"}}  # fmt: skip
+    pipeline._same_plan(Path("old.ncu-rep"), made, MlaDecodeTorch(b=32, s=16, t=4096, h=16))  # t_min, page: defaults
+    with pytest.raises(UsageError, match="give the capture's parameters"):
+        pipeline._same_plan(Path("old.ncu-rep"), made, MlaDecodeTorch(b=32, s=16, t=4096, h=16, page=64))

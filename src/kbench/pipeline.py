@@ -364,9 +364,10 @@ def _same_plan(path: Path, made: dict[str, Any], plan: KernelPlan) -> None:
     kernel, values = made.get("kernel"), made.get("params")
     if not isinstance(values, dict) or kernel is None:
         return  # a capture from elsewhere: nothing to compare with
-    if kernel != plan.package or {k: str(v) for k, v in values.items()} != {
-        k: str(v) for k, v in plan.values().items()
-    }:
+    default = {p.name: p.default for p in plan.params()}
+    # a parameter the capture predates (added to the plan since) agrees where the plan holds its default
+    given = {k: str(v) for k, v in plan.values().items() if k in values or v != default.get(k)}
+    if kernel != plan.package or {k: str(v) for k, v in values.items()} != given:
         raise UsageError(
             f"{path} was captured for {kernel} {made.get('version', '')} {values}, but --plan gives {plan.package} "
             f"{plan.version} {plan.values()}: its model would be another kernel's; give the capture's parameters"
