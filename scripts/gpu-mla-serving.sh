@@ -8,9 +8,11 @@
 res=${1:-out/gpu-mla-serving}
 . "$(dirname "$0")/gpu-common.sh"
 if [ "${CHECK:-1}" = 1 ]; then
-  for args in "" "--dtype=float16" ${CHECK_ARGS:-"--t_min=0 --page=0 --b=100 --t=70" "--t_min=0 --page=0 --b=3 --s=1 --h=128 --d=512 --p=64 --t=2000" "--b=5 --s=2 --h=64 --d=512 --p=64 --t=3000 --t_min=100 --page=128"}; do
-    step "kbench check mla_decode v9 $args"
-    timeout 240 $py -m kbench check mla_decode v9 $args 2>&1 | tee -a "$res/check.txt" | grep -v "^  .*PASS" | tail -4
+  for v in ${CHECK_VERSIONS:-v9}; do
+    for args in "" "--dtype=float16" ${CHECK_ARGS:-"--t_min=0 --page=0 --b=100 --t=70" "--t_min=0 --page=0 --b=3 --s=1 --h=128 --d=512 --p=64 --t=2000" "--b=5 --s=2 --h=64 --d=512 --p=64 --t=3000 --t_min=100 --page=128"}; do
+      step "kbench check mla_decode $v $args"
+      timeout 240 $py -m kbench check mla_decode $v $args 2>&1 | tee -a "$res/check.txt" | grep -v "^  .*PASS" | tail -4
+    done
   done
 fi
 if [ "${BENCH:-1}" = 1 ]; then

@@ -144,3 +144,14 @@ def test_a_capture_made_before_the_serving_parameters_still_matches_its_plan() -
     pipeline._same_plan(Path("old.ncu-rep"), made, MlaDecodeTorch(b=32, s=16, t=4096, h=16))  # t_min, page: defaults
     with pytest.raises(UsageError, match="give the capture's parameters"):
         pipeline._same_plan(Path("old.ncu-rep"), made, MlaDecodeTorch(b=32, s=16, t=4096, h=16, page=64))
+
+
+def test_v10_merges_in_its_one_kernel_where_v9_launches_a_combine() -> None:
+    from kbench.kernel.mla_decode.v10 import MlaDecodeMerged
+
+    v9, v10 = MlaDecodeServe(b=32, s=1, t=4096, h=128), MlaDecodeMerged(b=32, s=1, t=4096, h=128)
+    [one] = v10.stages()
+    assert [s.name for s in v9.stages()] == ["partial", "combine"] and one.kernels == ["mla_v9_kernel"]
+    partial = 4.0 * v10.cuts()[0].slots * v10.rows * (v10.d + 1)  # written, then read back by the last chunk
+    assert one.dram_bytes == pytest.approx(v9.stages()[0].dram_bytes + partial)
+    assert v10.setup("cpu", 0).arrived.shape == (32, 2)  # a counter per sequence and row block

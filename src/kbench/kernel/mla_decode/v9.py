@@ -51,6 +51,7 @@ class SplitServingWorkspace(ServingWorkspace):
     partial: Any  # [slots, s*h, d] fp32: each chunk's normalised output
     lse: Any  # [slots, s*h] fp32: each chunk's base-2 log-sum-exp (-inf where its rows saw nothing)
     meta: Any  # [b, 2] int32: each sequence's first slot and chunk count, written by the attention kernel
+    arrived: Any  # [b, row blocks] int32: the chunks of each split row block done so far (v10's merge; zero between)
 
 
 @gluon.jit
@@ -67,10 +68,43 @@ def _tile_row(table_ptr, seq, j, t, MAX_PAGES, PAGE: gl.constexpr, BLOCK_N: gl.c
 
 
 @gluon.jit
+def _merge_chunks(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D: gl.constexpr, BLOCK_M: gl.constexpr,  # type: ignore[no-untyped-def]
+                  num_warps: gl.constexpr):  # fmt: skip
+    """One row block of a split sequence: its ``count`` chunks' partials merged by their log-sum-exps into the
+    output, 64 columns at a time (read past L1: other SMs wrote them)."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
+    rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+    rmask = rows < R
+    top = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, layout))
+    for i in range(count):
+        lse = gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"), cache_modifier=".cg")
+        top = gl.maximum(top, lse)
+    top = gl.where(top == float("-inf"), 0.0, top)
+    weight = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, layout))
+    for i in range(count):
+        lse = gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"), cache_modifier=".cg")
+        weight += gl.exp2(lse - top)
+    inv = 1.0 / gl.where(weight > 0, weight, 1.0)
+    for c0 in gl.static_range(0, D, 64):
+        cols = c0 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+        acc = gl.zeros([BLOCK_M, 64], gl.float32, layout)
+        for i in range(count):
+            lse = gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"), cache_modifier=".cg")
+            part = gl.load(part_ptr + ((first + i) * R + rows[:, None]) * D + cols[None, :], mask=rmask[:, None],
+                           other=0.0, cache_modifier=".cg")  # fmt: skip
+            acc += gl.exp2(lse - top)[:, None] * part
+        gl.store(o_ptr + (seq * R + rows[:, None]) * D + cols[None, :], (acc * inv[:, None]).to(o_ptr.dtype.element_ty),
+                 mask=rmask[:, None])  # fmt: skip
+
+
+@gluon.jit
 def mla_v9_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr, meta_ptr, work_ptr, lens_ptr,  # type: ignore[no-untyped-def]
                   table_ptr, scale, s, t, R, MAX_PAGES, H: gl.constexpr, BLOCK_M: gl.constexpr,
-                  BLOCK_N: gl.constexpr, PAGE: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
-    """v7's loop (P.V of a tile issued before the next tile's Q.K^T) over the tiles [j0, j1) of one work item."""
+                  BLOCK_N: gl.constexpr, PAGE: gl.constexpr, num_warps: gl.constexpr, MERGE: gl.constexpr = False,
+                  arrived_ptr=None, ROW_BLOCKS: gl.constexpr = 1):  # fmt: skip
+    """v7's loop (P.V of a tile issued before the next tile's Q.K^T) over the tiles [j0, j1) of one work item.
+    ``MERGE`` (v10): a split sequence's chunk, its partial written, counts itself in at ``arrived_ptr`` (one counter
+    per sequence and row block); the last of them to arrive merges them all into the output (no combine kernel)."""
     D: gl.constexpr = kv_desc.block_type.shape[1]
     P: gl.constexpr = kpe_desc.block_type.shape[1]
     dtype: gl.constexpr = kv_desc.dtype
@@ -155,6 +189,13 @@ def mla_v9_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr,
         m_o = gl.convert_layout(m, o_rows_layout)
         lse = gl.where(seen, m_o + gl.log2(gl.where(seen, l_sum, 1.0)), float("-inf"))
         gl.store(lse_ptr + slot * R + o_rows, lse, mask=o_rows < R)
+        if MERGE:
+            _cta_barrier()  # every thread's partial stored before the release below
+            counter = arrived_ptr + seq * ROW_BLOCKS + pid
+            count = gl.load(item + 5)
+            if gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == count - 1:
+                gl.store(counter, 0)  # the last to arrive: the counter ready for the next launch
+                _merge_chunks(part_ptr, lse_ptr, o_ptr, seq, pid, gl.load(item + 4), count, R, D, BLOCK_M, num_warps)
 
 
 @triton.jit
@@ -234,6 +275,7 @@ class MlaDecodeServe(MlaDecodeGluon):
     check_params: ClassVar[dict[str, Any]] = {**MlaDecodeGluon.check_params, "b": 3, "t": 200, "t_min": 65, "page": 64}
     TILE: ClassVar[Config] = {"BLOCK_M": 64, "BLOCK_N": BLOCK_N, "num_warps": 8}
     CANDIDATES: ClassVar[int] = 3  # chunk bounds tuned: the model's best and the next best of the same kind
+    MERGE: ClassVar[bool] = False  # v10: the last chunk of a split row block merges them in the kernel (no combine)
 
     @model_validator(mode="after")
     def _served_by_gluon(self) -> MlaDecodeServe:
@@ -252,8 +294,7 @@ class MlaDecodeServe(MlaDecodeGluon):
         """The chunk bounds the model ranks best, each cutting the batch differently, all of one kind (all split or
         none: the stages differ)."""
         tiles = tuple(math.ceil(n / BLOCK_N) for n in self.lens())
-        row_blocks = math.ceil(self.rows / self.TILE["BLOCK_M"])
-        return _cuts(tiles, row_blocks, self.rows, self.d, sm_count())[: self.CANDIDATES]
+        return _cuts(tiles, self.row_blocks(), self.rows, self.d, sm_count())[: self.CANDIDATES]
 
     def stages(self) -> list[Stage]:
         if not self.gluon():
@@ -264,6 +305,10 @@ class MlaDecodeServe(MlaDecodeGluon):
         if not cuts[0].slots:
             return [attention]
         partial = 4.0 * cuts[0].slots * self.rows * (self.d + 1)
+        if self.MERGE:  # one kernel: the partials written, then read back by each row block's last chunk
+            merged = attention.dram_bytes + 2 * partial
+            return [Stage(attention.name, flops=attention.flops, dram_bytes=merged, precision=self.precision,
+                          build=self._attend, tuning=tuning, kernels=["mla_v9_kernel"])]  # fmt: skip
         return [
             Stage("partial", flops=attention.flops, dram_bytes=attention.dram_bytes + partial,
                   precision=self.precision, build=self._attend, tuning=tuning, kernels=["mla_v9_kernel"]),
@@ -286,7 +331,11 @@ class MlaDecodeServe(MlaDecodeGluon):
             partial=torch.empty(slots, self.rows, self.d, device=device, dtype=torch.float32),
             lse=torch.empty(slots, self.rows, device=device, dtype=torch.float32),
             meta=torch.zeros(self.b, 2, device=device, dtype=torch.int32),
+            arrived=torch.zeros(self.b, self.row_blocks(), device=device, dtype=torch.int32),
         )
+
+    def row_blocks(self) -> int:
+        return math.ceil(self.rows / self.TILE["BLOCK_M"])
 
     def tiles(self, ws: Any, block_n: int) -> tuple[Any, Any]:
         kv = ws.kv.view(-1, self.d + self.p)  # [b * t, d + p] or the pool's [pages * page, d + p]
@@ -306,6 +355,8 @@ class MlaDecodeServe(MlaDecodeGluon):
         kernel = mla_v9_kernel[grid]
         most = int(table.shape[1]) if ws.table is not None else 0
         args = {"H": self.h, "BLOCK_M": m, "BLOCK_N": bn, "PAGE": self.page, "num_warps": cfg["num_warps"]}
+        if self.MERGE:
+            args.update(MERGE=True, arrived_ptr=ws.arrived, ROW_BLOCKS=self.row_blocks())
         bufs = (ws.out, ws.partial, ws.lse, ws.meta, work, ws.lens, table)
         shape = (self.scale, self.s, self.t, self.rows, most)
         return Launch(lambda: kernel(q_desc, qpe_desc, kv_desc, kpe_desc, *bufs, *shape, **args), grid)
