@@ -1,11 +1,14 @@
 """tests/benchmark/mla_peers.py on the CPU: FlashInfer's CSR metadata from a block table, the paged causal reference
 against a token-by-token loop, and the reasons a peer gives when it cannot run (no flashinfer, no FlashMLA build, a
-layout FlashMLA does not take). No test needs flashinfer or a GPU."""
+layout FlashMLA does not take), and that a prepared FlashMLA launch holds every buffer whose address it hands to the
+C side, sized as FlashMLA's scheduler needs. No test needs flashinfer or a GPU."""
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +94,125 @@ def test_points_parse_from_their_slugs() -> None:
     assert mla_peers._parse_point("b32_s4_t4096_h128_ragged") == {"b": 32, "s": 4, "t": 4096, "h": 128, "ragged": True}
     with pytest.raises(Exception, match="a point is"):
         mla_peers._parse_point("b32_s4")
+
+
+class _FakeFlashMla:
+    """Stands for libflashmla_capi.so (same entry points and argument names): records the addresses and sizes each
+    call is given, launches nothing."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, int]]] = []
+
+    def flashmla_sched_meta_ints(self) -> int:
+        return 8  # sizeof(DecodingSchedMeta) / sizeof(int)
+
+    def flashmla_num_sm_parts(self, num_sms: int, s_q: int, h_q: int) -> int:
+        return max(num_sms // math.ceil(s_q * h_q / 64), 1)  # FlashMLA's dense decode, one latent head
+
+    def flashmla_get_metadata(self, *args: Any) -> int:
+        names = ("b", "s_q", "seqlens_k", "sched_meta", "num_splits", "num_sm_parts", "stream")
+        self.calls.append(("metadata", dict(zip(names, args, strict=True))))
+        return 0
+
+    def flashmla_dense_decode_bf16(self, *args: Any) -> int:
+        names: tuple[str, ...] = (
+            "b",
+            "s_q",
+            "h_q",
+            "num_blocks",
+            "q",
+            "kcache",
+            "block_table",
+            "bt_stride",
+            "seqlens_k",
+            "scale",
+        )
+        names += ("causal", "sched_meta", "num_splits", "num_sm_parts", "out", "lse", "lse_accum", "o_accum", "stream")
+        self.calls.append(("decode", dict(zip(names, args, strict=True))))
+        return 0
+
+
+ADDRESSES: tuple[str, ...] = ("q", "kcache", "block_table", "seqlens_k", "sched_meta", "num_splits")
+ADDRESSES += ("out", "lse", "lse_accum", "o_accum")
+
+
+def _held_tensors(root: object) -> dict[int, Any]:
+    """The tensors ``root`` keeps alive, by data address: what its closure cells and attributes reach (not through
+    modules, classes or a function's globals, which hold no launch's buffers)."""
+    found: dict[int, Any] = {}
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType)):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            found[obj.data_ptr()] = obj
+        elif isinstance(obj, types.FunctionType):
+            stack.extend(cell.cell_contents for cell in obj.__closure__ or ())
+        else:
+            stack.extend(gc.get_referents(obj))
+    return found
+
+
+def _prepared_flashmla(monkeypatch: pytest.MonkeyPatch, s: int, h: int) -> tuple[Any, _FakeFlashMla, int]:
+    """FlashMLA prepared on CPU tensors through the fake library (132 SMs, as an H100 SXM); lens and block table
+    come as int64, so the int32 copies the C side needs are made inside."""
+    fake = _FakeFlashMla()
+    monkeypatch.setattr(mla_peers, "_flashmla_lib", lambda: fake)
+    monkeypatch.setattr(mla_peers, "_num_sms", lambda t: 132)
+    monkeypatch.setattr(mla_peers, "_stream", lambda dev: 0)
+    b, page = 3, 64
+    lens = torch.tensor([64, 100, 130])
+    table = torch.arange(b * 3).view(b, 3)
+    q_nope = torch.zeros(b, s, h, 512, dtype=torch.bfloat16)
+    q_pe = torch.zeros(b, s, h, 64, dtype=torch.bfloat16)
+    pool = torch.zeros(b * 3, page, 576, dtype=torch.bfloat16)
+    made = mla_peers._flashmla(q_nope, q_pe, pool, table, lens, page)
+    assert not isinstance(made, str), made
+    return made[0], fake, b
+
+
+@pytest.mark.parametrize(("s", "h"), [(1, 16), (16, 16), (1, 128)])
+def test_flashmla_launch_holds_every_buffer_it_hands_to_the_c_side(
+    monkeypatch: pytest.MonkeyPatch, s: int, h: int
+) -> None:
+    # the C side gets bare addresses: a buffer only they name goes back to torch's caching allocator, and the timer's
+    # own allocations (its L2-flush scratch, its reduction's workspace) then overwrite the schedule under the kernels
+    run, fake, _ = _prepared_flashmla(monkeypatch, s, h)
+    gc.collect()
+    run()
+    held = _held_tensors(run)
+    (what, meta), (_, decode) = fake.calls[0], fake.calls[-1]
+    assert what == "metadata" and len(fake.calls) == 2
+    assert {k: meta[k] for k in ("seqlens_k", "sched_meta", "num_splits")} == {
+        k: decode[k] for k in ("seqlens_k", "sched_meta", "num_splits")
+    }
+    assert [name for name in ADDRESSES if decode[name] not in held] == []
+
+
+@pytest.mark.parametrize(("s", "h", "parts"), [(1, 16, 132), (16, 16, 33), (4, 16, 132), (1, 128, 66)])
+def test_flashmla_buffers_are_sized_for_the_schedule(
+    monkeypatch: pytest.MonkeyPatch, s: int, h: int, parts: int
+) -> None:
+    # FlashMLA's scheduler writes a [num_sm_parts, 8] int32 schedule and b + 1 split offsets, and makes at most
+    # b + num_sm_parts splits, each a [s*h] lse and a [s*h, 512] float32 partial output (csrc/api/dense_decode.h)
+    run, fake, b = _prepared_flashmla(monkeypatch, s, h)
+    run()
+    held, decode = _held_tensors(run), fake.calls[-1][1]
+    assert decode["num_sm_parts"] == parts and fake.calls[0][1]["num_sm_parts"] == parts
+    sizes = {name: (held[decode[name]].numel(), held[decode[name]].dtype) for name in ADDRESSES if decode[name] in held}
+    assert sizes == {
+        "q": (b * s * h * 576, torch.bfloat16),
+        "kcache": (b * 3 * 64 * 576, torch.bfloat16),
+        "block_table": (b * 3, torch.int32),
+        "seqlens_k": (b, torch.int32),
+        "sched_meta": (parts * 8, torch.int32),
+        "num_splits": (b + 1, torch.int32),
+        "out": (b * s * h * 512, torch.bfloat16),
+        "lse": (b * s * h, torch.float32),
+        "lse_accum": ((b + parts) * s * h, torch.float32),
+        "o_accum": ((b + parts) * s * h * 512, torch.float32),
+    }
+    assert decode["bt_stride"] == 3 and decode["causal"] == int(s > 1)

@@ -23,6 +23,7 @@ import re
 import statistics
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +156,22 @@ def _flashmla_lib() -> ctypes.CDLL | str:
     return lib
 
 
+def _num_sms(t: torch.Tensor) -> int | str:
+    """The SM count of ``t``'s GPU (FlashMLA splits the batch over it), or why there is none."""
+    import torch
+
+    if not t.is_cuda:
+        return "FlashMLA: needs CUDA tensors"
+    return int(torch.cuda.get_device_properties(t.device).multi_processor_count)
+
+
+def _stream(dev: torch.device) -> int:
+    """The current CUDA stream's handle on ``dev``: FlashMLA launches there, as torch's own kernels do."""
+    import torch
+
+    return int(torch.cuda.current_stream(dev).cuda_stream)
+
+
 def _flashmla(
     q_nope: torch.Tensor,
     q_pe: torch.Tensor,
@@ -172,36 +189,71 @@ def _flashmla(
     lib = _flashmla_lib()
     if isinstance(lib, str):
         return lib
-    if not q_nope.is_cuda:
-        return "FlashMLA: needs CUDA tensors"
+    sms = _num_sms(q_nope)
+    if isinstance(sms, str):
+        return sms
     dev = q_nope.device
-    # FlashMLA takes the query as one [b, s, h, d+p] tensor: concatenated once here, outside timing
-    q = torch.cat([q_nope, q_pe], dim=-1).contiguous()
-    pool, table = kv_pool.contiguous(), block_table.to(dev, torch.int32).contiguous()
-    seqlens = lens.to(dev, torch.int32).contiguous()
-    parts = lib.flashmla_num_sm_parts(torch.cuda.get_device_properties(dev).multi_processor_count, s, h)
-    meta = torch.empty(parts, lib.flashmla_sched_meta_ints(), dtype=torch.int32, device=dev)
-    splits = torch.empty(b + 1, dtype=torch.int32, device=dev)
-    stream = torch.cuda.current_stream(dev).cuda_stream
+    parts = lib.flashmla_num_sm_parts(sms, s, h)
+    step = _FlashMlaStep(
+        lib,
+        (d + p) ** -0.5,
+        # FlashMLA takes the query as one [b, s, h, d+p] tensor: concatenated once here, outside timing
+        q=torch.cat([q_nope, q_pe], dim=-1).contiguous(),
+        pool=kv_pool.contiguous(),
+        table=block_table.to(dev, torch.int32).contiguous(),
+        seqlens=lens.to(dev, torch.int32).contiguous(),
+        meta=torch.empty(parts, lib.flashmla_sched_meta_ints(), dtype=torch.int32, device=dev),
+        splits=torch.empty(b + 1, dtype=torch.int32, device=dev),
+        out=torch.empty(b, s, h, d, dtype=q_nope.dtype, device=dev),
+        lse=torch.empty(b, s * h, dtype=torch.float32, device=dev),
+        # at most one split per sequence plus one per SM part that stops inside a sequence (dense_decode.h)
+        lse_accum=torch.empty(b + parts, s * h, dtype=torch.float32, device=dev),
+        o_accum=torch.empty(b + parts, s * h, d, dtype=torch.float32, device=dev),
+    )
     # get_mla_metadata once, outside timing (FlashMLA's own benchmark reuses it across calls)
-    rc = lib.flashmla_get_metadata(b, s, seqlens.data_ptr(), meta.data_ptr(), splits.data_ptr(), parts, stream)
+    rc = lib.flashmla_get_metadata(
+        b, s, step.seqlens.data_ptr(), step.meta.data_ptr(), step.splits.data_ptr(), parts, _stream(dev)
+    )
     if rc:
         return f"FlashMLA get_mla_metadata: CUDA error {rc}"
-    out = torch.empty(b, s, h, d, dtype=q.dtype, device=dev)
-    lse = torch.empty(b, s * h, dtype=torch.float32, device=dev)
-    lse_accum = torch.empty(b + parts, s * h, dtype=torch.float32, device=dev)
-    o_accum = torch.empty(b + parts, s * h, d, dtype=torch.float32, device=dev)
-    args = (b, s, h, pool.shape[0], q.data_ptr(), pool.data_ptr(), table.data_ptr(), table.stride(0))
-    rest = (seqlens.data_ptr(), (d + p) ** -0.5, int(s > 1), meta.data_ptr(), splits.data_ptr(), parts)
-    bufs = (out.data_ptr(), lse.data_ptr(), lse_accum.data_ptr(), o_accum.data_ptr())
+    return step, step.out
 
-    def run() -> object:
-        code = lib.flashmla_dense_decode_bf16(*args, *rest, *bufs, torch.cuda.current_stream(dev).cuda_stream)
+
+@dataclass
+class _FlashMlaStep:
+    """One FlashMLA decode step ready to launch; it holds every tensor whose address the C side is given. ctypes
+    passes bare addresses, which keep nothing alive: a buffer named only there goes back to torch's caching
+    allocator, whose next allocations (the timer's L2-flush scratch, its reduction's workspace) then write over the
+    schedule and the split buffers between launches (combine.cu's `my_num_splits <= MAX_SPLITS`, illegal addresses)."""
+
+    lib: Any
+    scale: float
+    q: torch.Tensor  # [b, s, h, d+p] bf16
+    pool: torch.Tensor  # [pages, 64, d+p] bf16
+    table: torch.Tensor  # [b, max_pages] int32
+    seqlens: torch.Tensor  # [b] int32
+    meta: torch.Tensor  # [num_sm_parts, sched_meta_ints] int32, written by get_mla_metadata
+    splits: torch.Tensor  # [b + 1] int32, each sequence's first split, written by get_mla_metadata
+    out: torch.Tensor  # [b, s, h, d] bf16
+    lse: torch.Tensor  # [b, s*h] float32
+    lse_accum: torch.Tensor  # [b + num_sm_parts, s*h] float32
+    o_accum: torch.Tensor  # [b + num_sm_parts, s*h, d] float32
+    args: tuple[object, ...] = field(init=False)  # the launch's arguments but the stream, taken once
+
+    def __post_init__(self) -> None:
+        b, s, h, _ = self.q.shape
+        self.args = (
+            b, s, h, self.pool.shape[0], self.q.data_ptr(), self.pool.data_ptr(), self.table.data_ptr(),
+            self.table.stride(0), self.seqlens.data_ptr(), self.scale, int(s > 1), self.meta.data_ptr(),
+            self.splits.data_ptr(), self.meta.shape[0], self.out.data_ptr(), self.lse.data_ptr(),
+            self.lse_accum.data_ptr(), self.o_accum.data_ptr(),
+        )  # fmt: skip
+
+    def __call__(self) -> torch.Tensor:
+        code = self.lib.flashmla_dense_decode_bf16(*self.args, _stream(self.q.device))
         if code:
             raise RuntimeError(f"FlashMLA dense decode: CUDA error {code}")
-        return out
-
-    return run, out
+        return self.out
 
 
 def peer_times(
