@@ -505,6 +505,7 @@ def test_mla_decode_v7s_gluon_kernel_matches_the_reference(dtype: str) -> None:
         {"b": 3, "s": 1, "t": 2000, "h": 128},  # split contiguous sequences and a combine
         {"b": 5, "s": 3, "t": 1000, "h": 16, "t_min": 65, "page": 64},  # ragged, paged, a token's chunk unseen
         {"b": 100, "s": 4, "t": 1000, "h": 16},  # one chunk per sequence: written directly, no combine
+        {"b": 24, "s": 2, "t": 1500, "h": 128, "t_min": 600, "page": 64},  # two chunks at most: v10 merges in-kernel
     ],
 )
 @pytest.mark.parametrize("version", ["v9", "v10"])

@@ -155,3 +155,7 @@ def test_v10_merges_in_its_one_kernel_where_v9_launches_a_combine() -> None:
     partial = 4.0 * v10.cuts()[0].slots * v10.rows * (v10.d + 1)  # written, then read back by the last chunk
     assert one.dram_bytes == pytest.approx(v9.stages()[0].dram_bytes + partial)
     assert v10.setup("cpu", 0).arrived.shape == (32, 2)  # a counter per sequence and row block
+    # where a sequence is cut into more than two chunks the last one would merge them serially: v9's combine runs
+    assert [s.name for s in MlaDecodeMerged(b=4, s=16, t=4096, h=16).stages()] == ["partial", "combine"]
+    ragged = MlaDecodeMerged(b=24, s=2, t=1500, h=128, t_min=600, page=64)  # the GPU tier's merged point
+    assert len(ragged.stages()) == 1 and all(ragged.merged(c) for c in ragged.cuts()[:1])

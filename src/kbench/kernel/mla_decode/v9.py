@@ -275,7 +275,9 @@ class MlaDecodeServe(MlaDecodeGluon):
     check_params: ClassVar[dict[str, Any]] = {**MlaDecodeGluon.check_params, "b": 3, "t": 200, "t_min": 65, "page": 64}
     TILE: ClassVar[Config] = {"BLOCK_M": 64, "BLOCK_N": BLOCK_N, "num_warps": 8}
     CANDIDATES: ClassVar[int] = 3  # chunk bounds tuned: the model's best and the next best of the same kind
-    MERGE: ClassVar[bool] = False  # v10: the last chunk of a split row block merges them in the kernel (no combine)
+    # v10: where no sequence is cut into more than MERGE chunks, the last chunk of a split row block merges them in
+    # the kernel (no combine); 0: never
+    MERGE: ClassVar[int] = 0
 
     @model_validator(mode="after")
     def _served_by_gluon(self) -> MlaDecodeServe:
@@ -300,14 +302,17 @@ class MlaDecodeServe(MlaDecodeGluon):
         if not self.gluon():
             return super().stages()
         cuts = self.cuts()
+        merged = self.merged(cuts[0])
+        if merged:  # tuned among the cuts the kernel merges itself
+            cuts = [c for c in cuts if self.merged(c)]
         tuning = [{**self.TILE, "CHUNK": c.bound} for c in cuts]
         attention = self.attention_stage(self._attend, tuning, ["mla_v9_kernel"])
         if not cuts[0].slots:
             return [attention]
         partial = 4.0 * cuts[0].slots * self.rows * (self.d + 1)
-        if self.MERGE:  # one kernel: the partials written, then read back by each row block's last chunk
-            merged = attention.dram_bytes + 2 * partial
-            return [Stage(attention.name, flops=attention.flops, dram_bytes=merged, precision=self.precision,
+        if merged:  # one kernel: the partials written, then read back by each row block's last chunk
+            moved = attention.dram_bytes + 2 * partial
+            return [Stage(attention.name, flops=attention.flops, dram_bytes=moved, precision=self.precision,
                           build=self._attend, tuning=tuning, kernels=["mla_v9_kernel"])]  # fmt: skip
         return [
             Stage("partial", flops=attention.flops, dram_bytes=attention.dram_bytes + partial,
@@ -316,6 +321,10 @@ class MlaDecodeServe(MlaDecodeGluon):
                   precision="fp32", build=self._merge, tuning=[{"BLOCK_D": 64, "num_warps": 4}],
                   kernels=["mla_v9_combine_kernel"]),
         ]  # fmt: skip
+
+    def merged(self, cut: Cut) -> bool:
+        """Whether the kernel merges ``cut``'s split sequences itself (v10, at most MERGE chunks to a sequence)."""
+        return bool(cut.slots) and max(count for *_, count in cut.items) <= self.MERGE
 
     def setup(self, device: str, seed: int) -> Any:
         import torch
@@ -355,7 +364,7 @@ class MlaDecodeServe(MlaDecodeGluon):
         kernel = mla_v9_kernel[grid]
         most = int(table.shape[1]) if ws.table is not None else 0
         args = {"H": self.h, "BLOCK_M": m, "BLOCK_N": bn, "PAGE": self.page, "num_warps": cfg["num_warps"]}
-        if self.MERGE:
+        if self.merged(cut):
             args.update(MERGE=True, arrived_ptr=ws.arrived, ROW_BLOCKS=self.row_blocks())
         bufs = (ws.out, ws.partial, ws.lse, ws.meta, work, ws.lens, table)
         shape = (self.scale, self.s, self.t, self.rows, most)
