@@ -4,10 +4,12 @@ Each stage's record (``tiling/<stage>.json`` ``dataflow``, from capture.dataflow
 touched: bytes, read or written, the plan's output or not. Consecutive stages that share tensors are a fusion
 candidate: apart, each moves every tensor it touches; fused, each distinct tensor moves once, and an intermediate
 (written by one stage of the group, read by a later one, used by no stage outside it and not the plan's output)
-does not move at all. A memory-bound stage of the group saves the share of its time that its saved bytes are (a
-re-read of what an earlier stage of the group touched, or an intermediate), at most down to its remaining bytes
-at the practical bandwidth; a compute-bound stage saves nothing (its time does not follow its bytes), so a GEMM
-and its elementwise epilogue are credited with the epilogue's saving only.
+does not move at all, except partial results a later stage reduces (reading over twice what it writes): the CTAs
+of a fused kernel still exchange those through memory, so their writer saves nothing on them. A memory-bound stage
+of the group saves the share of its time that its saved bytes are (a re-read of what an earlier stage of the group
+touched, or an intermediate), at most down to its remaining bytes at the practical bandwidth; a compute-bound stage
+saves nothing (its time does not follow its bytes), so a GEMM and its elementwise epilogue are credited with the
+epilogue's saving only.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from kbench.analysis.catalogue.evidence import size_words as _size
 from kbench.analysis.opportunities import Opportunity
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.stages import StageFigures
+
+REDUCED = 2.0  # a stage reading over this many times the bytes it writes reduces (a softmax's fp32 -> bf16: 2)
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,9 @@ class Group:
     fused: float
     reread: dict[str, int]  # tensor -> stages of the group that touch it (more than one)
     intermediates: list[str]
+    # intermediates a later stage reduces (it reads over REDUCED times what it writes in all): partial results of CTAs
+    # (split-K, split-KV) that a fused kernel's CTAs still exchange through memory, so their writer keeps writing them
+    reduced: list[str]
 
     @property
     def saved(self) -> float:
@@ -92,6 +99,11 @@ def _groups(figs: Sequence[StageFigures], flows: dict[str, list[Use]]) -> list[G
             output = any(u.tensor == t and u.output for u in inside)
             if writers and any(r > min(writers) for r in readers) and not output and t not in outside:
                 intermediates.append(t)
+        writes = {f.name: sum(u.bytes for u in flows[f.name] if u.written) for f in run}
+        reduced = [
+            t for t in intermediates
+            if any(u.tensor == t and u.read and u.bytes > REDUCED * writes[f.name] for f in run for u in flows[f.name])
+        ]  # fmt: skip
         out.append(
             Group(
                 stages=run,
@@ -99,6 +111,7 @@ def _groups(figs: Sequence[StageFigures], flows: dict[str, list[Use]]) -> list[G
                 fused=sum(v for t, v in size.items() if t not in intermediates),
                 reread={t: n for t, n in touched.items() if n > 1},
                 intermediates=intermediates,
+                reduced=reduced,
             )
         )
     return out
@@ -112,7 +125,11 @@ def _stage_saving(f: StageFigures, flows: dict[str, list[Use]], g: Group, roof: 
     before = {u.tensor for h in g.stages[: g.stages.index(f)] for u in flows[h.name]}
     mine = flows[f.name]
     moved = sum(u.bytes for u in mine)
-    gone = sum(u.bytes for u in mine if u.tensor in g.intermediates or (u.tensor in before and not u.written))
+    kept = {u.tensor for u in mine if u.written and u.tensor in g.reduced}  # still written for the other CTAs
+    gone = sum(
+        u.bytes for u in mine
+        if (u.tensor in g.intermediates and u.tensor not in kept) or (u.tensor in before and not u.written)
+    )  # fmt: skip
     if not moved or not gone:
         return 0.0
     floor = (moved - gone) / (roof.gbps * 1e3) if roof else 0.0
@@ -146,6 +163,10 @@ def fusion(
         why.append(f"{t} ({size}) {'goes from one to the next through DRAM' if written else f'is read by {n} of them'}")
     if g.intermediates:
         why.append(f"{', '.join(g.intermediates)} only pass{'es' if len(g.intermediates) == 1 else ''} between them")
+    if g.reduced:
+        why.append(f"{', '.join(g.reduced)}: partial results the next reduces, which the CTAs of one kernel would "
+                   "still exchange through memory (the last CTA of each block merging them): only their reads and the "
+                   "launch are saved")  # fmt: skip
     return Opportunity(
         name=f"Fuse stages {names}: {'; '.join(why)}",
         gain_pct=100.0 * saved / total_us,
