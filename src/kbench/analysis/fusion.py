@@ -4,12 +4,12 @@ Each stage's record (``tiling/<stage>.json`` ``dataflow``, from capture.dataflow
 touched: bytes, read or written, the plan's output or not. Consecutive stages that share tensors are a fusion
 candidate: apart, each moves every tensor it touches; fused, each distinct tensor moves once, and an intermediate
 (written by one stage of the group, read by a later one, used by no stage outside it and not the plan's output)
-does not move at all, except partial results a later stage reduces (reading over twice what it writes): the CTAs
-of a fused kernel still exchange those through memory, so their writer saves nothing on them. A memory-bound stage
-of the group saves the share of its time that its saved bytes are (a re-read of what an earlier stage of the group
-touched, or an intermediate), at most down to its remaining bytes at the practical bandwidth; a compute-bound stage
-saves nothing (its time does not follow its bytes), so a GEMM and its elementwise epilogue are credited with the
-epilogue's saving only.
+does not move at all, except partial results a later stage sums (reading over twice what it writes, under a FLOP per
+byte): the CTAs of a fused kernel still exchange those through memory, so their writer saves nothing on them. A
+memory-bound stage of the group saves the share of its time that its saved bytes are (a re-read of what an earlier
+stage of the group touched, or an intermediate), at most down to its remaining bytes at the practical bandwidth; a
+compute-bound stage saves nothing (its time does not follow its bytes), so a GEMM and its elementwise epilogue are
+credited with the epilogue's saving only.
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ from kbench.analysis.opportunities import Opportunity
 from kbench.analysis.roofline import Ceilings
 from kbench.analysis.stages import StageFigures
 
-REDUCED = 2.0  # a stage reading over this many times the bytes it writes reduces (a softmax's fp32 -> bf16: 2)
+REDUCED = 2.0  # a stage reading over this many times the bytes it writes reduces (a softmax's fp32 -> bf16: 2) ...
+ACCUMULATES = (
+    1.0  # ... where it adds them up (under this many FLOPs per byte), not a contraction (P.V) fusing keeps on chip
+)
 
 
 @dataclass(frozen=True)
@@ -100,9 +103,10 @@ def _groups(figs: Sequence[StageFigures], flows: dict[str, list[Use]]) -> list[G
             if writers and any(r > min(writers) for r in readers) and not output and t not in outside:
                 intermediates.append(t)
         writes = {f.name: sum(u.bytes for u in flows[f.name] if u.written) for f in run}
+        adds = [f for f in run if f.intensity is not None and f.intensity < ACCUMULATES]  # sums, not contractions
         reduced = [
             t for t in intermediates
-            if any(u.tensor == t and u.read and u.bytes > REDUCED * writes[f.name] for f in run for u in flows[f.name])
+            if any(u.tensor == t and u.read and u.bytes > REDUCED * writes[f.name] for f in adds for u in flows[f.name])
         ]  # fmt: skip
         out.append(
             Group(
