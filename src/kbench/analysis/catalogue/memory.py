@@ -46,6 +46,8 @@ def excess_traffic(e: Evidence) -> Opportunity | None:
     )
 
 
+SECTOR_BYTES = 32.0  # one L2 sector
+
 TOUCH_LESS = (
     "read and write only what {name}'s result needs (no padding or halo reads, no scratch round trips), or "
     "correct the plan's FLOP/byte model if it leaves a tensor out"
@@ -66,8 +68,11 @@ def _predicted_words(e: Evidence) -> str:
 
 def uncoalesced(e: Evidence) -> Opportunity | None:
     """Global loads or stores that use few bytes of each 32-byte sector they touch; coalesced, the same data
-    takes (used / 32) of the sectors, and the stage's time shrinks with its sector traffic (capped by its roof).
-    ncu's counts where measured, else the CPU prediction's; the prediction names the line either way."""
+    takes (used / 32) of the sectors. Counted by ncu, the wasted sectors' bytes cost the stage their share of all the
+    bytes it moves (these sectors, or the DRAM bytes counted, or the model's: whichever is most; a kernel fed by TMA
+    moves its tiles outside these counts) and at most their own time at the practical DRAM rate; predicted on CPU
+    (a sample of the programs), the wasted share of the sectors. Capped by the roof; the prediction names the line
+    either way."""
     p = e.predicted
     counted = any(v is not None for v in (e.ld_use, e.st_use))
     ld = (e.ld_sectors, e.ld_use) if counted or p is None else (p.ld_sectors, p.ld_use)
@@ -83,6 +88,12 @@ def uncoalesced(e: Evidence) -> Opportunity | None:
         return None
     total = sum(sectors for _, sectors, _ in kinds)
     needed = sum(sectors * use / 32.0 for _, sectors, use in kinds)
+    saved = e.us * (1.0 - needed / total)
+    if counted:  # the stage's own counts (a CPU trace's sectors are a sample of its programs': only their ratio holds)
+        wasted = SECTOR_BYTES * (total - needed)
+        saved = e.us * wasted / max(SECTOR_BYTES * total, e.moved_bytes or 0.0, e.stage.dram_bytes or 0.0)
+        if e.practical is not None and e.practical.gbps:
+            saved = min(saved, wasted / (e.practical.gbps * 1e3))  # GB/s x 1e3: bytes per us
     op = "ld" if what == "loads" else "st"
     line = ""
     if p is not None and p.worst is not None and (p.worst.bytes_per_sector or 32.0) < b.COALESCED_BYTES_PER_SECTOR:
@@ -95,7 +106,7 @@ def uncoalesced(e: Evidence) -> Opportunity | None:
     return finding(
         e,
         f"Uncoalesced global {what} in {e.name}: {worst:.1f} of every 32 bytes they fetch are used{said}{line}",
-        e.us * (1.0 - needed / total),
+        saved,
         (f"{e.name}.global_{op}_bytes_per_sector{'' if counted else '_predicted'}", f"{worst:.1f}"),
         f"make neighbouring threads of {e.name} touch neighbouring addresses"
         f"{f' at {p.worst.line}' if line and p and p.worst else ''}: "

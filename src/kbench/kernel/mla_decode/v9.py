@@ -278,6 +278,7 @@ class MlaDecodeServe(MlaDecodeGluon):
     # v10: where no sequence is cut into more than MERGE chunks, the last chunk of a split row block merges them in
     # the kernel (no combine); 0: never
     MERGE: ClassVar[int] = 0
+    KERNEL: ClassVar[str] = "mla_v9_kernel"  # the attention kernel's name (v11: the seesaw schedule's)
 
     @model_validator(mode="after")
     def _served_by_gluon(self) -> MlaDecodeServe:
@@ -305,18 +306,18 @@ class MlaDecodeServe(MlaDecodeGluon):
         merged = self.merged(cuts[0])
         if merged:  # tuned among the cuts the kernel merges itself
             cuts = [c for c in cuts if self.merged(c)]
-        tuning = [{**self.TILE, "CHUNK": c.bound} for c in cuts]
-        attention = self.attention_stage(self._attend, tuning, ["mla_v9_kernel"])
+        tuning = [{**tile, "CHUNK": c.bound} for c in cuts for tile in self.tiles_tuned()]
+        attention = self.attention_stage(self._attend, tuning, [self.KERNEL])
         if not cuts[0].slots:
             return [attention]
         partial = 4.0 * cuts[0].slots * self.rows * (self.d + 1)
         if merged:  # one kernel: the partials written, then read back by each row block's last chunk
             moved = attention.dram_bytes + 2 * partial
             return [Stage(attention.name, flops=attention.flops, dram_bytes=moved, precision=self.precision,
-                          build=self._attend, tuning=tuning, kernels=["mla_v9_kernel"])]  # fmt: skip
+                          build=self._attend, tuning=tuning, kernels=[self.KERNEL])]  # fmt: skip
         return [
             Stage("partial", flops=attention.flops, dram_bytes=attention.dram_bytes + partial,
-                  precision=self.precision, build=self._attend, tuning=tuning, kernels=["mla_v9_kernel"]),
+                  precision=self.precision, build=self._attend, tuning=tuning, kernels=[self.KERNEL]),
             Stage("combine", flops=3.0 * cuts[0].slots * self.rows * self.d, dram_bytes=partial + self.out_bytes(),
                   precision="fp32", build=self._merge, tuning=[{"BLOCK_D": 64, "num_warps": 4}],
                   kernels=["mla_v9_combine_kernel"]),
@@ -343,6 +344,14 @@ class MlaDecodeServe(MlaDecodeGluon):
             arrived=torch.zeros(self.b, self.row_blocks(), device=device, dtype=torch.int32),
         )
 
+    def tiles_tuned(self) -> list[Config]:
+        """The kernel's configurations tuned at each cut (v11: its schedule's variants)."""
+        return [self.TILE]
+
+    def attention_kernel(self) -> Any:
+        """The Gluon kernel over work items (v11 overrides it with the seesaw schedule's)."""
+        return mla_v9_kernel
+
     def row_blocks(self) -> int:
         return math.ceil(self.rows / self.TILE["BLOCK_M"])
 
@@ -361,9 +370,9 @@ class MlaDecodeServe(MlaDecodeGluon):
         kv_desc, kpe_desc = self.tiles(ws, bn)
         table = ws.table if ws.table is not None else ws.lens  # a contiguous cache reads no table
         grid = (triton.cdiv(self.rows, m), len(cut.items))
-        kernel = mla_v9_kernel[grid]
+        kernel = self.attention_kernel()[grid]
         most = int(table.shape[1]) if ws.table is not None else 0
-        args = {"H": self.h, "BLOCK_M": m, "BLOCK_N": bn, "PAGE": self.page, "num_warps": cfg["num_warps"]}
+        args = {"H": self.h, "PAGE": self.page, **{k: v for k, v in cfg.items() if k != "CHUNK"}}
         if self.merged(cut):
             args.update(MERGE=True, arrived_ptr=ws.arrived, ROW_BLOCKS=self.row_blocks())
         bufs = (ws.out, ws.partial, ws.lse, ws.meta, work, ws.lens, table)
