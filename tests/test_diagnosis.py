@@ -293,6 +293,15 @@ PAIRS = [
     # warpgroups (1.53x); its model's intensity is under the ridge but what executes is over it. Top 1 names the
     # repeat and the Gluon route; v9 (v7's Gluon kernel over split work items) took it: 150.5 -> 94.9 us
     (f"{S52}/mla_decode-v7-h128", f"{S52}/mla_decode-v9-h128", "Work repeated by warpgroups in partial", "Gluon", "e"),
+    # issue 52, the seesaw (annotation, b=32 s=16 h=16): v10's warpgroups split each score tile's columns (m64n32
+    # wgmmas, Q read from shared memory by both); v11's each compute whole tiles of their own
+    (
+        f"{S52}/mla_decode-v10-s16",
+        f"{S52}/mla_decode-v11-s16",
+        "Narrow tensor tiles in attention: wgmma m64n32k16",
+        "seesaw",
+        "a",
+    ),
 ]
 MODES = {"e": "event", "a": "annotation"}
 

@@ -146,6 +146,15 @@ def narrow_tiles(e: Evidence) -> Opportunity | None:
         else ""
     )
     fewer_stages = "fewer shared-memory stages in its mbarrier ring" if e.gluon else "fewer num_stages"
+    # warpgroups that split one tile's columns each read all of the other operand for part of the product; whole tiles
+    # per warpgroup read it once per tile (the route that paid on the H100, issue 52)
+    seesaw = (
+        "; or, where warpgroups split one tile's columns, each warpgroup a whole tile of its own, alternate tiles, "
+        "the output split by columns and the probabilities and rescale factors exchanged (FlashMLA's seesaw, "
+        "gl.warp_specialize; mla_decode v10 -> v11 on the H100: est. 20.9%, realized 12.1%)"
+        if e.gluon and (e.warps or 0) > 4
+        else ""
+    )
     now = f" (now {e.config})" if e.config else ""
     name = f"Narrow tensor tiles in {e.name}: {words}; shared memory feeds at most {100 * cap:.0f}% of the tensor rate"
     trigger = (f"{e.name}.tensor_feed_cap", f"{100 * cap:.0f}%")
@@ -161,7 +170,7 @@ def narrow_tiles(e: Evidence) -> Opportunity | None:
             f"shared memory an SM gives, so a larger BLOCK_N fits only with {fewer_stages} (the next tiles' loads "
             f"then wait unpipelined), and {e.registers:.0f} registers per thread leave no room for the A operand in "
             "registers. Less shared memory per tile first (operands not kept whole for the loop, fewer stages of "
-            "smaller tiles) or fewer registers (see the other items)",
+            f"smaller tiles) or fewer registers (see the other items){seesaw}",
             structural=True,
         )
     return finding(
@@ -170,7 +179,7 @@ def narrow_tiles(e: Evidence) -> Opportunity | None:
         e.us * (1.0 - cap),
         trigger,
         f"wider tiles per warpgroup MMA in {e.name}: an n of 64 or more per wgmma, that is a larger BLOCK_N (shared "
-        f"memory permitting){fewer}, or the A operand kept in registers{now}",
+        f"memory permitting){fewer}, or the A operand kept in registers{now}{seesaw}",
     )
 
 

@@ -310,6 +310,9 @@ class MlaDecodeSeesaw(MlaDecodeServe):
     # v9's check (ragged, paged, split) with DeepSeek's 64 rotary columns
     check_params: ClassVar[dict[str, Any]] = {**MlaDecodeServe.check_params, "p": 64}
     KERNEL: ClassVar[str] = "mla_v11_kernel"
+    GLUON_NEEDS: ClassVar[str] = (
+        "16-bit types, d a multiple of 16 up to 512, p=64: the probabilities take a tile's rotary columns"
+    )
 
     def gluon(self) -> bool:
         """v9's condition, with the rotary width one 64-row tile wide: the probabilities take its place."""

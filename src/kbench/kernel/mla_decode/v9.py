@@ -279,14 +279,15 @@ class MlaDecodeServe(MlaDecodeGluon):
     # the kernel (no combine); 0: never
     MERGE: ClassVar[int] = 0
     KERNEL: ClassVar[str] = "mla_v9_kernel"  # the attention kernel's name (v11: the seesaw schedule's)
+    GLUON_NEEDS: ClassVar[str] = "16-bit types, d a multiple of 16 up to 512, p at least 16"  # what gluon() asks
 
     @model_validator(mode="after")
     def _served_by_gluon(self) -> MlaDecodeServe:
         if self.serving() and not self.gluon():
             raise ValueError(
-                f"t_min={self.t_min}, page={self.page}, dtype={self.dtype}, d={self.d}: ragged and paged batches run "
-                "on the Gluon kernel (16-bit types, d a multiple of 16 up to 512); elsewhere v6's kernels run, on one "
-                "contiguous cache (--t_min=0 --page=0)"
+                f"t_min={self.t_min}, page={self.page}, dtype={self.dtype}, d={self.d}, p={self.p}: ragged and paged "
+                f"batches run on the Gluon kernel ({self.GLUON_NEEDS}); elsewhere v6's kernels run, on one contiguous "
+                "cache (--t_min=0 --page=0)"
             )
         return self
 
