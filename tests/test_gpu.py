@@ -508,11 +508,12 @@ def test_mla_decode_v7s_gluon_kernel_matches_the_reference(dtype: str) -> None:
         {"b": 24, "s": 2, "t": 1500, "h": 128, "t_min": 600, "page": 64},  # two chunks at most: v10 merges in-kernel
     ],
 )
-@pytest.mark.parametrize("version", ["v9", "v10", "v11"])
+@pytest.mark.parametrize("version", ["v9", "v10", "v11", "v12"])
 def test_mla_decode_v9s_work_items_match_the_reference(dtype: str, point: dict[str, int], version: str) -> None:
-    """v9, v10 and v11 at the real widths: each tuned cut of the batch (split or not, ragged, paged) within the plan's
-    tolerance of a float64 reference taken sequence by sequence; v10's in-kernel merge run twice per cut (its
-    arrival counters must be back at zero for the next launch)."""
+    """v9, v10, v11 and v12 at the real widths: each tuned cut of the batch (split or not, ragged, paged) and, for
+    v11 and v12, each of the seesaw's variants, within the plan's tolerance of a float64 reference taken sequence by
+    sequence; v10's and v12's in-kernel merge run twice per cut (the arrival counters must be back at zero for the
+    next launch)."""
     from kbench.plan.discovery import load_version
 
     cls = load_version("mla_decode", version)

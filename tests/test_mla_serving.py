@@ -64,7 +64,7 @@ def test_the_paged_pool_holds_each_sequence_once_in_a_shuffled_order() -> None:
     ("version", "args", "fragment"),
     [
         ("v7", ["--page=64"], "this version's kernels take one contiguous cache of t rows per sequence"),
-        ("v3", ["--t_min=100"], "ragged (t_min) and paged (page) batches run on base, v9, v10 and v11"),
+        ("v3", ["--t_min=100"], "ragged (t_min) and paged (page) batches run on base and v9-v12"),
         ("base", ["--t_min=8", "--s=16"], "t_min=8: a ragged batch's shortest cache lies in [s, t] = [16, 4096]"),
         ("v9", ["--page=48"], "page=48: this version's paged cache takes blocks of a multiple of 64 rows"),
         ("v9", ["--dtype=float32"], "ragged and paged batches run on the Gluon kernel (16-bit types"),
@@ -131,6 +131,28 @@ def test_v9s_gluon_kernel_compiles_at_ragged_paged_and_split_shapes(cli: Callabl
     done = cli("check", "mla_decode", "v9", *extra)
     assert done.returncode == 0, done.stderr + done.stdout
     assert "COMPILED, NOT RUN: mla_v9_kernel compiled for sm_90a" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("version", "extra", "configs"),
+    [
+        ("v11", [], 9),  # ragged, paged, split (the combine): 3 cuts x the seesaw's 3 variants
+        ("v12", ["--t_min=0", "--page=0", "--b=32", "--s=1", "--t=2048", "--h=128"], 3),  # merged: the one merged cut
+    ],
+)
+def test_the_seesaw_kernel_compiles_with_the_combine_and_with_its_merge(
+    cli: Callable[..., Ran], version: str, extra: list[str], configs: int
+) -> None:
+    from kbench.kernel.mla_decode.v12 import MlaDecodeSeesawMerged
+
+    if version == "v12":  # the cut the check tunes is merged in the kernel (one stage, no combine)
+        plan = MlaDecodeSeesawMerged(b=32, s=1, t=2048, h=128, d=64, p=64, dtype="float16")
+        assert [s.name for s in plan.stages()] == ["attention"] and plan.merged(plan.cuts()[0])
+    done = cli("check", "mla_decode", version, *extra)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "COMPILED, NOT RUN: mla_v11_kernel compiled for sm_90a" in done.stdout
+    assert f"{configs} with Gluon kernels compiled for sm_90 and not run" in done.stdout
 
 
 def test_v9_in_float32_runs_v6s_kernels_under_the_interpreter(cli: Callable[..., Ran]) -> None:

@@ -42,7 +42,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from kbench.plan.base import Config
 
-from .v7 import _softmax, _tma_load
+from .v7 import _cta_barrier, _softmax, _tma_load
 from .v9 import MlaDecodeServe, _tile_row
 
 # the mbarriers: Q landed; each stage's two pieces landed (X: its first 256 value columns, with the rotary columns in
@@ -58,6 +58,7 @@ S0_DONE = gl.constexpr(9)
 P0_READY = gl.constexpr(10)
 P1_READY = gl.constexpr(11)
 L_READY = gl.constexpr(12)  # + warpgroup
+STORED = gl.constexpr(14)  # MERGE (v12): warpgroup 1's half of a split chunk's partial stored
 BARRIERS = gl.constexpr(16)
 # the rows of the exchange buffer (8 x BLOCK_M fp32): m0, a0 (first warpgroup), m1, a1 (second), the two row sums
 X_M0 = gl.constexpr(0)
@@ -125,9 +126,37 @@ def _publish_half(kpe_buf, x_s, bars, prob, m, a, X: gl.constexpr, READY: gl.con
 
 
 @gluon.jit
+def _merge_pair(part_ptr, lse_ptr, o_ptr, seq, pid, first, R, D: gl.constexpr, BLOCK_M: gl.constexpr,  # type: ignore[no-untyped-def]
+                num_warps: gl.constexpr):  # fmt: skip
+    """One row block of a sequence split in two chunks (v12): their partials merged by their log-sum-exps into the
+    output, 64 columns at a time in a loop (v9's merge, unrolled over any number of chunks, spilled here), read past
+    L1 (another SM wrote one of them)."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
+    rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+    rmask = rows < R
+    l0 = gl.load(lse_ptr + first * R + rows, mask=rmask, other=float("-inf"), cache_modifier=".cg")
+    l1 = gl.load(lse_ptr + (first + 1) * R + rows, mask=rmask, other=float("-inf"), cache_modifier=".cg")
+    top = gl.maximum(l0, l1)
+    top = gl.where(top == float("-inf"), 0.0, top)
+    w0 = gl.exp2(l0 - top)
+    w1 = gl.exp2(l1 - top)
+    inv = 1.0 / gl.where(w0 + w1 > 0, w0 + w1, 1.0)
+    w0 = w0 * inv
+    w1 = w1 * inv
+    for c0 in range(0, D, 64):
+        cols = c0 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+        at = rows[:, None] * D + cols[None, :]
+        p0 = gl.load(part_ptr + first * R * D + at, mask=rmask[:, None], other=0.0, cache_modifier=".cg")
+        p1 = gl.load(part_ptr + (first + 1) * R * D + at, mask=rmask[:, None], other=0.0, cache_modifier=".cg")
+        out = w0[:, None] * p0 + w1[:, None] * p1
+        gl.store(o_ptr + seq * R * D + at, out.to(o_ptr.dtype.element_ty), mask=rmask[:, None])
+
+
+@gluon.jit
 def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n,  # type: ignore[no-untyped-def]
               seq, pid, slot, R, H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-              STAGGER: gl.constexpr, EARLY_Y: gl.constexpr):  # fmt: skip
+              STAGGER: gl.constexpr, EARLY_Y: gl.constexpr, MERGE: gl.constexpr, arrived_ptr, first, count,
+              ROW_BLOCKS: gl.constexpr):  # fmt: skip
     """Warpgroup W: the score tiles of stage W (tiles 2i + W of the chunk) and the W-th half of the output's
     columns, over both stages' values."""
     D: gl.constexpr = kv_s.shape[2]
@@ -246,13 +275,24 @@ def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s
             m_o = gl.convert_layout(m, orow_l)
             lse = gl.where(seen, m_o + gl.log2(gl.where(seen, l_sum, 1.0)), float("-inf"))
             gl.store(lse_ptr + slot * R + o_rows, lse, mask=o_rows < R)
+        if MERGE:  # v12: the last chunk of this row block to arrive merges them all (no combine kernel)
+            _cta_barrier()  # this warpgroup's stores done (a barrier of its own partition)
+            if W == 1:
+                mbarrier.arrive(bars.index(STORED))
+            else:
+                mbarrier.wait(bars.index(STORED), 0)  # and warpgroup 1's: the whole partial before the release
+                counter = arrived_ptr + seq * ROW_BLOCKS + pid
+                if gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == count - 1:
+                    gl.store(counter, 0)  # the last to arrive: the counter ready for the next launch
+                    _merge_pair(part_ptr, lse_ptr, o_ptr, seq, pid, first, R, D, BLOCK_M, 4)
 
 
 @gluon.jit
 def mla_v11_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr, meta_ptr, work_ptr, lens_ptr,  # type: ignore[no-untyped-def]
                    table_ptr, scale, s, t, R, MAX_PAGES, H: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, PAGE: gl.constexpr, REGS: gl.constexpr, STAGGER: gl.constexpr,
-                   EARLY_Y: gl.constexpr, num_warps: gl.constexpr):  # fmt: skip
+                   EARLY_Y: gl.constexpr, num_warps: gl.constexpr, MERGE: gl.constexpr = False,
+                   arrived_ptr=None, ROW_BLOCKS: gl.constexpr = 1):  # fmt: skip
     """One work item (a chunk of one sequence's tiles) for one 64-row block, on the seesaw schedule (``kv_desc``:
     half of a tile's value columns)."""
     D: gl.constexpr = 2 * kv_desc.block_type.shape[1]
@@ -266,9 +306,11 @@ def mla_v11_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr
     j0 = gl.load(item + 1)
     n = gl.load(item + 2) - j0
     slot = gl.load(item + 3)
-    if (pid == 0) & (slot == gl.load(item + 4)):  # a sequence's first chunk says where its chunks lie (combine)
+    first = gl.load(item + 4)
+    count = gl.load(item + 5)
+    if (pid == 0) & (slot == first):  # a sequence's first chunk says where its chunks lie (combine)
         gl.store(meta_ptr + 2 * seq, slot)
-        gl.store(meta_ptr + 2 * seq + 1, gl.load(item + 5))
+        gl.store(meta_ptr + 2 * seq + 1, count)
     L = gl.load(lens_ptr + seq)
     row0 = seq * R + pid * BLOCK_M  # rows past this sequence's R read the next one's queries: never stored
 
@@ -285,9 +327,9 @@ def mla_v11_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr
     gl.warp_specialize(  # the tuples written out: a tuple kept in a variable turns its constexprs into tensors
         [
             (_v11_half, (0, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n, seq, pid,
-                         slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y)),
+                         slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y, MERGE, arrived_ptr, first, count, ROW_BLOCKS)),
             (_v11_half, (1, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n, seq, pid,
-                         slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y)),
+                         slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y, MERGE, arrived_ptr, first, count, ROW_BLOCKS)),
             (_v11_loader, (q_desc, qpe_desc, kv_desc, kpe_desc, q_s, qpe_s, kv_s, kpe_s, bars, table_ptr, seq, j0, n, t,
                            row0, MAX_PAGES, PAGE, BLOCK_N)),
         ],
