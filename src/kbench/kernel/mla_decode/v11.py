@@ -43,7 +43,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from kbench.plan.base import Config
 
 from .v7 import _cta_barrier, _softmax, _tma_load
-from .v9 import MlaDecodeServe, _tile_row
+from .v9 import MlaDecodeServe, _operands, _tile_row, _work_item
 
 # the mbarriers: Q landed; each stage's two pieces landed (X: its first 256 value columns, with the rotary columns in
 # stage 1; Y: the other 256, with the rotary columns in stage 0) and released (X by the first warpgroup, Y by the
@@ -297,27 +297,10 @@ def mla_v11_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr
     half of a tile's value columns)."""
     D: gl.constexpr = 2 * kv_desc.block_type.shape[1]
     P: gl.constexpr = kpe_desc.block_type.shape[1]
-    dtype: gl.constexpr = kv_desc.dtype
     gl.static_assert(num_warps == 4, "the default partition is the first warpgroup")
     gl.static_assert(P == BLOCK_N, "the probabilities are published over a tile's rotary columns")
-    pid = gl.program_id(0)
-    item = work_ptr + gl.program_id(1) * 6
-    seq = gl.load(item)
-    j0 = gl.load(item + 1)
-    n = gl.load(item + 2) - j0
-    slot = gl.load(item + 3)
-    first = gl.load(item + 4)
-    count = gl.load(item + 5)
-    if (pid == 0) & (slot == first):  # a sequence's first chunk says where its chunks lie (combine)
-        gl.store(meta_ptr + 2 * seq, slot)
-        gl.store(meta_ptr + 2 * seq + 1, count)
-    L = gl.load(lens_ptr + seq)
-    row0 = seq * R + pid * BLOCK_M  # rows past this sequence's R read the next one's queries: never stored
-
-    q_s = gl.allocate_shared_memory(dtype, [BLOCK_M, D], q_desc.layout)
-    qpe_s = gl.allocate_shared_memory(dtype, [BLOCK_M, P], qpe_desc.layout)
-    kv_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, D], kv_desc.layout)
-    kpe_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, P], kpe_desc.layout)
+    pid, seq, j0, n, slot, first, count, L, row0 = _work_item(work_ptr, meta_ptr, lens_ptr, R, BLOCK_M)
+    q_s, qpe_s, kv_s, kpe_s = _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D, BLOCK_M, BLOCK_N)
     x_s = gl.allocate_shared_memory(gl.float32, [8 * BLOCK_M], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     bars = gl.allocate_shared_memory(gl.int64, [BARRIERS, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(BARRIERS):  # each: one arrival (or the loader's expect)

@@ -68,6 +68,38 @@ def _tile_row(table_ptr, seq, j, t, MAX_PAGES, PAGE: gl.constexpr, BLOCK_N: gl.c
 
 
 @gluon.jit
+def _work_item(work_ptr, meta_ptr, lens_ptr, R, BLOCK_M: gl.constexpr):  # type: ignore[no-untyped-def]
+    """This CTA's row block and work item (grid axis 1): its sequence, first tile, tiles, slot (-1: written directly)
+    and its sequence's first slot and chunk count; the sequence's length and the CTA's first query row (rows past the
+    sequence's R read the next one's queries: never stored). A sequence's first chunk says where its chunks lie (the
+    combine reads it)."""
+    pid = gl.program_id(0)
+    item = work_ptr + gl.program_id(1) * 6
+    seq = gl.load(item)
+    j0 = gl.load(item + 1)
+    slot = gl.load(item + 3)
+    first = gl.load(item + 4)
+    count = gl.load(item + 5)
+    if (pid == 0) & (slot == first):
+        gl.store(meta_ptr + 2 * seq, slot)
+        gl.store(meta_ptr + 2 * seq + 1, count)
+    return pid, seq, j0, gl.load(item + 2) - j0, slot, first, count, gl.load(lens_ptr + seq), seq * R + pid * BLOCK_M
+
+
+@gluon.jit
+def _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):  # type: ignore[no-untyped-def]
+    """Shared memory for Q (its D latent and P rotary columns) and two stages of cache tiles, in the layouts their
+    TMA copies land in."""
+    P: gl.constexpr = kpe_desc.block_type.shape[1]
+    dtype: gl.constexpr = kv_desc.dtype
+    q_s = gl.allocate_shared_memory(dtype, [BLOCK_M, D], q_desc.layout)
+    qpe_s = gl.allocate_shared_memory(dtype, [BLOCK_M, P], qpe_desc.layout)
+    kv_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, D], kv_desc.layout)
+    kpe_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, P], kpe_desc.layout)
+    return q_s, qpe_s, kv_s, kpe_s
+
+
+@gluon.jit
 def _merge_chunks(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D: gl.constexpr, BLOCK_M: gl.constexpr,  # type: ignore[no-untyped-def]
                   num_warps: gl.constexpr):  # fmt: skip
     """One row block of a split sequence: its ``count`` chunks' partials merged by their log-sum-exps into the
@@ -106,7 +138,6 @@ def mla_v9_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr,
     ``MERGE`` (v10): a split sequence's chunk, its partial written, counts itself in at ``arrived_ptr`` (one counter
     per sequence and row block); the last of them to arrive merges them all into the output (no combine kernel)."""
     D: gl.constexpr = kv_desc.block_type.shape[1]
-    P: gl.constexpr = kpe_desc.block_type.shape[1]
     dtype: gl.constexpr = kv_desc.dtype
     gl.static_assert(num_warps == 8, "two warpgroups: one per half of the scores' columns and of the output's")
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
@@ -115,22 +146,8 @@ def mla_v9_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr,
                                                        instr_shape=[16, D // 2, 16])  # fmt: skip
     o_rows_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-    pid = gl.program_id(0)
-    item = work_ptr + gl.program_id(1) * 6
-    seq = gl.load(item)
-    j0 = gl.load(item + 1)
-    n = gl.load(item + 2) - j0
-    slot = gl.load(item + 3)
-    if (pid == 0) & (slot == gl.load(item + 4)):  # a sequence's first chunk says where its chunks lie (combine)
-        gl.store(meta_ptr + 2 * seq, slot)
-        gl.store(meta_ptr + 2 * seq + 1, gl.load(item + 5))
-    L = gl.load(lens_ptr + seq)
-    row0 = seq * R + pid * BLOCK_M  # rows past this sequence's R read the next one's queries: never stored
-
-    q_s = gl.allocate_shared_memory(dtype, [BLOCK_M, D], q_desc.layout)
-    qpe_s = gl.allocate_shared_memory(dtype, [BLOCK_M, P], qpe_desc.layout)
-    kv_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, D], kv_desc.layout)
-    kpe_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, P], kpe_desc.layout)
+    pid, seq, j0, n, slot, first, count, L, row0 = _work_item(work_ptr, meta_ptr, lens_ptr, R, BLOCK_M)
+    q_s, qpe_s, kv_s, kpe_s = _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D, BLOCK_M, BLOCK_N)
     p_s = gl.allocate_shared_memory(
         dtype, [BLOCK_M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
     )
@@ -192,10 +209,9 @@ def mla_v9_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr,
         if MERGE:
             _cta_barrier()  # every thread's partial stored before the release below
             counter = arrived_ptr + seq * ROW_BLOCKS + pid
-            count = gl.load(item + 5)
             if gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == count - 1:
                 gl.store(counter, 0)  # the last to arrive: the counter ready for the next launch
-                _merge_chunks(part_ptr, lse_ptr, o_ptr, seq, pid, gl.load(item + 4), count, R, D, BLOCK_M, num_warps)
+                _merge_chunks(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D, BLOCK_M, num_warps)
 
 
 @triton.jit
