@@ -71,6 +71,7 @@ MANY_LAUNCHES = 8
 # Global loads or stores using fewer bytes than this of each 32-byte sector they fetch are uncoalesced (ncu's
 # smsp__sass_average_data_bytes_per_sector_mem_global_op_*; 32 is perfect, a 4-byte stride-N access uses 4).
 COALESCED_BYTES_PER_SECTOR = 16.0
+SECTOR_BYTES = 32.0  # the L1/L2 sector those counters count in
 # lanes masked off at a stage's loads and stores (predicted on a CPU, kbench.analysis.access) from which the catalogue
 # names them as wasted work: below it, a tail's masked lanes are the normal cost of a size that is no multiple of BLOCK
 MASKED_LANES_PCT = 25.0

@@ -46,8 +46,6 @@ def excess_traffic(e: Evidence) -> Opportunity | None:
     )
 
 
-SECTOR_BYTES = 32.0  # one L2 sector
-
 TOUCH_LESS = (
     "read and write only what {name}'s result needs (no padding or halo reads, no scratch round trips), or "
     "correct the plan's FLOP/byte model if it leaves a tensor out"
@@ -87,11 +85,11 @@ def uncoalesced(e: Evidence) -> Opportunity | None:
     if worst >= b.COALESCED_BYTES_PER_SECTOR:
         return None
     total = sum(sectors for _, sectors, _ in kinds)
-    needed = sum(sectors * use / 32.0 for _, sectors, use in kinds)
+    needed = sum(sectors * use / b.SECTOR_BYTES for _, sectors, use in kinds)
     saved = e.us * (1.0 - needed / total)
     if counted:  # the stage's own counts (a CPU trace's sectors are a sample of its programs': only their ratio holds)
-        wasted = SECTOR_BYTES * (total - needed)
-        saved = e.us * wasted / max(SECTOR_BYTES * total, e.moved_bytes or 0.0, e.stage.dram_bytes or 0.0)
+        wasted = b.SECTOR_BYTES * (total - needed)
+        saved = e.us * wasted / max(b.SECTOR_BYTES * total, e.moved_bytes or 0.0, e.stage.dram_bytes or 0.0)
         if e.practical is not None and e.practical.gbps:
             saved = min(saved, wasted / (e.practical.gbps * 1e3))  # GB/s x 1e3: bytes per us
     op = "ld" if what == "loads" else "st"
