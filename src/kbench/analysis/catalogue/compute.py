@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass
 
 from kbench.analysis import bottleneck as b
+from kbench.analysis.catalogue import routes
 from kbench.analysis.catalogue.evidence import GAIN, Evidence, Opportunity, finding
-from kbench.analysis.catalogue.routes import EXCHANGE, GLUON_LAYOUT, ONE_WARPGROUP, PIPELINE_ROUTES, RUNTIME_BRANCH
 from kbench.analysis.ptx import OPERAND_BYTES
 from kbench.analysis.ttgir import DotOp
 
@@ -146,15 +146,7 @@ def narrow_tiles(e: Evidence) -> Opportunity | None:
         else ""
     )
     fewer_stages = "fewer shared-memory stages in its mbarrier ring" if e.gluon else "fewer num_stages"
-    # warpgroups that split one tile's columns each read all of the other operand for part of the product; whole tiles
-    # per warpgroup read it once per tile (the route that paid on the H100, issue 52)
-    seesaw = (
-        "; or, where warpgroups split one tile's columns, each warpgroup a whole tile of its own, alternate tiles, "
-        "the output split by columns and the probabilities and rescale factors exchanged (FlashMLA's seesaw, "
-        "gl.warp_specialize; mla_decode v10 -> v11 on the H100: est. 20.9%, realized 12.1%)"
-        if e.gluon and (e.warps or 0) > 4
-        else ""
-    )
+    seesaw = f"; or, {routes.SEESAW}" if e.gluon and (e.warps or 0) > 4 else ""
     now = f" (now {e.config})" if e.config else ""
     name = f"Narrow tensor tiles in {e.name}: {words}; shared memory feeds at most {100 * cap:.0f}% of the tensor rate"
     trigger = (f"{e.name}.tensor_feed_cap", f"{100 * cap:.0f}%")
@@ -225,7 +217,7 @@ def _left_unpipelined(e: Evidence) -> Opportunity | None:
     )
     remove = (
         f"remove the tl.debug_barrier at {barriers} (whatever the loop exchanges through memory across it then needs "
-        f"another way: {PIPELINE_ROUTES[0]})"
+        f"another way: {routes.PIPELINE_ROUTES[0]})"
         if barriers
         else "find what keeps Triton's pipeliner off the loop (a tl.debug_barrier, loads whose addresses depend on "
         "values loaded in the same iteration) and take it out"
@@ -238,8 +230,8 @@ def _left_unpipelined(e: Evidence) -> Opportunity | None:
         e.gap_us,
         (f"{e.name}.async_copies", "0"),
         f"routes to a pipelined loop in {e.name}{f' (now {e.config})' if e.config else ''}: {remove}; or "
-        f"{PIPELINE_ROUTES[1]}; or {PIPELINE_ROUTES[2]}. Pipelining where nothing else changed: tile_mm's "
-        "num_stages=1 -> 3, 38.8-39.9% realized (docs/diagnosis.md)",
+        f"{routes.PIPELINE_ROUTES[1]}; or {routes.PIPELINE_ROUTES[2]}. Pipelining where nothing else changed: "
+        "tile_mm's num_stages=1 -> 3, 38.8-39.9% realized (docs/diagnosis.md)",
     )
 
 
@@ -378,8 +370,8 @@ def repeated_by_warpgroups(e: Evidence) -> Opportunity | None:
         change = (
             f"compute that product once per CTA{now}: lay its accumulator (NVMMADistributedLayout warps_per_cta) "
             f"so the {rep.groups} warpgroups split its rows or columns instead of each holding it whole (as "
-            f"{GLUON_LAYOUT.split('(', 1)[1].removesuffix(')')}), or split its contraction between them and add the "
-            "partial results through shared memory under an mbarrier"
+            f"{routes.GLUON_LAYOUT.split('(', 1)[1].removesuffix(')')}), or split its contraction between them and add "
+            "the partial results through shared memory under an mbarrier"
         )
         return finding(e, name, saved, trigger, change)
     if rep.acc >= b.THREAD_REGISTERS:
@@ -387,7 +379,8 @@ def repeated_by_warpgroups(e: Evidence) -> Opportunity | None:
             f"no tile change removes it{now}: one warpgroup holding the fed product's whole accumulator (num_warps=4, "
             f"or {b.WGMMA_M} rows per warpgroup) needs {rep.acc} fp32 registers per thread for it alone "
             f"({b.THREAD_REGISTERS} the most; mla_decode v2 at d=512 on 4 warps spilled 316 registers and ran 475.9 "
-            f"us against 258.8 on 8). Routes that reach it: {GLUON_LAYOUT}; or {RUNTIME_BRANCH}; or {EXCHANGE}"
+            f"us against 258.8 on 8). Routes that reach it: {routes.GLUON_LAYOUT}; or {routes.RUNTIME_BRANCH}; or "
+            f"{routes.EXCHANGE}"
         )
         return finding(e, name, saved, trigger, change)
     need = f", about {e.registers + rep.acc - rep.half:.0f} registers per thread" if e.registers else ""
@@ -397,8 +390,8 @@ def repeated_by_warpgroups(e: Evidence) -> Opportunity | None:
         saved,
         trigger,
         f"compute that product once per CTA{now}: one warpgroup per block of rows (num_warps=4{need}: the whole "
-        f"{rep.acc}-register accumulator in one warpgroup; {ONE_WARPGROUP}), or a BLOCK_M of "
-        f"{b.WGMMA_M * rep.groups} so that each warpgroup owns {b.WGMMA_M} rows; past the tile, {GLUON_LAYOUT}",
+        f"{rep.acc}-register accumulator in one warpgroup; {routes.ONE_WARPGROUP}), or a BLOCK_M of "
+        f"{b.WGMMA_M * rep.groups} so that each warpgroup owns {b.WGMMA_M} rows; past the tile, {routes.GLUON_LAYOUT}",
     )
 
 

@@ -34,6 +34,13 @@ RUNTIME_BRANCH = (
     "branch alone, kept [8, 1] and ran 442.60 us against v6's 244.07, docs/kernels/mla_decode.md): check the "
     "TTGIR's warpsPerCTA after trying it"
 )
+# the route past narrow tensor tiles where warpgroups split one tile's columns (each reads all of the other operand
+# for part of the product; whole tiles per warpgroup read it once per tile), with what it measured (H100, issue 52)
+SEESAW = (
+    "where warpgroups split one tile's columns, each warpgroup a whole tile of its own, alternate tiles, the output "
+    "split by columns and the probabilities and rescale factors exchanged (FlashMLA's seesaw, gl.warp_specialize; "
+    "mla_decode v10 -> v11 on the H100: est. 20.9%, realized 12.1%)"
+)
 ONE_WARPGROUP = (
     "chain split -> whole at d=128, one warpgroup holding the accumulator: 26.0-26.8% realized, docs/diagnosis.md"
 )

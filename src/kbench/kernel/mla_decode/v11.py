@@ -42,8 +42,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from kbench.plan.base import Config
 
-from .v7 import _cta_barrier, _softmax, _tma_load
-from .v9 import MlaDecodeServe, _operands, _tile_row, _work_item
+from .v7 import _cta_barrier, _operands, _softmax, _tile_row, _tma_load
+from .v9 import MlaDecodeServe, _work_item
 
 # the mbarriers: Q landed; each stage's two pieces landed (X: its first 256 value columns, with the rotary columns in
 # stage 1; Y: the other 256, with the rotary columns in stage 0) and released (X by the first warpgroup, Y by the
@@ -153,6 +153,18 @@ def _merge_pair(part_ptr, lse_ptr, o_ptr, seq, pid, first, R, D: gl.constexpr, B
 
 
 @gluon.jit
+def _take_p0(bars, x_s, ph, acc, p0_s, v0, row_l: gl.constexpr, orow_l: gl.constexpr, IS_ASYNC: gl.constexpr):  # type: ignore[no-untyped-def]
+    """Warpgroup 1, once warpgroup 0 published: its running maximum m0 and factor a0, and this half's output rescaled
+    and P0.V0 of this half issued (P0 from shared memory)."""
+    mbarrier.wait(bars.index(P0_READY), ph)
+    m0 = _row(x_s, X_M0).load(row_l)
+    a0 = _row(x_s, X_A0).load(row_l)
+    acc = acc * gl.convert_layout(a0, orow_l)[:, None]
+    acc = warpgroup_mma(p0_s, v0, acc, is_async=IS_ASYNC)
+    return m0, a0, acc
+
+
+@gluon.jit
 def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n,  # type: ignore[no-untyped-def]
               seq, pid, slot, R, H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               STAGGER: gl.constexpr, EARLY_Y: gl.constexpr, MERGE: gl.constexpr, arrived_ptr, first, count,
@@ -219,11 +231,7 @@ def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s
                 sc = warpgroup_mma(qpe_s, kpe_s.index(1).permute((1, 0)), sc, is_async=True)
                 if EARLY_Y:  # P0.V0 of this half issued before waiting for the rest of this tile: stage 0's second
                     # piece is released whether or not this tile's has landed
-                    mbarrier.wait(bars.index(P0_READY), ph)
-                    m0 = _row(x_s, X_M0).load(row_l)
-                    a0 = _row(x_s, X_A0).load(row_l)
-                    acc = acc * gl.convert_layout(a0, orow_l)[:, None]
-                    acc = warpgroup_mma(kpe_s.index(0), v0, acc, is_async=True)
+                    m0, a0, acc = _take_p0(bars, x_s, ph, acc, kpe_s.index(0), v0, row_l, orow_l, True)
                     mbarrier.wait(bars.index(FULL_Y + 1), ph)
                     sc = warpgroup_mma(q_y, k_y, sc, is_async=True)
                     acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
@@ -232,11 +240,7 @@ def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s
                 else:
                     mbarrier.wait(bars.index(FULL_Y + 1), ph)
                     sc = warpgroup_mma(q_y, k_y, sc, is_async=True)
-                    mbarrier.wait(bars.index(P0_READY), ph)
-                    m0 = _row(x_s, X_M0).load(row_l)
-                    a0 = _row(x_s, X_A0).load(row_l)
-                    acc = acc * gl.convert_layout(a0, orow_l)[:, None]
-                    acc = warpgroup_mma(kpe_s.index(0), v0, acc, is_async=True)  # P0.V0 of this half
+                    m0, a0, acc = _take_p0(bars, x_s, ph, acc, kpe_s.index(0), v0, row_l, orow_l, True)
                     sc = warpgroup_mma_wait(num_outstanding=1, deps=(sc,))
                 m, a1, prob = _softmax(sc, rows, c0 + (2 * i + 1) * BLOCK_N, m0, scale, s, L, H, BLOCK_N)
                 l_sum = (l_sum * a0) * a1 + gl.sum(prob, axis=1)
@@ -249,12 +253,8 @@ def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s
                 acc = warpgroup_mma(gl.convert_layout(p, p_layout), v1, acc)
                 mbarrier.arrive(bars.index(EMPTY_Y + 1))
             else:  # the chunk's last tile is the first warpgroup's: only P0.V0 of this half
-                mbarrier.wait(bars.index(P0_READY), ph)
-                m = _row(x_s, X_M0).load(row_l)
-                a0 = _row(x_s, X_A0).load(row_l)
+                m, a0, acc = _take_p0(bars, x_s, ph, acc, kpe_s.index(0), v0, row_l, orow_l, False)
                 l_sum = l_sum * a0
-                acc = acc * gl.convert_layout(a0, orow_l)[:, None]
-                acc = warpgroup_mma(kpe_s.index(0), v0, acc)
                 mbarrier.arrive(bars.index(EMPTY_Y))
 
     # the row sums: each warpgroup's own, then both
