@@ -42,8 +42,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from kbench.plan.base import Config
 
-from .v7 import _cta_barrier, _operands, _softmax, _tile_row, _tma_load
-from .v9 import MlaDecodeServe, _work_item
+from .v7 import _cta_barrier, _softmax, _tma_load
+from .v9 import MlaDecodeServe, _operands, _tile_row, _work_item
 
 # the mbarriers: Q landed; each stage's two pieces landed (X: its first 256 value columns, with the rotary columns in
 # stage 1; Y: the other 256, with the rotary columns in stage 0) and released (X by the first warpgroup, Y by the

@@ -81,37 +81,28 @@ def _publish(p_s, prob):  # type: ignore[no-untyped-def]
 
 
 @gluon.jit
-def _tile_row(table_ptr, seq, j, t, MAX_PAGES, PAGE: gl.constexpr, BLOCK_N: gl.constexpr, pred):  # type: ignore[no-untyped-def]
-    """The cache row where tile j of sequence ``seq`` starts: in its own [t, d + p] block, or in the block table's
-    page (v9: a tile past the sequence's pages reads page 0: its rows are masked)."""
-    if PAGE == 0:
-        row = seq * t + j * BLOCK_N
-    else:
-        pos = j * BLOCK_N
-        blk = gl.load(table_ptr + seq * MAX_PAGES + pos // PAGE, mask=pred, other=0)
-        row = blk * PAGE + pos % PAGE
-    return row
-
-
-@gluon.jit
-def _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):  # type: ignore[no-untyped-def]
-    """Shared memory for Q (its D latent and P rotary columns) and two stages of cache tiles, in the layouts their
-    TMA copies land in."""
+def mla_v7_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, scale, s, t, R, H: gl.constexpr,  # type: ignore[no-untyped-def]
+                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, PV_FIRST: gl.constexpr,
+                  num_warps: gl.constexpr):  # fmt: skip
+    D: gl.constexpr = kv_desc.block_type.shape[1]
     P: gl.constexpr = kpe_desc.block_type.shape[1]
     dtype: gl.constexpr = kv_desc.dtype
+    gl.static_assert(num_warps == 8, "two warpgroups: one per half of the scores' columns and of the output's")
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, BLOCK_N // 2, 16])  # fmt: skip
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, D // 2, 16])  # fmt: skip
+    o_rows_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    pid = gl.program_id(0)
+    b = gl.program_id(1)
+    row0 = b * R + pid * BLOCK_M  # rows past this sequence's R read the next one's queries: never stored
+    n = gl.cdiv(t, BLOCK_N)
+
     q_s = gl.allocate_shared_memory(dtype, [BLOCK_M, D], q_desc.layout)
     qpe_s = gl.allocate_shared_memory(dtype, [BLOCK_M, P], qpe_desc.layout)
     kv_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, D], kv_desc.layout)
     kpe_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, P], kpe_desc.layout)
-    return q_s, qpe_s, kv_s, kpe_s
-
-
-@gluon.jit
-def _prologue(q_desc, qpe_desc, kv_desc, kpe_desc, q_s, qpe_s, kv_s, kpe_s, row0, table_ptr, seq, j0, n, t,  # type: ignore[no-untyped-def]
-              MAX_PAGES, PAGE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):  # fmt: skip
-    """P's shared memory and the mbarriers (Q, stage 0, stage 1); Q's copy and the first two tiles' (j0 and j0 + 1;
-    a tile past the end reads rows the mask drops) issued."""
-    dtype: gl.constexpr = kv_desc.dtype
     p_s = gl.allocate_shared_memory(
         dtype, [BLOCK_M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
     )
@@ -123,96 +114,34 @@ def _prologue(q_desc, qpe_desc, kv_desc, kpe_desc, q_s, qpe_s, kv_s, kpe_s, row0
     mbarrier.expect(bars.index(0), q_desc.block_type.nbytes + qpe_desc.block_type.nbytes)
     _tma_load(q_desc, [row0, 0], bars.index(0), q_s)
     _tma_load(qpe_desc, [row0, 0], bars.index(0), qpe_s)
-    for i in gl.static_range(2):
-        r = _tile_row(table_ptr, seq, j0 + i, t, MAX_PAGES, PAGE, BLOCK_N, i < n)
-        _load_tile(kv_desc, kpe_desc, bars.index(1 + i), kv_s.index(i), kpe_s.index(i), r, i < n)
-    return p_s, bars
+    for i in gl.static_range(2):  # tiles 0 and 1 (a tile past the sequence's end reads rows the mask drops)
+        _load_tile(kv_desc, kpe_desc, bars.index(1 + i), kv_s.index(i), kpe_s.index(i), b * t + i * BLOCK_N, i < n)
 
-
-@gluon.jit
-def _first_tile(q_s, qpe_s, kv_s, kpe_s, p_s, bars, pid, c0, scale, s, t, H: gl.constexpr, BLOCK_M: gl.constexpr,  # type: ignore[no-untyped-def]
-                BLOCK_N: gl.constexpr, D: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):  # fmt: skip
-    """The first tile's scores and softmax (its cache rows from c0), P published; the query rows, the zero scores,
-    the running maximum and sums and the (zero) output accumulator."""
     rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     mbarrier.wait(bars.index(0), 0)
     mbarrier.wait(bars.index(1), 0)
     sc = _scores(q_s, qpe_s, kv_s.index(0), kpe_s.index(0), zero_s, False)
     m = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
-    m, _, prob = _softmax(sc, rows, c0, m, scale, s, t, H, BLOCK_N)
+    m, alpha, prob = _softmax(sc, rows, 0, m, scale, s, t, H, BLOCK_N)
     total = prob  # the running sums, per element: summed over the columns once, at the end
     _publish(p_s, prob)
     acc = gl.zeros([BLOCK_M, D], gl.float32, o_layout)
-    return rows, zero_s, m, total, acc
-
-
-@gluon.jit
-def _fold(acc, total, alpha, prob, p_s, o_rows_layout: gl.constexpr):  # type: ignore[no-untyped-def]
-    """A tile's probabilities into the running sums, the output rescaled by the factor, P published."""
-    total = total * alpha[:, None] + prob
-    acc = acc * gl.convert_layout(alpha, o_rows_layout)[:, None]
-    _publish(p_s, prob)
-    return acc, total
-
-
-@gluon.jit
-def _pv_first(j, acc, m, total, rows, zero_s, q_s, qpe_s, kv_s, kpe_s, p_s, bars, kv_desc, kpe_desc, table_ptr, seq,  # type: ignore[no-untyped-def]
-              j0, n, t, MAX_PAGES, scale, s, L, H: gl.constexpr, PAGE: gl.constexpr,
-              BLOCK_N: gl.constexpr):  # fmt: skip
-    """Tile j of [j0, j0 + n): P.V of tile j issued, then the next tile's scores (its load had all of P.V's issue to
-    land), the stage of tile j refilled with tile j + 2 once both warpgroups' P.V is done, the next tile's softmax."""
-    cur = j % 2
-    nxt = 1 - cur
-    acc = warpgroup_mma(p_s, kv_s.index(cur), acc, is_async=True)  # the values: the keys' D columns
-    mbarrier.wait(bars.index(1 + nxt), ((j + 1) // 2) & 1)
-    sc = _scores(q_s, qpe_s, kv_s.index(nxt), kpe_s.index(nxt), zero_s, True)
-    acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
-    _cta_barrier()  # both warpgroups' P.V of tile j done: its stage and P may be overwritten
-    r = _tile_row(table_ptr, seq, j0 + j + 2, t, MAX_PAGES, PAGE, BLOCK_N, j + 2 < n)
-    _load_tile(kv_desc, kpe_desc, bars.index(1 + cur), kv_s.index(cur), kpe_s.index(cur), r, j + 2 < n)
-    sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
-    m, alpha, prob = _softmax(sc, rows, (j0 + j + 1) * BLOCK_N, m, scale, s, L, H, BLOCK_N)
-    acc, total = _fold(acc, total, alpha, prob, p_s, gl.SliceLayout(1, acc.type.layout))
-    return acc, m, total
-
-
-@gluon.jit
-def _last_tile(acc, p_s, kv_s, bars, n):  # type: ignore[no-untyped-def]
-    """P.V of the last tile, waited for; the mbarriers invalidated."""
-    acc = warpgroup_mma(p_s, kv_s.index((n - 1) % 2), acc)
-    for i in gl.static_range(3):
-        mbarrier.invalidate(bars.index(i))
-    return acc
-
-
-@gluon.jit
-def mla_v7_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, scale, s, t, R, H: gl.constexpr,  # type: ignore[no-untyped-def]
-                  BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, PV_FIRST: gl.constexpr,
-                  num_warps: gl.constexpr):  # fmt: skip
-    D: gl.constexpr = kv_desc.block_type.shape[1]
-    gl.static_assert(num_warps == 8, "two warpgroups: one per half of the scores' columns and of the output's")
-    s_layout: gl.constexpr = _halves(BLOCK_N)
-    o_layout: gl.constexpr = _halves(D)
-    o_rows_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
-
-    pid = gl.program_id(0)
-    b = gl.program_id(1)
-    row0 = b * R + pid * BLOCK_M  # rows past this sequence's R read the next one's queries: never stored
-    n = gl.cdiv(t, BLOCK_N)
-    q_s, qpe_s, kv_s, kpe_s = _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D, BLOCK_M, BLOCK_N)
-    p_s, bars = _prologue(q_desc, qpe_desc, kv_desc, kpe_desc, q_s, qpe_s, kv_s, kpe_s, row0, None, b, 0, n, t, 0, 0,
-                          BLOCK_M, BLOCK_N)  # fmt: skip
-    rows, zero_s, m, total, acc = _first_tile(q_s, qpe_s, kv_s, kpe_s, p_s, bars, pid, 0, scale, s, t, H, BLOCK_M,
-                                              BLOCK_N, D, s_layout, o_layout)  # fmt: skip
 
     for j in range(0, n - 1):
+        cur = j % 2
+        nxt = 1 - cur
         if PV_FIRST:  # P.V of tile j, then the next tile's scores: its load had all of P.V's issue to land
-            acc, m, total = _pv_first(j, acc, m, total, rows, zero_s, q_s, qpe_s, kv_s, kpe_s, p_s, bars, kv_desc,
-                                      kpe_desc, None, b, 0, n, t, 0, scale, s, t, H, 0, BLOCK_N)  # fmt: skip
+            acc = warpgroup_mma(p_s, kv_s.index(cur), acc, is_async=True)  # the values: the keys' D columns
+            mbarrier.wait(bars.index(1 + nxt), ((j + 1) // 2) & 1)
+            sc = _scores(q_s, qpe_s, kv_s.index(nxt), kpe_s.index(nxt), zero_s, True)
+            acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
+            _cta_barrier()  # both warpgroups' P.V of tile j done: its stage and P may be overwritten
+            _load_tile(kv_desc, kpe_desc, bars.index(1 + cur), kv_s.index(cur), kpe_s.index(cur),
+                       b * t + (j + 2) * BLOCK_N, j + 2 < n)  # fmt: skip
+            sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
+            m, alpha, prob = _softmax(sc, rows, (j + 1) * BLOCK_N, m, scale, s, t, H, BLOCK_N)
         else:  # the next tile's scores first, their softmax while P.V of tile j runs (FlashAttention-3's overlap)
-            cur = j % 2
-            nxt = 1 - cur
             mbarrier.wait(bars.index(1 + nxt), ((j + 1) // 2) & 1)
             sc = _scores(q_s, qpe_s, kv_s.index(nxt), kpe_s.index(nxt), zero_s, True)
             acc = warpgroup_mma(p_s, kv_s.index(cur), acc, is_async=True)
@@ -222,20 +151,18 @@ def mla_v7_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, scale, s, t, R, H:
             _cta_barrier()
             _load_tile(kv_desc, kpe_desc, bars.index(1 + cur), kv_s.index(cur), kpe_s.index(cur),
                        b * t + (j + 2) * BLOCK_N, j + 2 < n)  # fmt: skip
-            acc, total = _fold(acc, total, alpha, prob, p_s, o_rows_layout)
+        total = total * alpha[:, None] + prob
+        acc = acc * gl.convert_layout(alpha, o_rows_layout)[:, None]
+        _publish(p_s, prob)
 
-    acc = _last_tile(acc, p_s, kv_s, bars, n)
+    acc = warpgroup_mma(p_s, kv_s.index((n - 1) % 2), acc)
+    for i in gl.static_range(3):
+        mbarrier.invalidate(bars.index(i))
     out = acc / gl.convert_layout(gl.sum(total, axis=1), o_rows_layout)[:, None]
     o_rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=o_rows_layout)
     dd = gl.arange(0, D, layout=gl.SliceLayout(0, o_layout))
     gl.store(o_ptr + (b * R + o_rows[:, None]) * D + dd[None, :], out.to(o_ptr.dtype.element_ty),
              mask=o_rows[:, None] < R)  # fmt: skip
-
-
-@gluon.constexpr_function
-def _halves(n):  # type: ignore[no-untyped-def]
-    """The wgmma accumulator layout of a product n columns wide over the CTA's two warpgroups, each half of them."""
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2], instr_shape=[16, n // 2, 16])
 
 
 class MlaDecodeGluon(MlaDecodeDispatch):

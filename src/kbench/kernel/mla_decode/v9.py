@@ -23,12 +23,18 @@ import triton.language as tl
 from pydantic import model_validator
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
 
 from kbench.plan.base import Config, Launch, Stage
 
 from ._common import MlaDecode, ServingWorkspace
 from .v3 import sm_count
-from .v7 import MlaDecodeGluon, _cta_barrier, _first_tile, _halves, _last_tile, _operands, _prologue, _pv_first
+from .v7 import MlaDecodeGluon, _cta_barrier, _load_tile, _publish, _scores, _softmax, _tma_load
 
 BLOCK_N = 64  # cache rows per tile (v7's)
 # the makespan model's constants, from v7 on the H100 (issue 44): 157.4 us for 64 tiles of 64 rows at one CTA per SM
@@ -49,6 +55,19 @@ class SplitServingWorkspace(ServingWorkspace):
 
 
 @gluon.jit
+def _tile_row(table_ptr, seq, j, t, MAX_PAGES, PAGE: gl.constexpr, BLOCK_N: gl.constexpr, pred):  # type: ignore[no-untyped-def]
+    """The cache row where tile j of sequence ``seq`` starts: in its own [t, d + p] block, or in the block table's
+    page (a tile past the sequence's pages reads page 0: its rows are masked)."""
+    if PAGE == 0:
+        row = seq * t + j * BLOCK_N
+    else:
+        pos = j * BLOCK_N
+        blk = gl.load(table_ptr + seq * MAX_PAGES + pos // PAGE, mask=pred, other=0)
+        row = blk * PAGE + pos % PAGE
+    return row
+
+
+@gluon.jit
 def _work_item(work_ptr, meta_ptr, lens_ptr, R, BLOCK_M: gl.constexpr):  # type: ignore[no-untyped-def]
     """This CTA's row block and work item (grid axis 1): its sequence, first tile, tiles, slot (-1: written directly)
     and its sequence's first slot and chunk count; the sequence's length and the CTA's first query row (rows past the
@@ -65,6 +84,19 @@ def _work_item(work_ptr, meta_ptr, lens_ptr, R, BLOCK_M: gl.constexpr):  # type:
         gl.store(meta_ptr + 2 * seq, slot)
         gl.store(meta_ptr + 2 * seq + 1, count)
     return pid, seq, j0, gl.load(item + 2) - j0, slot, first, count, gl.load(lens_ptr + seq), seq * R + pid * BLOCK_M
+
+
+@gluon.jit
+def _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):  # type: ignore[no-untyped-def]
+    """Shared memory for Q (its D latent and P rotary columns) and two stages of cache tiles, in the layouts their
+    TMA copies land in."""
+    P: gl.constexpr = kpe_desc.block_type.shape[1]
+    dtype: gl.constexpr = kv_desc.dtype
+    q_s = gl.allocate_shared_memory(dtype, [BLOCK_M, D], q_desc.layout)
+    qpe_s = gl.allocate_shared_memory(dtype, [BLOCK_M, P], qpe_desc.layout)
+    kv_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, D], kv_desc.layout)
+    kpe_s = gl.allocate_shared_memory(dtype, [2, BLOCK_N, P], kpe_desc.layout)
+    return q_s, qpe_s, kv_s, kpe_s
 
 
 @gluon.jit
@@ -106,22 +138,61 @@ def mla_v9_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr,
     ``MERGE`` (v10): a split sequence's chunk, its partial written, counts itself in at ``arrived_ptr`` (one counter
     per sequence and row block); the last of them to arrive merges them all into the output (no combine kernel)."""
     D: gl.constexpr = kv_desc.block_type.shape[1]
+    dtype: gl.constexpr = kv_desc.dtype
     gl.static_assert(num_warps == 8, "two warpgroups: one per half of the scores' columns and of the output's")
-    s_layout: gl.constexpr = _halves(BLOCK_N)
-    o_layout: gl.constexpr = _halves(D)
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, BLOCK_N // 2, 16])  # fmt: skip
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
+                                                       instr_shape=[16, D // 2, 16])  # fmt: skip
     o_rows_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
 
     pid, seq, j0, n, slot, first, count, L, row0 = _work_item(work_ptr, meta_ptr, lens_ptr, R, BLOCK_M)
     q_s, qpe_s, kv_s, kpe_s = _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D, BLOCK_M, BLOCK_N)
-    p_s, bars = _prologue(q_desc, qpe_desc, kv_desc, kpe_desc, q_s, qpe_s, kv_s, kpe_s, row0, table_ptr, seq, j0, n, t,
-                          MAX_PAGES, PAGE, BLOCK_M, BLOCK_N)  # fmt: skip
-    rows, zero_s, m, total, acc = _first_tile(q_s, qpe_s, kv_s, kpe_s, p_s, bars, pid, j0 * BLOCK_N, scale, s, L, H,
-                                              BLOCK_M, BLOCK_N, D, s_layout, o_layout)  # fmt: skip
+    p_s = gl.allocate_shared_memory(
+        dtype, [BLOCK_M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
+    )
+    bars = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())  # Q, stage 0, stage 1
+    for i in gl.static_range(3):
+        mbarrier.init(bars.index(i), count=1)
+    fence_async_shared()
+
+    mbarrier.expect(bars.index(0), q_desc.block_type.nbytes + qpe_desc.block_type.nbytes)
+    _tma_load(q_desc, [row0, 0], bars.index(0), q_s)
+    _tma_load(qpe_desc, [row0, 0], bars.index(0), qpe_s)
+    for i in gl.static_range(2):  # the chunk's tiles 0 and 1
+        r = _tile_row(table_ptr, seq, j0 + i, t, MAX_PAGES, PAGE, BLOCK_N, i < n)
+        _load_tile(kv_desc, kpe_desc, bars.index(1 + i), kv_s.index(i), kpe_s.index(i), r, i < n)
+
+    rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
+    zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    mbarrier.wait(bars.index(0), 0)
+    mbarrier.wait(bars.index(1), 0)
+    sc = _scores(q_s, qpe_s, kv_s.index(0), kpe_s.index(0), zero_s, False)
+    m = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    m, alpha, prob = _softmax(sc, rows, j0 * BLOCK_N, m, scale, s, L, H, BLOCK_N)
+    total = prob  # the running sums, per element: summed over the columns once, at the end
+    _publish(p_s, prob)
+    acc = gl.zeros([BLOCK_M, D], gl.float32, o_layout)
+
     for j in range(0, n - 1):
-        acc, m, total = _pv_first(j, acc, m, total, rows, zero_s, q_s, qpe_s, kv_s, kpe_s, p_s, bars, kv_desc,
-                                  kpe_desc, table_ptr, seq, j0, n, t, MAX_PAGES, scale, s, L, H, PAGE,
-                                  BLOCK_N)  # fmt: skip
-    acc = _last_tile(acc, p_s, kv_s, bars, n)
+        cur = j % 2
+        nxt = 1 - cur
+        acc = warpgroup_mma(p_s, kv_s.index(cur), acc, is_async=True)  # the values: the keys' D columns
+        mbarrier.wait(bars.index(1 + nxt), ((j + 1) // 2) & 1)
+        sc = _scores(q_s, qpe_s, kv_s.index(nxt), kpe_s.index(nxt), zero_s, True)
+        acc = warpgroup_mma_wait(num_outstanding=2, deps=(acc,))
+        _cta_barrier()  # both warpgroups' P.V of tile j done: its stage and P may be overwritten
+        r = _tile_row(table_ptr, seq, j0 + j + 2, t, MAX_PAGES, PAGE, BLOCK_N, j + 2 < n)
+        _load_tile(kv_desc, kpe_desc, bars.index(1 + cur), kv_s.index(cur), kpe_s.index(cur), r, j + 2 < n)
+        sc = warpgroup_mma_wait(num_outstanding=0, deps=(sc,))
+        m, alpha, prob = _softmax(sc, rows, (j0 + j + 1) * BLOCK_N, m, scale, s, L, H, BLOCK_N)
+        total = total * alpha[:, None] + prob
+        acc = acc * gl.convert_layout(alpha, o_rows_layout)[:, None]
+        _publish(p_s, prob)
+
+    acc = warpgroup_mma(p_s, kv_s.index((n - 1) % 2), acc)
+    for i in gl.static_range(3):
+        mbarrier.invalidate(bars.index(i))
     l_sum = gl.convert_layout(gl.sum(total, axis=1), o_rows_layout)
     seen = l_sum > 0  # a row of a later token can see nothing of a chunk past its limit (s > 1)
     out = acc / gl.where(seen, l_sum, 1.0)[:, None]
