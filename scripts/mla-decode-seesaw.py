@@ -1,8 +1,9 @@
-"""mla_decode v11 (the seesaw schedule) against v10, side by side on one GPU: each version's tuned cuts (v11: with
-the schedule's variants, STAGGER and EARLY_Y), timed with triton.testing.do_bench (L2 cleared before each call,
-median), the bf16 torch.mm 8192^3 rate measured in the same run before and after, and each row's error against a
-float64 reference.
-Usage (a CUDA GPU): PYTHONPATH=src python3 scripts/mla-decode-seesaw.py [b,s,t,h[,t_min,page] ...]"""
+"""mla_decode's Gluon versions side by side on one GPU (default v10 and v11, the seesaw schedule): each version's
+tuned cuts (v11-v13: with the schedule's variants, STAGGER and EARLY_Y), all of a version's stages run back to back
+and timed together with triton.testing.do_bench (L2 cleared before each call, median), the bf16 torch.mm 8192^3 rate
+measured in the same run before and after, and each row's error against a float64 reference.
+Usage (a CUDA GPU):
+    PYTHONPATH=src python3 scripts/mla-decode-seesaw.py [--versions v10,v11,...] [b,s,t,h[,t_min,page] ...]"""
 
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ from typing import Any
 import torch
 import triton
 
-from kbench.kernel.mla_decode.v10 import MlaDecodeMerged
-from kbench.kernel.mla_decode.v11 import MlaDecodeSeesaw
+from kbench.plan.discovery import load_version
 
 POINTS = [(32, 16, 4096, 16), (32, 1, 4096, 128), (64, 1, 4096, 128), (32, 4, 4096, 16), (8, 16, 4096, 16)]
 
@@ -46,26 +46,25 @@ def runner(plan: Any, ws: Any, cfg: dict[str, Any]) -> Callable[[], None]:
     return run
 
 
-def point(values: tuple[int, ...], mm: float) -> None:
+def point(values: tuple[int, ...], mm: float, versions: list[str]) -> None:
     b, s, t, h, *serve = values
     params = {"b": b, "s": s, "t": t, "h": h, **({"t_min": serve[0], "page": serve[1]} if serve else {})}
     print(f"\n== {params}")
-    v10 = MlaDecodeMerged(**params)
-    v11 = MlaDecodeSeesaw(**params)
-    flops = v10.qk_flops() + v10.pv_flops()
-    ws = v11.setup("cuda", 0)
-    ref = v11.reference(ws).float()
-    rows: list[tuple[str, Callable[[], None]]] = []
-    for cfg in v10.stages()[0].tuning:
-        rows.append((f"v10 {cfg}", runner(v10, ws, cfg)))
-    for cfg in v11.stages()[0].tuning:  # each cut with each of the schedule's variants
-        rows.append((f"v11 {cfg}", runner(v11, ws, cfg)))
-    for name, fn in rows:
+    rows: list[tuple[str, Callable[[], None], Any, Any]] = []
+    ref = None
+    for version in versions:  # each its own workspace: v13's partials are in the output's type
+        plan = load_version("mla_decode", version).from_values(params)
+        ws = plan.setup("cuda", 0)
+        ref = plan.reference(ws).float() if ref is None else ref
+        for cfg in plan.stages()[0].tuning:  # each cut with each of the schedule's variants
+            rows.append((f"{version} {cfg}", runner(plan, ws, cfg), plan, ws))
+    flops = rows[0][2].qk_flops() + rows[0][2].pv_flops()
+    for name, fn, plan, ws in rows:
         try:
             ws.out.zero_()
             fn()
             torch.cuda.synchronize()
-            err = float((v11.output(ws).float() - ref).abs().max() / ref.abs().max())
+            err = float((plan.output(ws).float() - ref).abs().max() / ref.abs().max())
             ms = float(triton.testing.do_bench(fn, warmup=50, rep=300))
         except Exception as exc:  # a variant that fails to compile or launch: said, the others still run
             print(f"{name}: FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
@@ -79,9 +78,13 @@ def main() -> None:
     mm = mm_tflops()
     name = torch.cuda.get_device_name()
     print(f"bf16 torch.mm 8192^3: {mm:.1f} TFLOP/s [{clocks()}]; {name}; triton {triton.__version__}")
-    points = [tuple(int(x) for x in a.split(",")) for a in sys.argv[1:]] or POINTS
+    args = sys.argv[1:]
+    versions = ["v10", "v11"]
+    if args[:1] == ["--versions"]:
+        versions, args = args[1].split(","), args[2:]
+    points = [tuple(int(x) for x in a.split(",")) for a in args] or POINTS
     for p in points:
-        point(p, mm)
+        point(p, mm, versions)
     from kbench.kernel.mla_decode.v11 import mla_v11_kernel
 
     for _key, kernel in mla_v11_kernel.device_caches[0][0].items() if mla_v11_kernel.device_caches else []:

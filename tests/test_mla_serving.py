@@ -139,6 +139,7 @@ def test_v9s_gluon_kernel_compiles_at_ragged_paged_and_split_shapes(cli: Callabl
     [
         ("v11", [], 9),  # ragged, paged, split (the combine): 3 cuts x the seesaw's 3 variants
         ("v12", ["--t_min=0", "--page=0", "--b=32", "--s=1", "--t=2048", "--h=128"], 3),  # merged: the one merged cut
+        ("v13", [], 3),  # the check's cut is four chunks a sequence: the combine chained in the one stage
     ],
 )
 def test_the_seesaw_kernel_compiles_with_the_combine_and_with_its_merge(
@@ -153,6 +154,32 @@ def test_the_seesaw_kernel_compiles_with_the_combine_and_with_its_merge(
     assert done.returncode == 0, done.stderr + done.stdout
     assert "COMPILED, NOT RUN: mla_v11_kernel compiled for sm_90a" in done.stdout
     assert f"{configs} with Gluon kernels compiled for sm_90 and not run" in done.stdout
+
+
+def test_v13_chains_the_combine_in_one_stage_with_partials_in_the_outputs_type() -> None:
+    import torch
+
+    from kbench.kernel.mla_decode.v11 import MlaDecodeSeesaw
+    from kbench.kernel.mla_decode.v13 import MlaDecodeSeesawChained
+
+    v11 = MlaDecodeSeesaw(b=4, s=16, t=4096, h=16)
+    v13 = MlaDecodeSeesawChained(b=4, s=16, t=4096, h=16)  # eight chunks a sequence: more than the merge takes
+    partial, _ = v11.stages()
+    [one] = v13.stages()
+    assert one.kernels == ["mla_v11_kernel", "mla_v9_combine_kernel"] and not v13.merged(v13.cuts()[0])
+    slots, rows, d = v13.cuts()[0].slots, v13.rows, v13.d
+    assert v13.partial_bytes() == 2 and v11.partial_bytes() == 4
+    # the partials (bf16) and their log-sum-exps (fp32), written and read back, on top of the attention's bytes
+    assert one.dram_bytes == pytest.approx(
+        partial.dram_bytes - slots * rows * (4 * d + 4) + 2 * slots * rows * (2 * d + 4)
+    )
+    assert v13.setup("cpu", 0).partial.dtype == torch.bfloat16 and v11.setup("cpu", 0).partial.dtype == torch.float32
+    assert (
+        MlaDecodeSeesawChained(b=4, s=16, t=4096, h=16, dtype="float16").setup("cpu", 0).partial.dtype == torch.float16
+    )
+    # where every cut is two chunks at most, v12's in-kernel merge serves (no combine)
+    merged = MlaDecodeSeesawChained(b=32, s=1, t=4096, h=128)
+    assert [s.kernels for s in merged.stages()] == [["mla_v11_kernel"]]
 
 
 def test_v9_in_float32_runs_v6s_kernels_under_the_interpreter(cli: Callable[..., Ran]) -> None:

@@ -79,11 +79,13 @@ class _Sm90:
 
 @contextlib.contextmanager
 def compile_only() -> Iterator[list[Compiled]]:
-    """Inside: every Gluon kernel a stage calls is compiled for sm_90 and not launched; the list says which."""
+    """Inside: every Gluon kernel a stage calls, and every compiled Triton kernel beside it (v13's chained
+    combine), is compiled for sm_90 and not launched; the list says which."""
     made: list[Compiled] = []
     try:
         from triton.experimental.gluon._runtime import GluonJITFunction
         from triton.runtime import driver
+        from triton.runtime.jit import JITFunction
     except ImportError:  # a Triton without Gluon: nothing to stand in for
         yield made
         return
@@ -108,12 +110,19 @@ def compile_only() -> Iterator[list[Compiled]]:
         return kernel
 
     previous = driver._active
+    plain = JITFunction.run  # Triton kernels (an interpreted one is no JITFunction: it runs)
+    own = "run" in vars(GluonJITFunction)  # a Triton whose Gluon kernels launch their own way
     GluonJITFunction.run = run
+    JITFunction.run = run  # type: ignore[method-assign]
     driver._active = _Sm90()
     try:
         yield made
     finally:
-        GluonJITFunction.run = original
+        JITFunction.run = plain  # type: ignore[method-assign]
+        if own:
+            GluonJITFunction.run = original
+        else:
+            del GluonJITFunction.run
         driver._active = previous
         restore_language(language)  # what this region's interpreted kernels left patched, undone for the next compile
 

@@ -148,6 +148,8 @@ def _merge_pair(part_ptr, lse_ptr, o_ptr, seq, pid, first, R, D: gl.constexpr, B
         at = rows[:, None] * D + cols[None, :]
         p0 = gl.load(part_ptr + first * R * D + at, mask=rmask[:, None], other=0.0, cache_modifier=".cg")
         p1 = gl.load(part_ptr + (first + 1) * R * D + at, mask=rmask[:, None], other=0.0, cache_modifier=".cg")
+        p0 = p0.to(gl.float32)  # v13's partials are in the output's type
+        p1 = p1.to(gl.float32)
         out = w0[:, None] * p0 + w1[:, None] * p1
         gl.store(o_ptr + seq * R * D + at, out.to(o_ptr.dtype.element_ty), mask=rmask[:, None])
 
@@ -168,7 +170,7 @@ def _take_p0(bars, x_s, ph, acc, p0_s, v0, row_l: gl.constexpr, orow_l: gl.const
 def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n,  # type: ignore[no-untyped-def]
               seq, pid, slot, R, H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               STAGGER: gl.constexpr, EARLY_Y: gl.constexpr, MERGE: gl.constexpr, arrived_ptr, first, count,
-              ROW_BLOCKS: gl.constexpr):  # fmt: skip
+              ROW_BLOCKS: gl.constexpr, PDL: gl.constexpr):  # fmt: skip
     """Warpgroup W: the score tiles of stage W (tiles 2i + W of the chunk) and the W-th half of the output's
     columns, over both stages' values."""
     D: gl.constexpr = kv_s.shape[2]
@@ -257,6 +259,9 @@ def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s
                 l_sum = l_sum * a0
                 mbarrier.arrive(bars.index(EMPTY_Y))
 
+    if PDL and W == 0:  # v13: the combine's grid may be launched (it waits for this grid's stores to be done)
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False,
+                                  pack=1)  # fmt: skip
     # the row sums: each warpgroup's own, then both
     _row(x_s, X_L + W).store(l_sum)
     mbarrier.arrive(bars.index(L_READY + W))
@@ -270,7 +275,8 @@ def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s
         gl.store(o_ptr + (seq * R + o_rows[:, None]) * D + dd[None, :], out.to(o_ptr.dtype.element_ty),
                  mask=o_rows[:, None] < R)  # fmt: skip
     else:
-        gl.store(part_ptr + (slot * R + o_rows[:, None]) * D + dd[None, :], out, mask=o_rows[:, None] < R)
+        gl.store(part_ptr + (slot * R + o_rows[:, None]) * D + dd[None, :], out.to(part_ptr.dtype.element_ty),
+                 mask=o_rows[:, None] < R)  # fmt: skip
         if W == 0:
             m_o = gl.convert_layout(m, orow_l)
             lse = gl.where(seen, m_o + gl.log2(gl.where(seen, l_sum, 1.0)), float("-inf"))
@@ -292,7 +298,7 @@ def mla_v11_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr
                    table_ptr, scale, s, t, R, MAX_PAGES, H: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, PAGE: gl.constexpr, REGS: gl.constexpr, STAGGER: gl.constexpr,
                    EARLY_Y: gl.constexpr, num_warps: gl.constexpr, MERGE: gl.constexpr = False,
-                   arrived_ptr=None, ROW_BLOCKS: gl.constexpr = 1):  # fmt: skip
+                   arrived_ptr=None, ROW_BLOCKS: gl.constexpr = 1, PDL: gl.constexpr = False):  # fmt: skip
     """One work item (a chunk of one sequence's tiles) for one 64-row block, on the seesaw schedule (``kv_desc``:
     half of a tile's value columns)."""
     D: gl.constexpr = 2 * kv_desc.block_type.shape[1]
@@ -310,9 +316,11 @@ def mla_v11_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr
     gl.warp_specialize(  # the tuples written out: a tuple kept in a variable turns its constexprs into tensors
         [
             (_v11_half, (0, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n, seq, pid,
-                         slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y, MERGE, arrived_ptr, first, count, ROW_BLOCKS)),
+                         slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y, MERGE, arrived_ptr, first, count, ROW_BLOCKS,
+                         PDL)),
             (_v11_half, (1, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n, seq, pid,
-                         slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y, MERGE, arrived_ptr, first, count, ROW_BLOCKS)),
+                         slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y, MERGE, arrived_ptr, first, count, ROW_BLOCKS,
+                         PDL)),
             (_v11_loader, (q_desc, qpe_desc, kv_desc, kpe_desc, q_s, qpe_s, kv_s, kpe_s, bars, table_ptr, seq, j0, n, t,
                            row0, MAX_PAGES, PAGE, BLOCK_N)),
         ],

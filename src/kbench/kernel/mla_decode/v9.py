@@ -29,6 +29,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
+from triton.language.extra.cuda import gdc_wait
 
 from kbench.plan.base import Config, Launch, Stage
 
@@ -44,6 +45,8 @@ COPY_GBPS = 3000.0  # the copy ceiling measured on the H100 (bench_mla_decode: 2
 ITEM_US = 4.0  # a CTA's prologue (Q's 72 KB, two tiles in flight) and epilogue, about two tiles' time (estimated)
 COMBINE_GBPS = 2500.0  # the combine's partials, written once and read once (v3's combine: 1744-2900 GB/s measured)
 COMBINE_US = 3.0  # the combine's launch and tail
+COMBINE = "mla_v9_combine_kernel"
+COMBINE_TILE: Config = {"BLOCK_D": 64, "num_warps": 4}
 
 
 @dataclass
@@ -216,8 +219,11 @@ def mla_v9_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr,
 
 @triton.jit
 def mla_v9_combine_kernel(part_ptr, lse_ptr, meta_ptr, o_ptr, R, D: tl.constexpr, BLOCK_M: tl.constexpr,  # type: ignore[no-untyped-def]
-                          BLOCK_D: tl.constexpr):  # fmt: skip
-    """A split sequence's chunks merged by their log-sum-exps (a sequence in one chunk: its output is written)."""
+                          BLOCK_D: tl.constexpr, PDL: tl.constexpr = False):  # fmt: skip
+    """A split sequence's chunks merged by their log-sum-exps (a sequence in one chunk: its output is written).
+    ``PDL`` (v13): launched as the attention kernel's programmatic dependent, it waits here for that grid's stores."""
+    if PDL:
+        gdc_wait()
     b = tl.program_id(2)
     first = tl.load(meta_ptr + 2 * b)
     count = tl.load(meta_ptr + 2 * b + 1)
@@ -234,6 +240,7 @@ def mla_v9_combine_kernel(part_ptr, lse_ptr, meta_ptr, o_ptr, R, D: tl.constexpr
         for i in range(0, count):
             w = tl.exp2(tl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf")) - top)
             part = tl.load(part_ptr + ((first + i) * R + rows[:, None]) * D + dd[None, :], mask=rmask[:, None])
+            part = part.to(tl.float32)  # v13's partials are in the output's type
             acc += w[:, None] * part
             weight += w
         out = acc / tl.where(weight > 0, weight, 1.0)[:, None]
@@ -294,6 +301,10 @@ class MlaDecodeServe(MlaDecodeGluon):
     # v10: where no sequence is cut into more than MERGE chunks, the last chunk of a split row block merges them in
     # the kernel (no combine); 0: never
     MERGE: ClassVar[int] = 0
+    # v13: a split batch's attention and combine in one stage, the combine launched as the attention kernel's
+    # programmatic dependent (PDL), and the partials in the output's type (a convex combination of the values' rows,
+    # so within their range; fp32 before)
+    CHAINED: ClassVar[bool] = False
     KERNEL: ClassVar[str] = "mla_v9_kernel"  # the attention kernel's name (v11: the seesaw schedule's)
     GLUON_NEEDS: ClassVar[str] = "16-bit types, d a multiple of 16 up to 512, p at least 16"  # what gluon() asks
 
@@ -321,24 +332,35 @@ class MlaDecodeServe(MlaDecodeGluon):
             return super().stages()
         cuts = self.cuts()
         merged = self.merged(cuts[0])
-        if merged:  # tuned among the cuts the kernel merges itself
-            cuts = [c for c in cuts if self.merged(c)]
+        if merged or self.CHAINED:  # tuned among the cuts merged the same way (in the kernel, or chained)
+            cuts = [c for c in cuts if self.merged(c) == merged]
         tuning = [{**tile, "CHUNK": c.bound} for c in cuts for tile in self.tiles_tuned()]
         attention = self.attention_stage(self._attend, tuning, [self.KERNEL])
         if not cuts[0].slots:
             return [attention]
-        partial = 4.0 * cuts[0].slots * self.rows * (self.d + 1)
-        if merged:  # one kernel: the partials written, then read back by each row block's last chunk
+        partial = cuts[0].slots * self.rows * (self.partial_bytes() * self.d + 4.0)  # and the log-sum-exps
+        if merged or self.CHAINED:  # the partials written, then read back by each row block's last chunk (one
+            # kernel) or by the combine chained to the attention kernel
             moved = attention.dram_bytes + 2 * partial
+            build, kernels = (self._attend, [self.KERNEL]) if merged else (self._chain, [self.KERNEL, COMBINE])
             return [Stage(attention.name, flops=attention.flops, dram_bytes=moved, precision=self.precision,
-                          build=self._attend, tuning=tuning, kernels=[self.KERNEL])]  # fmt: skip
+                          build=build, tuning=tuning, kernels=kernels)]  # fmt: skip
         return [
             Stage("partial", flops=attention.flops, dram_bytes=attention.dram_bytes + partial,
                   precision=self.precision, build=self._attend, tuning=tuning, kernels=[self.KERNEL]),
             Stage("combine", flops=3.0 * cuts[0].slots * self.rows * self.d, dram_bytes=partial + self.out_bytes(),
-                  precision="fp32", build=self._merge, tuning=[{"BLOCK_D": 64, "num_warps": 4}],
-                  kernels=["mla_v9_combine_kernel"]),
+                  precision="fp32", build=self._merge, tuning=[COMBINE_TILE],
+                  kernels=[COMBINE]),
         ]  # fmt: skip
+
+    def partial_bytes(self) -> int:
+        """Bytes of one element of a chunk's partial output: fp32, or the output's type (v13)."""
+        return self.element_bytes() if self.CHAINED else 4
+
+    def partial_dtype(self) -> Any:
+        import torch
+
+        return self.torch_dtype() if self.CHAINED else torch.float32
 
     def merged(self, cut: Cut) -> bool:
         """Whether the kernel merges ``cut``'s split sequences itself (v10, at most MERGE chunks to a sequence)."""
@@ -355,7 +377,7 @@ class MlaDecodeServe(MlaDecodeGluon):
         slots = max([c.slots for c in self.cuts()] + [1])
         return SplitServingWorkspace(
             **vars(ws),
-            partial=torch.empty(slots, self.rows, self.d, device=device, dtype=torch.float32),
+            partial=torch.empty(slots, self.rows, self.d, device=device, dtype=self.partial_dtype()),
             lse=torch.empty(slots, self.rows, device=device, dtype=torch.float32),
             meta=torch.zeros(self.b, 2, device=device, dtype=torch.int32),
             arrived=torch.zeros(self.b, self.row_blocks(), device=device, dtype=torch.int32),
@@ -392,16 +414,26 @@ class MlaDecodeServe(MlaDecodeGluon):
         args = {"H": self.h, "PAGE": self.page, **{k: v for k, v in cfg.items() if k != "CHUNK"}}
         if self.merged(cut):
             args.update(MERGE=True, arrived_ptr=ws.arrived, ROW_BLOCKS=self.row_blocks())
+        elif self.CHAINED and cut.slots:
+            args.update(PDL=True)  # the combine follows as its programmatic dependent
         bufs = (ws.out, ws.partial, ws.lse, ws.meta, work, ws.lens, table)
         shape = (self.scale, self.s, self.t, self.rows, most)
         return Launch(lambda: kernel(q_desc, qpe_desc, kv_desc, kpe_desc, *bufs, *shape, **args), grid)
 
-    def _merge(self, ws: SplitServingWorkspace, cfg: Config) -> Launch:
+    def _merge(self, ws: SplitServingWorkspace, cfg: Config, pdl: bool = False) -> Launch:
         block_d = min(cfg["BLOCK_D"], self.d)
         grid = (triton.cdiv(self.rows, 16), self.d // block_d, self.b)
         kernel = mla_v9_combine_kernel[grid]
-        args = {"D": self.d, "BLOCK_M": 16, "BLOCK_D": block_d, "num_warps": cfg["num_warps"]}
+        args: dict[str, Any] = {"D": self.d, "BLOCK_M": 16, "BLOCK_D": block_d, "num_warps": cfg["num_warps"]}
+        if pdl:  # launched before the attention kernel ends; it waits for that grid's stores (griddepcontrol.wait)
+            args.update(PDL=True, launch_pdl=True)
         return Launch(lambda: kernel(ws.partial, ws.lse, ws.meta, ws.out, self.rows, **args), grid)
+
+    def _chain(self, ws: SplitServingWorkspace, cfg: Config) -> Launch:
+        """v13's one stage: the attention kernel, then the combine as its programmatic dependent."""
+        pdl = ws.partial.device.type == "cuda"  # Triton's interpreter has no grid dependency control
+        attend, merge = self._attend(ws, cfg), self._merge(ws, COMBINE_TILE, pdl=pdl)
+        return Launch(lambda: (attend.fn(), merge.fn()), attend.grid)
 
 
 PLAN = MlaDecodeServe
