@@ -140,6 +140,7 @@ def test_v9s_gluon_kernel_compiles_at_ragged_paged_and_split_shapes(cli: Callabl
         ("v11", [], 9),  # ragged, paged, split (the combine): 3 cuts x the seesaw's 3 variants
         ("v12", ["--t_min=0", "--page=0", "--b=32", "--s=1", "--t=2048", "--h=128"], 3),  # merged: the one merged cut
         ("v13", [], 3),  # the check's cut is four chunks a sequence: the combine chained in the one stage
+        ("v14", [], 9),  # as v11, with v14's combine, a Gluon kernel, compiled too
     ],
 )
 def test_the_seesaw_kernel_compiles_with_the_combine_and_with_its_merge(
@@ -154,6 +155,8 @@ def test_the_seesaw_kernel_compiles_with_the_combine_and_with_its_merge(
     assert done.returncode == 0, done.stderr + done.stdout
     assert "COMPILED, NOT RUN: mla_v11_kernel compiled for sm_90a" in done.stdout
     assert f"{configs} with Gluon kernels compiled for sm_90 and not run" in done.stdout
+    if version == "v14":
+        assert "COMPILED, NOT RUN: mla_v14_combine_kernel compiled for sm_90a" in done.stdout
 
 
 def test_v13_chains_the_combine_in_one_stage_with_partials_in_the_outputs_type() -> None:

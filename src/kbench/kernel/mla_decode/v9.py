@@ -306,6 +306,7 @@ class MlaDecodeServe(MlaDecodeGluon):
     # so within their range; fp32 before)
     CHAINED: ClassVar[bool] = False
     KERNEL: ClassVar[str] = "mla_v9_kernel"  # the attention kernel's name (v11: the seesaw schedule's)
+    COMBINE: ClassVar[str] = COMBINE  # the combine's (v14: a Gluon one)
     GLUON_NEEDS: ClassVar[str] = "16-bit types, d a multiple of 16 up to 512, p at least 16"  # what gluon() asks
 
     @model_validator(mode="after")
@@ -342,7 +343,7 @@ class MlaDecodeServe(MlaDecodeGluon):
         if merged or self.CHAINED:  # the partials written, then read back by each row block's last chunk (one
             # kernel) or by the combine chained to the attention kernel
             moved = attention.dram_bytes + 2 * partial
-            build, kernels = (self._attend, [self.KERNEL]) if merged else (self._chain, [self.KERNEL, COMBINE])
+            build, kernels = (self._attend, [self.KERNEL]) if merged else (self._chain, [self.KERNEL, self.COMBINE])
             return [Stage(attention.name, flops=attention.flops, dram_bytes=moved, precision=self.precision,
                           build=build, tuning=tuning, kernels=kernels)]  # fmt: skip
         return [
@@ -350,7 +351,7 @@ class MlaDecodeServe(MlaDecodeGluon):
                   precision=self.precision, build=self._attend, tuning=tuning, kernels=[self.KERNEL]),
             Stage("combine", flops=3.0 * cuts[0].slots * self.rows * self.d, dram_bytes=partial + self.out_bytes(),
                   precision="fp32", build=self._merge, tuning=[COMBINE_TILE],
-                  kernels=[COMBINE]),
+                  kernels=[self.COMBINE]),
         ]  # fmt: skip
 
     def partial_bytes(self) -> int:
@@ -386,6 +387,10 @@ class MlaDecodeServe(MlaDecodeGluon):
     def tiles_tuned(self) -> list[Config]:
         """The kernel's configurations tuned at each cut (v11: its schedule's variants)."""
         return [self.TILE]
+
+    def combine_kernel(self) -> Any:
+        """The kernel merging a split sequence's chunks (v14 overrides it)."""
+        return mla_v9_combine_kernel
 
     def attention_kernel(self) -> Any:
         """The Gluon kernel over work items (v11 overrides it with the seesaw schedule's)."""
@@ -423,7 +428,7 @@ class MlaDecodeServe(MlaDecodeGluon):
     def _merge(self, ws: SplitServingWorkspace, cfg: Config, pdl: bool = False) -> Launch:
         block_d = min(cfg["BLOCK_D"], self.d)
         grid = (triton.cdiv(self.rows, 16), self.d // block_d, self.b)
-        kernel = mla_v9_combine_kernel[grid]
+        kernel = self.combine_kernel()[grid]
         args: dict[str, Any] = {"D": self.d, "BLOCK_M": 16, "BLOCK_D": block_d, "num_warps": cfg["num_warps"]}
         if pdl:  # launched before the attention kernel ends; it waits for that grid's stores (griddepcontrol.wait)
             args.update(PDL=True, launch_pdl=True)
