@@ -441,6 +441,25 @@ def test_narrow_tiles_offer_fewer_warpgroups_only_where_registers_allow(monkeypa
     assert narrow.name.startswith("Narrow tensor tiles in attention")
 
 
+def test_a_long_scoreboard_stall_names_the_loads_it_waits_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    # mla_decode v12 at b=4 s=16 h=16 (annotation, the H100, 2026-11-28): v9's Triton combine stalls on the long
+    # scoreboard (70% of its samples) at `acc += w[:, None] * part`, whose instructions also hold the weights' layout
+    # conversion (STS, LDS, BAR.SYNC). The item called the line "shared-memory accesses with bank conflicts" and asked
+    # for fewer conversions: v14 wrote the combine in Gluon without any (no bar.sync, st/ld.shared in its PTX) and
+    # its combine took 10.56 us against 10.21 (est. 8.1%, realized none). A long-scoreboard wait is a wait on the
+    # L1TEX path: the line uses the results of the partials' global loads. v14's own item named its exp2 (MUFU.EX2)
+    for run, load in (("mla_decode-v12-b4", "v9.py:242 `part = tl.load("), ("mla_decode-v14-b4", "v14.py:53 `p0 = ")):
+        opps = every_item(f"validation_h100_serving/{run}", "annotation", monkeypatch)
+        (item,) = [o for o in opps if o.metric == "combine.stall_long_scoreboard"]
+        assert "the line is a use of global or local loads' results, which the stalled warps wait on" in item.name
+        assert load in item.name and "LDG x" in item.name
+        assert "bank conflicts" not in item.name and "special-function" not in item.name
+        assert item.change is not None and item.change.startswith("more independent loads in flight")
+        # the mbarrier wait, a long-scoreboard wait too, stays what it is
+        (wait,) = [o for o in opps if o.metric == "partial.stall_long_scoreboard"]
+        assert "the line is an mbarrier wait (SYNCS.PHASECHK in a retry loop)" in wait.name
+
+
 def test_work_repeated_by_warpgroups_is_recognised_from_the_ptx(monkeypatch: pytest.MonkeyPatch) -> None:
     # mla_decode v2 on 8 warps: both warpgroups compute the whole Q.K^T (wgmma m64n32k16, A from shared memory) that
     # feeds P.V (m64n256k16, A in registers), which they split: the PTX predicts 1.53x the model's FLOPs, ncu counted

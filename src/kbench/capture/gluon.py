@@ -113,12 +113,12 @@ def compile_only() -> Iterator[list[Compiled]]:
     plain = JITFunction.run  # Triton kernels (an interpreted one is no JITFunction: it runs)
     own = "run" in vars(GluonJITFunction)  # a Triton whose Gluon kernels launch their own way
     GluonJITFunction.run = run
-    JITFunction.run = run  # type: ignore[method-assign]
+    JITFunction.run = run
     driver._active = _Sm90()
     try:
         yield made
     finally:
-        JITFunction.run = plain  # type: ignore[method-assign]
+        JITFunction.run = plain
         if own:
             GluonJITFunction.run = original
         else:

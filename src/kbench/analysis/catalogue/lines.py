@@ -190,7 +190,53 @@ def carried(e: Evidence, reason: str) -> tuple[str, Cause | None, Line | None]:
         xu = reason in XU_REASONS and busiest[0] == "xu" and busiest[1] >= XU_BUSY_PCT
         return "", _special(f"its pipe {busiest[1]:.0f}% busy, the busiest") if xu else None, None
     words = "; ".join(f"{x.quoted} ({100 * s:.0f}% of its samples; {x.opcode_words()})" for x, s in found)
-    return f"; carried in {e.where} by {words}", cause(found[0][0], e.shared_conflicts, model), found[0][0]
+    x = found[0][0]
+    return f"; carried in {e.where} by {words}", waited_on(reason, x, cause(x, e.shared_conflicts, model), model), x
+
+
+def _loads(y: Line) -> float:
+    return sum(n for op, n in y.opcodes.items() if op in _l1tex(y))
+
+
+# the stall reasons whose warps wait on the L1TEX path (global and local memory, textures), and its instructions
+L1TEX_WAITS = ("long_scoreboard", "lg_throttle")
+L1TEX_OPS = ("LDG", "STG", "LDL", "STL", "TEX", "TLD", "LD", "ST", "ld.global", "st.global", "ld.local", "st.local")
+
+
+def _l1tex(x: Line) -> list[str]:
+    return [op for op in x.opcodes if op.split(".")[0] in L1TEX_OPS or op in L1TEX_OPS]
+
+
+def waited_on(reason: str, x: Line, found: Cause | None, model: LineModel | None = None) -> Cause | None:
+    """What line ``x`` is, as far as stall ``reason`` waits on it: warps stalled on the L1TEX path (long
+    scoreboard, its queue) wait on global or local memory instructions, whatever else the line holds (a layout
+    conversion's shared-memory round trip, a special function: the MIO's, which show as short-scoreboard waits):
+    the line's own, or, where it has none, the loads whose results it uses (a sample falls on the instruction that
+    waits, the first use of a loaded register): the kernel's lines that load, most loads first. An mbarrier's
+    try-wait, also a long-scoreboard wait, stays what it is."""
+    if reason not in L1TEX_WAITS or (found is not None and (found.what.startswith(MBARRIER) or found.memory)):
+        return found
+    if ops := _l1tex(x):
+        what = f"global or local memory instructions ({', '.join(ops)}), which the stalled warps wait on"
+    else:
+        loading = [] if model is None else sorted((y for y in model.lines if _l1tex(y)), key=_loads, reverse=True)
+        if not loading:
+            return found
+        issued = "; ".join(
+            f"{y.quoted} ({', '.join(f'{op} x{n:.0f}' for op, n in y.opcodes.items() if op in _l1tex(y))})"
+            for y in loading[:2]
+        )
+        what = f"a use of global or local loads' results, which the stalled warps wait on (the loads: {issued})"
+    return Cause(
+        what,
+        "more independent loads in flight before their first use (a larger BLOCK per thread, loads of later "
+        "iterations issued before the arithmetic on earlier ones, more CTAs per SM through fewer registers or a grid "
+        "of several waves), or fewer loads (reuse tiles kept in shared memory)",
+        memory=True,
+        gluon="more independent loads in flight before their first use (more elements per thread in the loads' "
+        "layouts, loads of later iterations issued before the arithmetic on earlier ones, or TMA copies into a "
+        "ring of shared-memory stages), more CTAs per SM (fewer registers, a grid of several waves), or fewer loads",
+    )
 
 
 def executing(model: LineModel | None) -> LineModel | None:

@@ -5,7 +5,13 @@ conflicts", est. 8.1%, on v9's Triton combine (`acc += w[:, None] * part`: 80% o
 STS and LDS there: each chunk's weights, a row vector, converted through shared memory into the tile's layout before
 the broadcast). Here the layouts are written out: the weights are loaded in the slice of the tile's own layout (no
 conversion), the chunks' log-sum-exps read as one tile (their maximum and the weights' sum reduced along it, not a
-chain of dependent loads per chunk), and two chunks' partials loaded per step, 16 bytes a thread."""
+chain of dependent loads per chunk), and two chunks' partials loaded per step, 16 bytes a thread.
+
+Measured on the H100 (2026-11-28): nothing gained, kept as a measured step. ncu at b=4 s=16: the combine 10.56 us
+against v12's 10.21; the benchmark's split rows within noise of v12 (35.7 against 36.0 us at b=4 s=16, 68.7 against
+68.1 at MTP). The item had the wrong mechanism: the line's long-scoreboard stall is a wait on the partials' global
+loads (the combine fills 24% of the warp slots: 512 CTAs of 4 warps, 0.32 waves), not on the conversion's shared
+memory; kbench's stall items now name the loads a line waits on (docs/diagnosis.md)."""
 
 from __future__ import annotations
 
