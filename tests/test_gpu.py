@@ -506,15 +506,16 @@ def test_mla_decode_v7s_gluon_kernel_matches_the_reference(dtype: str) -> None:
         {"b": 5, "s": 3, "t": 1000, "h": 16, "t_min": 65, "page": 64},  # ragged, paged, a token's chunk unseen
         {"b": 100, "s": 4, "t": 1000, "h": 16},  # one chunk per sequence: written directly, no combine
         {"b": 24, "s": 2, "t": 1500, "h": 128, "t_min": 600, "page": 64},  # two chunks at most: v10 merges in-kernel
+        {"b": 32, "s": 4, "t": 1000, "h": 16},  # four, three, two chunks (the cuts tuned): v15 merges in-kernel
     ],
 )
-@pytest.mark.parametrize("version", ["v9", "v10", "v11", "v12", "v13", "v14"])
+@pytest.mark.parametrize("version", ["v9", "v10", "v11", "v12", "v13", "v14", "v15"])
 def test_mla_decode_v9s_work_items_match_the_reference(dtype: str, point: dict[str, int], version: str) -> None:
-    """v9-v14 at the real widths: each tuned cut of the batch (split or not, ragged, paged) and, for v11-v13, each
+    """v9-v15 at the real widths: each tuned cut of the batch (split or not, ragged, paged) and, for v11-v13, each
     of the seesaw's variants, within the plan's tolerance of a float64 reference taken sequence by sequence; v10's
     and v12's in-kernel merge run twice per cut (the arrival counters must be back at zero for the next launch), as
     does v13's combine chained in one stage (launched as the attention kernel's programmatic dependent, partials in
-    the output's type), and v14's Gluon combine."""
+    the output's type), v14's Gluon combine and v15's merge of up to four chunks in the kernel."""
     from kbench.plan.discovery import load_version
 
     cls = load_version("mla_decode", version)

@@ -141,6 +141,7 @@ def test_v9s_gluon_kernel_compiles_at_ragged_paged_and_split_shapes(cli: Callabl
         ("v12", ["--t_min=0", "--page=0", "--b=32", "--s=1", "--t=2048", "--h=128"], 3),  # merged: the one merged cut
         ("v13", [], 3),  # the check's cut is four chunks a sequence: the combine chained in the one stage
         ("v14", [], 9),  # as v11, with v14's combine, a Gluon kernel, compiled too
+        ("v15", ["--t_min=0", "--page=0", "--b=32", "--s=4", "--t=1000", "--h=16"], 6),  # merged: 4 and 3 chunks
     ],
 )
 def test_the_seesaw_kernel_compiles_with_the_combine_and_with_its_merge(

@@ -155,6 +155,39 @@ def _merge_pair(part_ptr, lse_ptr, o_ptr, seq, pid, first, R, D: gl.constexpr, B
 
 
 @gluon.jit
+def _merge_loop(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D: gl.constexpr, BLOCK_M: gl.constexpr,  # type: ignore[no-untyped-def]
+                num_warps: gl.constexpr):  # fmt: skip
+    """One row block of a sequence split in ``count`` chunks (v15): their partials merged by their log-sum-exps,
+    64 columns at a time, the chunks in a loop inside it (v9's merge unrolls the columns: it spilled here), two
+    chunks' loads in flight per step, read past L1 (other SMs wrote them)."""
+    layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
+    rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
+    rmask = rows < R
+    top = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, layout))
+    for i in range(count):
+        top = gl.maximum(top, gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"),
+                                      cache_modifier=".cg"))  # fmt: skip
+    top = gl.where(top == float("-inf"), 0.0, top)
+    weight = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, layout))
+    for i in range(count):
+        weight += gl.exp2(gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"),
+                                  cache_modifier=".cg") - top)  # fmt: skip
+    inv = 1.0 / gl.where(weight > 0, weight, 1.0)
+    for c0 in range(0, D, 64):
+        cols = c0 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
+        at = rows[:, None] * D + cols[None, :]
+        acc = gl.zeros([BLOCK_M, 64], gl.float32, layout)
+        for i in range(0, count, 2):
+            two = rmask & (i + 1 < count)
+            l0 = gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"), cache_modifier=".cg")
+            l1 = gl.load(lse_ptr + (first + i + 1) * R + rows, mask=two, other=float("-inf"), cache_modifier=".cg")
+            p0 = gl.load(part_ptr + (first + i) * R * D + at, mask=rmask[:, None], other=0.0, cache_modifier=".cg")
+            p1 = gl.load(part_ptr + (first + i + 1) * R * D + at, mask=two[:, None], other=0.0, cache_modifier=".cg")
+            acc += gl.exp2(l0 - top)[:, None] * p0.to(gl.float32) + gl.exp2(l1 - top)[:, None] * p1.to(gl.float32)
+        gl.store(o_ptr + seq * R * D + at, (acc * inv[:, None]).to(o_ptr.dtype.element_ty), mask=rmask[:, None])
+
+
+@gluon.jit
 def _take_p0(bars, x_s, ph, acc, p0_s, v0, row_l: gl.constexpr, orow_l: gl.constexpr, IS_ASYNC: gl.constexpr):  # type: ignore[no-untyped-def]
     """Warpgroup 1, once warpgroup 0 published: its running maximum m0 and factor a0, and this half's output rescaled
     and P0.V0 of this half issued (P0 from shared memory)."""
@@ -281,7 +314,7 @@ def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s
             m_o = gl.convert_layout(m, orow_l)
             lse = gl.where(seen, m_o + gl.log2(gl.where(seen, l_sum, 1.0)), float("-inf"))
             gl.store(lse_ptr + slot * R + o_rows, lse, mask=o_rows < R)
-        if MERGE:  # v12: the last chunk of this row block to arrive merges them all (no combine kernel)
+        if MERGE:  # v12 (two chunks), v15 (MERGE): the last chunk of this row block to arrive merges them all
             _cta_barrier()  # this warpgroup's stores done (a barrier of its own partition)
             if W == 1:
                 mbarrier.arrive(bars.index(STORED))
@@ -290,7 +323,10 @@ def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s
                 counter = arrived_ptr + seq * ROW_BLOCKS + pid
                 if gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == count - 1:
                     gl.store(counter, 0)  # the last to arrive: the counter ready for the next launch
-                    _merge_pair(part_ptr, lse_ptr, o_ptr, seq, pid, first, R, D, BLOCK_M, 4)
+                    if MERGE == 2:
+                        _merge_pair(part_ptr, lse_ptr, o_ptr, seq, pid, first, R, D, BLOCK_M, 4)
+                    else:  # v15: up to MERGE chunks
+                        _merge_loop(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D, BLOCK_M, 4)
 
 
 @gluon.jit

@@ -418,7 +418,7 @@ class MlaDecodeServe(MlaDecodeGluon):
         most = int(table.shape[1]) if ws.table is not None else 0
         args = {"H": self.h, "PAGE": self.page, **{k: v for k, v in cfg.items() if k != "CHUNK"}}
         if self.merged(cut):
-            args.update(MERGE=True, arrived_ptr=ws.arrived, ROW_BLOCKS=self.row_blocks())
+            args.update(MERGE=self.MERGE, arrived_ptr=ws.arrived, ROW_BLOCKS=self.row_blocks())
         elif self.CHAINED and cut.slots:
             args.update(PDL=True)  # the combine follows as its programmatic dependent
         bufs = (ws.out, ws.partial, ws.lse, ws.meta, work, ws.lens, table)
