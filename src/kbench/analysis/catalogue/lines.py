@@ -198,8 +198,8 @@ def _loads(y: Line) -> float:
     return sum(n for op, n in y.opcodes.items() if op in _l1tex(y))
 
 
-# the stall reasons whose warps wait on the L1TEX path (global and local memory, textures), and its instructions
-L1TEX_WAITS = ("long_scoreboard", "lg_throttle")
+# the stall reason whose warps wait on the L1TEX path's results (global and local memory, textures), its instructions
+L1TEX_WAITS = ("long_scoreboard",)
 L1TEX_OPS = ("LDG", "STG", "LDL", "STL", "TEX", "TLD", "LD", "ST", "ld.global", "st.global", "ld.local", "st.local")
 
 
@@ -208,13 +208,14 @@ def _l1tex(x: Line) -> list[str]:
 
 
 def waited_on(reason: str, x: Line, found: Cause | None, model: LineModel | None = None) -> Cause | None:
-    """What line ``x`` is, as far as stall ``reason`` waits on it: warps stalled on the L1TEX path (long
-    scoreboard, its queue) wait on global or local memory instructions, whatever else the line holds (a layout
-    conversion's shared-memory round trip, a special function: the MIO's, which show as short-scoreboard waits):
-    the line's own, or, where it has none, the loads whose results it uses (a sample falls on the instruction that
-    waits, the first use of a loaded register): the kernel's lines that load, most loads first. An mbarrier's
-    try-wait, also a long-scoreboard wait, stays what it is."""
-    if reason not in L1TEX_WAITS or (found is not None and (found.what.startswith(MBARRIER) or found.memory)):
+    """What line ``x`` is, as far as stall ``reason`` waits on it: warps stalled on the long scoreboard wait on
+    the L1TEX path (global or local memory), so where the line's instructions name another unit (a layout
+    conversion's shared-memory round trip, a special function: the MIO's, which show as short-scoreboard waits),
+    the wait is named instead: on the line's own loads, or, where it has none, the loads whose results it uses (a
+    sample falls on the instruction that waits, the first use of a loaded register): the kernel's lines that load,
+    most loads first. An mbarrier's try-wait, also a long-scoreboard wait, and a line of memory instructions stay
+    what they are; a line the catalogue names nothing for keeps the stall's own words."""
+    if reason not in L1TEX_WAITS or found is None or found.what.startswith(MBARRIER) or found.memory:
         return found
     if ops := _l1tex(x):
         what = f"global or local memory instructions ({', '.join(ops)}), which the stalled warps wait on"
