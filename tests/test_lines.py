@@ -396,3 +396,32 @@ def test_other_aggregate_items_name_the_lines_that_carry_them() -> None:
     )
     other = op.Opportunity(name="waves", gain_pct=3.0, metric="s.waves", value="1", change="c")
     assert attributed(e, other) is other
+
+
+def test_a_lines_guards_are_the_flag_conditions_of_the_if_blocks_that_hold_it() -> None:
+    from kbench.analysis.lines import guards, holds
+
+    text = [
+        "def k(W: gl.constexpr, STAGGER: gl.constexpr, EARLY_Y: gl.constexpr):",
+        "    for i in range(n):",
+        "        if W == 0:",
+        "            if STAGGER:  # the stagger",
+        "                mbarrier.arrive(bar)",
+        "        else:",
+        "            if STAGGER:",
+        "                mbarrier.wait(bar, ph)",
+        "            if not EARLY_Y:",
+        "                x = 1",
+        "            elif n > 2:",
+        "                y = 2",
+    ]
+    assert guards(text, 5) == ("STAGGER", "W == 0")
+    assert guards(text, 8) == ("STAGGER",)  # in the else branch of `if W == 0`: W's condition false runs it
+    assert guards(text, 10) == ("not EARLY_Y",) and guards(text, 12) == ()  # an elif branch: none of its block's
+    assert guards(text, 2) == () and guards(text, 99) == ()
+    chosen = {"STAGGER": True, "EARLY_Y": False}
+    assert holds("STAGGER", chosen) is True and holds("not EARLY_Y", chosen) is True
+    assert holds("STAGGER and not EARLY_Y", {**chosen, "STAGGER": False}) is False
+    assert holds("W == 0", chosen) is None  # W is no configuration value
+    assert holds("__import__('os').system('true')", chosen) is None  # read, never run
+    assert holds("if", chosen) is None

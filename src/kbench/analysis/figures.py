@@ -179,6 +179,7 @@ class Facts:
             "loop_barriers": tuple(t["loop_barriers"]) if t.get("loop_barriers") is not None else None,
             **main_kernel.serialization(t),
             "language": t.get("language"),
+            "tuning": t["tuning"] if isinstance(t.get("tuning"), dict) else None,
             "limits": self.limits,
             "dram_latency_ns": self.dram_latency_ns,
             "dram_peak_gbps": self.dram_peak_gbps,

@@ -14,6 +14,7 @@ becomes: PTX_DIVISION_SASS).
 
 from __future__ import annotations
 
+import ast
 import linecache
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -39,6 +40,7 @@ class Line:
     samples: float | None = None  # warp-state samples (None: static)
     stalls: dict[str, float] = field(default_factory=dict)  # reason (ratio names) -> samples, "selected" excluded
     looped: float = 0.0  # static: instructions inside a loop body
+    guards: tuple[str, ...] = ()  # the conditions naming constexpr flags of the `if` blocks it sits in
 
     @property
     def pipes(self) -> dict[str, float]:
@@ -123,6 +125,65 @@ def _code(read: Callable[[str], list[str]], file: str, line: int) -> str:
     return text[line - 1].strip() if 0 < line <= len(text) else ""
 
 
+FLAG = re.compile(r"\b[A-Z][A-Z0-9_]*\b")
+
+
+def guards(text: list[str], line: int) -> tuple[str, ...]:
+    """The conditions of the ``if`` blocks that hold line ``line`` of ``text`` and name an UPPER_CASE flag (a
+    kernel's constexpr), innermost first, up to its ``def``; a line in an ``else`` or ``elif`` branch gets none of
+    that block's (its condition false runs the line)."""
+    if not 0 < line <= len(text) or not text[line - 1].strip():
+        return ()
+    found: list[str] = []
+    depth = len(text[line - 1]) - len(text[line - 1].lstrip())
+    branch = False  # inside an else/elif branch of the block met next
+    for raw in reversed(text[: line - 1]):
+        code = raw.split("#", 1)[0].strip()  # a condition's trailing comment is not part of it
+        indent = len(raw) - len(raw.lstrip())
+        if not code or indent >= depth:
+            continue
+        depth = indent
+        if code.startswith("def "):
+            break
+        if code.startswith(("else", "elif ")):
+            branch = True
+            depth += 1  # the if it belongs to is at this same indentation
+        elif code.startswith("if ") and code.endswith(":"):
+            if not branch and FLAG.search(code[3:-1]):
+                found.append(code[3:-1].strip())
+            branch = False
+    return tuple(found)
+
+
+def holds(condition: str, config: Mapping[str, object]) -> bool | None:
+    """``condition`` (a guard) evaluated over a launch configuration's values, read as a syntax tree, never run:
+    names, ``not``, ``and``, ``or``, comparisons of names and constants; None where it names anything else."""
+    try:
+        tree = ast.parse(condition, mode="eval").body
+    except SyntaxError:
+        return None
+
+    def value(node: ast.AST) -> object:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in config:
+            return config[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return not value(node.operand)
+        if isinstance(node, ast.BoolOp):
+            parts = [bool(value(v)) for v in node.values]
+            return all(parts) if isinstance(node.op, ast.And) else any(parts)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            same = value(node.left) == value(node.comparators[0])
+            return same if isinstance(node.ops[0], ast.Eq) else not same
+        raise LookupError(ast.dump(node))
+
+    try:
+        return bool(value(tree))
+    except LookupError:
+        return None
+
+
 def read_source(file: str) -> list[str]:
     """A source file's lines: in a live run the very text compiled (plan.sources puts it in linecache), else the
     file on this machine, none where it is not here."""
@@ -160,7 +221,8 @@ def measured(kernel: str, rows: Iterable[Mapping[str, Any]], sources: Mapping[st
                 _add(a.stalls, REASON_NAMES.get(reason, reason), float(n))
     lines = [
         Line(file=f, line=n, code=_code(lambda p: list(sources.get(p, [])), f, n), instructions=a.instructions,
-             opcodes=_ranked(a.opcodes), samples=a.samples, stalls=_ranked(a.stalls))
+             opcodes=_ranked(a.opcodes), samples=a.samples, stalls=_ranked(a.stalls),
+             guards=guards(list(sources.get(f, [])), n))
         for (f, n), a in acc.items()
     ]  # fmt: skip
     lines.sort(key=lambda x: (-(x.samples or 0.0), -x.instructions))

@@ -164,9 +164,11 @@ def assess(e: Evidence) -> tuple[list[Opportunity], Waterfall | None]:
     outside = [o for check in OUTSIDE if (o := check(e)) is not None]
     if (done := at_roof(e)) is not None:
         return [done, *outside], waterfall.build(e, [])[0]
-    found = [lines.attributed(e, o) for check in CATALOGUE if (o := check(e)) is not None]
+    # a wait the tuner timed the stage without is capped at what that saved (stalls.routed), before the stalls share
+    # what the named items leave
+    found = [stalls.routed(e, lines.attributed(e, o)) for check in CATALOGUE if (o := check(e)) is not None]
     gap = e.gain(e.gap_us)
-    found += stalls.stalled(e, gap - sum(o.gain_pct for o in found))
+    found += [stalls.routed(e, o) for o in stalls.stalled(e, gap - sum(o.gain_pct for o in found))]
     named = sum(o.gain_pct for o in found)
     if (line := lines.hottest(e, gap - named, named)) is not None:  # the rest unnamed: the line that holds it
         found.append(line)

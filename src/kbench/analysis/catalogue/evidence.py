@@ -147,6 +147,8 @@ class Evidence:
     shared_wavefronts: float | None = None  # shared-memory data-pipe wavefronts, and those bank conflicts added (ncu)
     shared_conflicts: float | None = None
     tile: dict[str, object] = field(default_factory=dict)  # its launch configuration by name (BLOCK_M=64, ...)
+    # the tuner's decision (tiling ``tuning``: the chosen configuration, the runner-up and how much faster that ran)
+    tuning: dict[str, Any] | None = None
     language: str | None = None  # what the kernel is written in, as its launch record says ("triton", "gluon")
     shared_bytes: float | None = None  # shared memory a CTA holds (the compiled kernel)
     tail_idle_pct: float | None = None  # SM time idle after each SM's last CTA, of SMs x span (intra timeline)

@@ -11,10 +11,12 @@ at least DOMINANT_SHARE of them, at most two reasons a stage.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from kbench.analysis.catalogue import pipeline
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, entry
 from kbench.analysis.catalogue.lines import MBARRIER, carried
+from kbench.analysis.lines import FLAG, Line, holds
 
 DOMINANT_SHARE = 0.25  # a stall reason holding at least this share of a stage's stalled warps is named
 MOST = 2  # reasons named per stage
@@ -158,6 +160,50 @@ def _idle_share(e: Evidence, reason: str) -> float:
     total = sum(x.stalls.get(reason, 0.0) for x in model.lines)
     idle = sum(x.stalls.get(reason, 0.0) for x in model.lines if entry(x.code))
     return idle / total if total > 0 else 0.0
+
+
+def tuned_without(e: Evidence, x: Line) -> tuple[str, float] | None:
+    """Where the tuner timed the stage without line ``x``: its runner-up differs from the chosen configuration only
+    in flags of a condition that holds ``x`` (``if STAGGER:``), true for the chosen and false for the runner-up.
+    The words, and the time that variant saved (none where it ran slower): a measured route past the line, which
+    caps what an item placed there can gain."""
+    t = e.tuning or {}
+    chosen, other, margin = t.get("chosen"), t.get("runner_up"), t.get("margin_pct")
+    if not isinstance(chosen, dict) or not isinstance(other, dict) or not isinstance(margin, (int, float)):
+        return None
+    differ = {k for k in chosen.keys() | other.keys() if chosen.get(k) != other.get(k)}
+    for condition in x.guards:
+        if (
+            differ
+            and differ <= set(FLAG.findall(condition))
+            and holds(condition, chosen)
+            and holds(condition, other) is False
+        ):
+            flips = ", ".join(f"{k}={other.get(k)}" for k in sorted(differ))
+            how = f"{margin:.1f}% faster" if margin >= 0 else f"{-margin:.1f}% slower"
+            noise = ", within noise" if t.get("within_noise") else ""
+            words = (
+                f"the tuner timed {e.name} without this line ({flips}: its `if {condition}` false), "
+                f"the chosen configuration {how}{noise}: the gain is capped at what that variant saved"
+            )
+            return words, e.us * max(0.0, -margin / 100.0)
+    return None
+
+
+WAITS = (".stall_", ".mbarrier_wait_share")  # the items about warps waiting at a line (stalls, mbarrier waits)
+
+
+def routed(e: Evidence, o: Opportunity) -> Opportunity:
+    """A wait item placed at a line the tuner timed the stage without (``tuned_without``), capped at what that
+    variant saved."""
+    if e.lines is None or o.line is None or not any(w in o.metric for w in WAITS):
+        return o
+    x = next((y for y in e.lines.lines if Path(y.file).name == o.file and y.line == o.line), None)
+    if x is None or (route := tuned_without(e, x)) is None:
+        return o
+    words, saved = route
+    capped = o.capped(e.gain(saved), "gain(tuned_saving_us)", tuned_saving_us=saved)
+    return capped.model_copy(update={"change": f"{o.change}; {words}"})
 
 
 def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
