@@ -425,3 +425,44 @@ def test_a_lines_guards_are_the_flag_conditions_of_the_if_blocks_that_hold_it() 
     assert holds("W == 0", chosen) is None  # W is no configuration value
     assert holds("__import__('os').system('true')", chosen) is None  # read, never run
     assert holds("if", chosen) is None
+
+
+def test_guards_and_holds_stay_safe_on_an_untrusted_source() -> None:
+    from kbench.analysis.lines import guards, holds
+
+    deep = "not " * 3000 + "STAGGER"
+    assert holds(deep, {"STAGGER": True}) is None  # too long to read: no RecursionError out of the analysis
+    assert holds("not " * 40 + "STAGGER", {"STAGGER": True}) is True
+    assert holds("STAGGER < [1]", {"STAGGER": True}) is None  # only == and != are read
+    text = [
+        "def k(A: gl.constexpr):",
+        "    if A:",
+        "        for i in range(n):",
+        "            pass",
+        "        else:",
+        "            pass",
+        "        x = 1",
+        "    if (A and",
+        "            B):",
+        "        y = 2",
+        "    else:",
+        "        z = 3",
+    ]
+    assert guards(text, 7) == ("A",)  # a loop's else is not an if's: the enclosing `if A` still holds line 7
+    assert guards(text, 10) == () and guards(text, 12) == ()  # a condition over two lines is not read
+
+
+def test_a_long_scoreboard_stall_names_loads_not_stores_and_keeps_an_atomics_cause() -> None:
+    from kbench.analysis.catalogue.lines import Cause, waited_on
+
+    use = lines.Line(file="k.py", line=30, code="acc += w * part", instructions=100.0,
+                     opcodes={"LDS": 40.0, "STS": 40.0, "FFMA": 20.0}, samples=50.0)  # fmt: skip
+    load = lines.Line(file="k.py", line=10, code="part = tl.load(p)", instructions=10.0, opcodes={"LDG": 10.0})
+    store = lines.Line(file="k.py", line=20, code="tl.store(o, acc)", instructions=90.0, opcodes={"STG": 90.0})
+    model = lines.LineModel(kernel="k", source=lines.MEASURED, lines=(use, store, load))
+    shared = Cause("shared-memory accesses (STS, LDS) with bank conflicts", "wider accesses")
+    named = waited_on("long_scoreboard", use, shared, model)
+    assert named is not None and "k.py:10 `part = tl.load(p)` (LDG x10)" in named.what and "STG" not in named.what
+    assert waited_on("short_scoreboard", use, shared, model) is shared  # an MIO wait: the line's own cause stands
+    atomics = Cause("atomics (ATOMG.E.ADD)", "reduce first", costly=True)
+    assert waited_on("long_scoreboard", use, atomics, model) is atomics

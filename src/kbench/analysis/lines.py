@@ -126,6 +126,7 @@ def _code(read: Callable[[str], list[str]], file: str, line: int) -> str:
 
 
 FLAG = re.compile(r"\b[A-Z][A-Z0-9_]*\b")
+CONDITION_CHARS = 200  # a guard's condition longer than this is not read (a capture's source is not trusted)
 
 
 def guards(text: list[str], line: int) -> tuple[str, ...]:
@@ -147,20 +148,25 @@ def guards(text: list[str], line: int) -> tuple[str, ...]:
             break
         if code.startswith(("else", "elif ")):
             branch = True
-            depth += 1  # the if it belongs to is at this same indentation
-        elif code.startswith("if ") and code.endswith(":"):
-            if not branch and FLAG.search(code[3:-1]):
-                found.append(code[3:-1].strip())
-            branch = False
+            depth += 1  # the block it belongs to is at this same indentation
+        elif code.startswith(("if ", "for ", "while ", "with ", "try", "if(")):
+            condition = code[3:-1].strip() if code.startswith("if ") and code.endswith(":") else ""
+            if not branch and FLAG.search(condition) and len(condition) <= CONDITION_CHARS:
+                found.append(condition)
+            branch = False  # a loop's else, or a condition over several lines: that block's names are not taken
+        if depth == 0:
+            break
     return tuple(found)
 
 
 def holds(condition: str, config: Mapping[str, object]) -> bool | None:
     """``condition`` (a guard) evaluated over a launch configuration's values, read as a syntax tree, never run:
     names, ``not``, ``and``, ``or``, comparisons of names and constants; None where it names anything else."""
+    if len(condition) > CONDITION_CHARS:
+        return None
     try:
         tree = ast.parse(condition, mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
     def value(node: ast.AST) -> object:
@@ -180,7 +186,7 @@ def holds(condition: str, config: Mapping[str, object]) -> bool | None:
 
     try:
         return bool(value(tree))
-    except LookupError:
+    except (LookupError, TypeError, ValueError, RecursionError):
         return None
 
 

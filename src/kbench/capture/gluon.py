@@ -95,25 +95,28 @@ def compile_only() -> Iterator[list[Compiled]]:
     original = GluonJITFunction.run
     language = language_now()  # as the region begins: the interpreter's device calls leave their patches behind
 
-    def run(self: Any, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
-        swapped = _compilable_library()  # for this compile only: interpreted Triton kernels still need theirs
-        leftover = restore_language(language)
-        try:
-            with warnings.catch_warnings():  # Triton 3.9's notice of a default it will change (fp fusion), not ours
-                warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION")
-                kernel = original(self, *args, grid=grid, warmup=True, **kwargs)
-        finally:
-            restore_language(leftover)
-            for module, name, value in swapped:
-                setattr(module, name, value)
-        made.append(Compiled.of(str(getattr(self, "__name__", "a Gluon kernel")), kernel))
-        return kernel
+    def compiling(launch: Any) -> Any:
+        def run(self: Any, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+            swapped = _compilable_library()  # for this compile only: interpreted Triton kernels still need theirs
+            leftover = restore_language(language)
+            try:
+                with warnings.catch_warnings():  # Triton 3.9's notice of a default it will change (fp fusion)
+                    warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION")
+                    kernel = launch(self, *args, grid=grid, warmup=True, **kwargs)
+            finally:
+                restore_language(leftover)
+                for module, name, value in swapped:
+                    setattr(module, name, value)
+            made.append(Compiled.of(str(getattr(self, "__name__", "a kernel")), kernel))
+            return kernel
+
+        return run
 
     previous = driver._active
     plain = JITFunction.run  # Triton kernels (an interpreted one is no JITFunction: it runs)
     own = "run" in vars(GluonJITFunction)  # a Triton whose Gluon kernels launch their own way
-    GluonJITFunction.run = run
-    JITFunction.run = run
+    GluonJITFunction.run = compiling(original)
+    JITFunction.run = compiling(plain)
     driver._active = _Sm90()
     try:
         yield made

@@ -200,7 +200,7 @@ def _loads(y: Line) -> float:
 
 # the stall reason whose warps wait on the L1TEX path's results (global and local memory, textures), its instructions
 L1TEX_WAITS = ("long_scoreboard",)
-L1TEX_OPS = ("LDG", "STG", "LDL", "STL", "TEX", "TLD", "LD", "ST", "ld.global", "st.global", "ld.local", "st.local")
+L1TEX_OPS = ("LDG", "LDL", "TEX", "TLD", "LD", "ld.global", "ld.local")  # the loads (a store returns nothing)
 
 
 def _l1tex(x: Line) -> list[str]:
@@ -215,8 +215,8 @@ def waited_on(reason: str, x: Line, found: Cause | None, model: LineModel | None
     sample falls on the instruction that waits, the first use of a loaded register): the kernel's lines that load,
     most loads first. An mbarrier's try-wait, also a long-scoreboard wait, and a line of memory instructions stay
     what they are; a line the catalogue names nothing for keeps the stall's own words."""
-    if reason not in L1TEX_WAITS or found is None or found.what.startswith(MBARRIER) or found.memory:
-        return found
+    if reason not in L1TEX_WAITS or found is None or found.what.startswith((MBARRIER, "atomics")) or found.memory:
+        return found  # an atomic with a result is itself an L1TEX operation waited on
     if ops := _l1tex(x):
         what = f"global or local memory instructions ({', '.join(ops)}), which the stalled warps wait on"
     else:
