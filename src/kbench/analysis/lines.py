@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import linecache
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,7 +129,7 @@ FLAG = re.compile(r"\b[A-Z][A-Z0-9_]*\b")
 CONDITION_CHARS = 200  # a guard's condition longer than this is not read (a capture's source is not trusted)
 
 
-def guards(text: list[str], line: int) -> tuple[str, ...]:
+def guards(text: Sequence[str], line: int) -> tuple[str, ...]:
     """The conditions of the ``if`` blocks that hold line ``line`` of ``text`` and name an UPPER_CASE flag (a
     kernel's constexpr), innermost first, up to its ``def``; a line in an ``else`` or ``elif`` branch gets none of
     that block's (its condition false runs the line)."""
@@ -138,7 +138,7 @@ def guards(text: list[str], line: int) -> tuple[str, ...]:
     found: list[str] = []
     depth = len(text[line - 1]) - len(text[line - 1].lstrip())
     branch = False  # inside an else/elif branch of the block met next
-    for raw in reversed(text[: line - 1]):
+    for raw in (text[i] for i in range(line - 2, -1, -1)):  # the lines above it, nearest first
         code = raw.split("#", 1)[0].strip()  # a condition's trailing comment is not part of it
         indent = len(raw) - len(raw.lstrip())
         if not code or indent >= depth:
@@ -228,7 +228,7 @@ def measured(kernel: str, rows: Iterable[Mapping[str, Any]], sources: Mapping[st
     lines = [
         Line(file=f, line=n, code=_code(lambda p: list(sources.get(p, [])), f, n), instructions=a.instructions,
              opcodes=_ranked(a.opcodes), samples=a.samples, stalls=_ranked(a.stalls),
-             guards=guards(list(sources.get(f, [])), n))
+             guards=guards(sources.get(f, ()), n))
         for (f, n), a in acc.items()
     ]  # fmt: skip
     lines.sort(key=lambda x: (-(x.samples or 0.0), -x.instructions))

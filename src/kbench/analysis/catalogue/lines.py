@@ -194,17 +194,17 @@ def carried(e: Evidence, reason: str) -> tuple[str, Cause | None, Line | None]:
     return f"; carried in {e.where} by {words}", waited_on(reason, x, cause(x, e.shared_conflicts, model), model), x
 
 
-def _loads(y: Line) -> float:
-    return sum(n for op, n in y.opcodes.items() if op in _l1tex(y))
-
-
 # the stall reason whose warps wait on the L1TEX path's results (global and local memory, textures), its instructions
 L1TEX_WAITS = ("long_scoreboard",)
 L1TEX_OPS = ("LDG", "LDL", "TEX", "TLD", "LD", "ld.global", "ld.local")  # the loads (a store returns nothing)
 
 
-def _l1tex(x: Line) -> list[str]:
-    return [op for op in x.opcodes if op.split(".")[0] in L1TEX_OPS or op in L1TEX_OPS]
+def _l1tex_load(op: str) -> bool:
+    return op.split(".")[0] in L1TEX_OPS or op in L1TEX_OPS
+
+
+def _loads(y: Line) -> float:
+    return sum(n for op, n in y.opcodes.items() if _l1tex_load(op))
 
 
 def waited_on(reason: str, x: Line, found: Cause | None, model: LineModel | None = None) -> Cause | None:
@@ -217,14 +217,14 @@ def waited_on(reason: str, x: Line, found: Cause | None, model: LineModel | None
     what they are; a line the catalogue names nothing for keeps the stall's own words."""
     if reason not in L1TEX_WAITS or found is None or found.what.startswith((MBARRIER, "atomics")) or found.memory:
         return found  # an atomic with a result is itself an L1TEX operation waited on
-    if ops := _l1tex(x):
+    if ops := [op for op in x.opcodes if _l1tex_load(op)]:
         what = f"global or local memory instructions ({', '.join(ops)}), which the stalled warps wait on"
     else:
-        loading = [] if model is None else sorted((y for y in model.lines if _l1tex(y)), key=_loads, reverse=True)
+        loading = [] if model is None else sorted((y for y in model.lines if _loads(y)), key=_loads, reverse=True)
         if not loading:
             return found
         issued = "; ".join(
-            f"{y.quoted} ({', '.join(f'{op} x{n:.0f}' for op, n in y.opcodes.items() if op in _l1tex(y))})"
+            f"{y.quoted} ({', '.join(f'{op} x{n:.0f}' for op, n in y.opcodes.items() if _l1tex_load(op))})"
             for y in loading[:2]
         )
         what = f"a use of global or local loads' results, which the stalled warps wait on (the loads: {issued})"

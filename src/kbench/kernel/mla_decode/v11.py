@@ -43,7 +43,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from kbench.plan.base import Config
 
 from .v7 import _cta_barrier, _softmax, _tma_load
-from .v9 import MlaDecodeServe, _operands, _tile_row, _work_item
+from .v9 import MlaDecodeServe, _chunk_weights, _operands, _tile_row, _work_item
 
 # the mbarriers: Q landed; each stage's two pieces landed (X: its first 256 value columns, with the rotary columns in
 # stage 1; Y: the other 256, with the rotary columns in stage 0) and released (X by the first warpgroup, Y by the
@@ -163,16 +163,7 @@ def _merge_loop(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D: gl.const
     layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
     rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
     rmask = rows < R
-    top = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, layout))
-    for i in range(count):
-        top = gl.maximum(top, gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"),
-                                      cache_modifier=".cg"))  # fmt: skip
-    top = gl.where(top == float("-inf"), 0.0, top)
-    weight = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, layout))
-    for i in range(count):
-        weight += gl.exp2(gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"),
-                                  cache_modifier=".cg") - top)  # fmt: skip
-    inv = 1.0 / gl.where(weight > 0, weight, 1.0)
+    top, inv = _chunk_weights(lse_ptr, first, count, R, rows, rmask, BLOCK_M, gl.SliceLayout(1, layout))
     for c0 in range(0, D, 64):
         cols = c0 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
         at = rows[:, None] * D + cols[None, :]

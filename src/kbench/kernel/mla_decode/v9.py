@@ -103,6 +103,22 @@ def _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D: gl.constexpr, BLOCK_M: gl.
 
 
 @gluon.jit
+def _chunk_weights(lse_ptr, first, count, R, rows, rmask, BLOCK_M: gl.constexpr, row_l: gl.constexpr):  # type: ignore[no-untyped-def]
+    """The largest of a row block's ``count`` chunks' log-sum-exps (0 where none saw anything) and the reciprocal of
+    their weights' sum, each chunk's weight exp2(lse - top) (read past L1: other SMs wrote them)."""
+    top = gl.full([BLOCK_M], float("-inf"), gl.float32, row_l)
+    for i in range(count):
+        lse = gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"), cache_modifier=".cg")
+        top = gl.maximum(top, lse)
+    top = gl.where(top == float("-inf"), 0.0, top)
+    weight = gl.zeros([BLOCK_M], gl.float32, row_l)
+    for i in range(count):
+        lse = gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"), cache_modifier=".cg")
+        weight += gl.exp2(lse - top)
+    return top, 1.0 / gl.where(weight > 0, weight, 1.0)
+
+
+@gluon.jit
 def _merge_chunks(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D: gl.constexpr, BLOCK_M: gl.constexpr,  # type: ignore[no-untyped-def]
                   num_warps: gl.constexpr):  # fmt: skip
     """One row block of a split sequence: its ``count`` chunks' partials merged by their log-sum-exps into the
@@ -110,16 +126,7 @@ def _merge_chunks(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D: gl.con
     layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [num_warps, 1], [1, 0])
     rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
     rmask = rows < R
-    top = gl.full([BLOCK_M], float("-inf"), gl.float32, gl.SliceLayout(1, layout))
-    for i in range(count):
-        lse = gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"), cache_modifier=".cg")
-        top = gl.maximum(top, lse)
-    top = gl.where(top == float("-inf"), 0.0, top)
-    weight = gl.zeros([BLOCK_M], gl.float32, gl.SliceLayout(1, layout))
-    for i in range(count):
-        lse = gl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf"), cache_modifier=".cg")
-        weight += gl.exp2(lse - top)
-    inv = 1.0 / gl.where(weight > 0, weight, 1.0)
+    top, inv = _chunk_weights(lse_ptr, first, count, R, rows, rmask, BLOCK_M, gl.SliceLayout(1, layout))
     for c0 in gl.static_range(0, D, 64):
         cols = c0 + gl.arange(0, 64, layout=gl.SliceLayout(0, layout))
         acc = gl.zeros([BLOCK_M, 64], gl.float32, layout)
