@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import statistics
@@ -507,15 +508,17 @@ def test_mla_decode_v7s_gluon_kernel_matches_the_reference(dtype: str) -> None:
         {"b": 100, "s": 4, "t": 1000, "h": 16},  # one chunk per sequence: written directly, no combine
         {"b": 24, "s": 2, "t": 1500, "h": 128, "t_min": 600, "page": 64},  # two chunks at most: v10 merges in-kernel
         {"b": 32, "s": 4, "t": 1000, "h": 16},  # four, three, two chunks (the cuts tuned): v15 merges in-kernel
+        {"b": 2, "s": 16, "t": 4096, "h": 16},  # more chunks a sequence than v16's combine loads at once
     ],
 )
-@pytest.mark.parametrize("version", ["v9", "v10", "v11", "v12", "v13", "v14", "v15"])
+@pytest.mark.parametrize("version", ["v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16"])
 def test_mla_decode_v9s_work_items_match_the_reference(dtype: str, point: dict[str, int], version: str) -> None:
     """v9-v15 at the real widths: each tuned cut of the batch (split or not, ragged, paged) and, for v11-v13, each
     of the seesaw's variants, within the plan's tolerance of a float64 reference taken sequence by sequence; v10's
     and v12's in-kernel merge run twice per cut (the arrival counters must be back at zero for the next launch), as
     does v13's combine chained in one stage (launched as the attention kernel's programmatic dependent, partials in
-    the output's type), v14's Gluon combine and v15's merge of up to four chunks in the kernel."""
+    the output's type), v14's Gluon combine, v15's merge of up to four chunks in the kernel and each of v16's
+    combines (every chunk of a group loaded at once)."""
     from kbench.plan.discovery import load_version
 
     cls = load_version("mla_decode", version)
@@ -524,11 +527,12 @@ def test_mla_decode_v9s_work_items_match_the_reference(dtype: str, point: dict[s
     stages = plan.stages()
     ws = plan.setup("cuda", 0)
     ref = plan.reference(ws).float()
-    for cfg in stages[0].tuning:
+    merges = stages[1].tuning if len(stages) > 1 else [{}]
+    for cfg, merge in itertools.product(stages[0].tuning, merges):
         for _ in range(2):
             ws.out.zero_()
             stages[0].build(ws, cfg).fn()
             if len(stages) > 1:
-                stages[1].build(ws, stages[1].tuning[0]).fn()
+                stages[1].build(ws, merge).fn()
             err = float((plan.output(ws).float() - ref).abs().max() / ref.abs().max())
-            assert err < plan.tolerance[dtype], (cfg, err)
+            assert err < plan.tolerance[dtype], (cfg, merge, err)

@@ -142,6 +142,7 @@ def test_v9s_gluon_kernel_compiles_at_ragged_paged_and_split_shapes(cli: Callabl
         ("v13", [], 3),  # the check's cut is four chunks a sequence: the combine chained in the one stage
         ("v14", [], 9),  # as v11, with v14's combine, a Gluon kernel, compiled too
         ("v15", ["--t_min=0", "--page=0", "--b=32", "--s=4", "--t=1000", "--h=16"], 6),  # merged: 4 and 3 chunks
+        ("v16", [], 11),  # as v11: 9 cuts and variants, and v16's 3 combines (2 more checks)
     ],
 )
 def test_the_seesaw_kernel_compiles_with_the_combine_and_with_its_merge(
@@ -218,3 +219,48 @@ def test_v10_merges_in_its_one_kernel_where_v9_launches_a_combine() -> None:
     assert [s.name for s in MlaDecodeMerged(b=4, s=16, t=4096, h=16).stages()] == ["partial", "combine"]
     ragged = MlaDecodeMerged(b=24, s=2, t=1500, h=128, t_min=600, page=64)  # the GPU tier's merged point
     assert len(ragged.stages()) == 1 and all(ragged.merged(c) for c in ragged.cuts()[:1])
+
+
+@pytest.mark.parametrize("chunks", [2, 4, 8])
+def test_v16s_combine_merges_every_group_of_chunks_as_v9s_does(chunks: int) -> None:
+    """Under the interpreter: sequences of 1, 3, 5 and 8 chunks (one group of CHUNKS, several, a remainder), rows past
+    a block's end and chunks whose rows saw nothing (log-sum-exp -inf), against the merge written in torch and v9's
+    combine."""
+    import torch
+
+    from kbench.kernel.mla_decode.v9 import mla_v9_combine_kernel
+    from kbench.kernel.mla_decode.v16 import mla_v16_combine_kernel
+
+    gen = torch.Generator().manual_seed(7)
+    counts, rows, d = [1, 3, 5, 8], 20, 64
+    firsts = [-1, 0, 3, 8]  # a sequence in one chunk has no slots
+    slots = 16
+    part = torch.randn(slots, rows, d, generator=gen)
+    lse = torch.randn(slots, rows, generator=gen) * 4
+    lse[0:3, :3] = float("-inf")  # the second sequence's rows 0-2 saw nothing in any chunk: their output is 0
+    lse[4, :7] = float("-inf")  # the third's rows saw nothing in some chunks
+    lse[5, 3:9] = float("-inf")
+    part[lse == float("-inf")] = 0.0
+    meta = torch.tensor([[f, c] for f, c in zip(firsts, counts, strict=True)], dtype=torch.int32)
+    want = torch.zeros(len(counts), rows, d)
+    for b, (f, c) in enumerate(zip(firsts, counts, strict=True)):
+        if c > 1:
+            w = torch.softmax(lse[f : f + c] * torch.log(torch.tensor(2.0)), dim=0).nan_to_num(0.0)
+            want[b] = (w[:, :, None] * part[f : f + c]).sum(0)
+    outs = []
+    for kernel, extra in ((mla_v16_combine_kernel, {"CHUNKS": chunks}), (mla_v9_combine_kernel, {})):
+        out = torch.zeros(len(counts), rows, d)
+        kernel[(2, 1, len(counts))](part, lse, meta, out, rows, D=d, BLOCK_M=16, BLOCK_D=d, **extra)
+        outs.append(out)
+    torch.testing.assert_close(outs[0], want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-5)
+    assert outs[0][1, :3].abs().max() == 0 and outs[0][0].abs().max() == 0  # nothing seen; one chunk: not written
+
+
+def test_v16_tunes_its_combine_and_passes_chunks_to_it() -> None:
+    from kbench.kernel.mla_decode.v16 import MlaDecodeSeesawWideCombine
+
+    plan = MlaDecodeSeesawWideCombine(b=4, s=16, t=4096, h=16)  # eight chunks a sequence: the combine merges
+    _, combine = plan.stages()
+    assert combine.kernels == ["mla_v16_combine_kernel"] and len(combine.tuning) == 3
+    assert all(cfg["CHUNKS"] in (4, 8) for cfg in combine.tuning)

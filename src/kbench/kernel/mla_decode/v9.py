@@ -314,6 +314,7 @@ class MlaDecodeServe(MlaDecodeGluon):
     CHAINED: ClassVar[bool] = False
     KERNEL: ClassVar[str] = "mla_v9_kernel"  # the attention kernel's name (v11: the seesaw schedule's)
     COMBINE: ClassVar[str] = COMBINE  # the combine's (v14: a Gluon one)
+    COMBINE_TUNING: ClassVar[list[Config]] = [COMBINE_TILE]  # the combine's configurations (v16 tunes several)
     GLUON_NEEDS: ClassVar[str] = "16-bit types, d a multiple of 16 up to 512, p at least 16"  # what gluon() asks
 
     @model_validator(mode="after")
@@ -357,7 +358,7 @@ class MlaDecodeServe(MlaDecodeGluon):
             Stage("partial", flops=attention.flops, dram_bytes=attention.dram_bytes + partial,
                   precision=self.precision, build=self._attend, tuning=tuning, kernels=[self.KERNEL]),
             Stage("combine", flops=3.0 * cuts[0].slots * self.rows * self.d, dram_bytes=partial + self.out_bytes(),
-                  precision="fp32", build=self._merge, tuning=[COMBINE_TILE],
+                  precision="fp32", build=self._merge, tuning=self.COMBINE_TUNING,
                   kernels=[self.COMBINE]),
         ]  # fmt: skip
 
@@ -436,7 +437,7 @@ class MlaDecodeServe(MlaDecodeGluon):
         block_d = min(cfg["BLOCK_D"], self.d)
         grid = (triton.cdiv(self.rows, 16), self.d // block_d, self.b)
         kernel = self.combine_kernel()[grid]
-        args: dict[str, Any] = {"D": self.d, "BLOCK_M": 16, "BLOCK_D": block_d, "num_warps": cfg["num_warps"]}
+        args: dict[str, Any] = {**cfg, "D": self.d, "BLOCK_M": 16, "BLOCK_D": block_d}  # v16's CHUNKS too
         if pdl:  # launched before the attention kernel ends; it waits for that grid's stores (griddepcontrol.wait)
             args.update(PDL=True, launch_pdl=True)
         return Launch(lambda: kernel(ws.partial, ws.lse, ws.meta, ws.out, self.rows, **args), grid)
