@@ -460,6 +460,37 @@ def test_a_long_scoreboard_stall_names_the_loads_it_waits_on(monkeypatch: pytest
         assert "the line is an mbarrier wait (SYNCS.PHASECHK in a retry loop)" in wait.name
 
 
+@pytest.mark.parametrize(("run", "rounds"), [("mla_decode-v12-b4", 8.0), ("mla_decode-v14-b4", 4.0)])
+def test_a_load_wait_is_priced_by_the_rounds_its_loads_come_in(
+    run: str, rounds: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the combines' loads sit in loops: v9's issues each chunk's loads in its own iteration (2048 warps ran its 2
+    # partial-load instructions 32768 times: 8 rounds), v14's two chunks a step (4 rounds). Issued in one round, the
+    # wait of the other rounds goes: the stall's share of the distance times 1 - 1/rounds
+    opps = every_item(f"validation_h100_serving/{run}", "annotation", monkeypatch)
+    (item,) = [o for o in opps if o.metric == "combine.stall_long_scoreboard"]
+    assert f"each warp issued them {rounds:.1f} times over" in item.name
+    assert item.inputs["rounds"] == pytest.approx(rounds) and item.formula is not None
+    assert item.formula.endswith(" * (1 - 1 / rounds)")
+    assert item.gain_pct == pytest.approx(
+        item.inputs["left_pct"] * item.inputs["long_scoreboard"] / item.inputs["all_stalls"] * (1 - 1 / rounds)
+    )
+
+
+def test_loads_issued_once_per_warp_get_no_loads_in_flight_item(monkeypatch: pytest.MonkeyPatch) -> None:
+    # v16's combine (H100, 2026-11-28) loads every chunk of a group at once: each of its 34 load instructions ran
+    # once per warp. Its warps still wait on them (84% of its stalls, long scoreboard), but no later round can be
+    # brought forward: v12's item (est. 8.1%, "more independent loads in flight") was taken, and realized 0.96 us of
+    # the combine's 10.21 (9.25 us). Asking again for more loads in flight would be advice already followed
+    run = "validation_h100_serving/mla_decode-v16-b4"
+    opps = every_item(run, "annotation", monkeypatch)
+    assert not [o for o in opps if o.metric == "combine.stall_long_scoreboard"]
+    figures = analysed(run, "annotation")
+    assert all("more independent loads in flight" not in (o.change or "") for o in figures.opportunities)
+    (fall,) = [w for w in figures.waterfalls if w.stage == "combine"]  # the distance keeps the wait, measured
+    assert any(s.name.startswith("stall on long_scoreboard: warps wait on global") and s.us > 2.0 for s in fall.steps)
+
+
 @pytest.mark.parametrize(
     ("run", "metric", "saved_pct"),
     [

@@ -466,3 +466,27 @@ def test_a_long_scoreboard_stall_names_loads_not_stores_and_keeps_an_atomics_cau
     assert waited_on("short_scoreboard", use, shared, model) is shared  # an MIO wait: the line's own cause stands
     atomics = Cause("atomics (ATOMG.E.ADD)", "reduce first", costly=True)
     assert waited_on("long_scoreboard", use, atomics, model) is atomics
+
+
+def test_rounds_count_how_often_each_warp_ran_a_lines_instructions() -> None:
+    """The first row (the kernel's entry, in address order) counts the warps; a line's loads executed over the
+    instructions written and the warps: a loop's loads several rounds, unrolled loads one."""
+    rows = [
+        {"file": "k.py", "line": 1, "sass": "LDC R1, c[0x0][0x28]", "inst_executed": 64.0, "stall_samples": 0.0},
+        {"file": "k.py", "line": 5, "sass": "LDG.E.128 R4, desc[UR4][R2.64]", "inst_executed": 512.0,
+         "stall_samples": 3.0},
+        {"file": "k.py", "line": 5, "sass": "LDG.E.128 R8, desc[UR4][R2.64+0x10]", "inst_executed": 512.0,
+         "stall_samples": 1.0},
+        {"file": "k.py", "line": 7, "sass": "LDG.E R3, desc[UR4][R6.64]", "inst_executed": 64.0, "stall_samples": 0.0},
+        {"file": "k.py", "line": 7, "sass": "LDG.E R5, desc[UR4][R6.64+0x4]", "inst_executed": 0.0,
+         "stall_samples": 0.0},  # never ran: not one of the instructions written that executed
+        {"file": "k.py", "line": 9, "sass": "FFMA R4, R4, R8, R4", "inst_executed": 512.0, "stall_samples": 9.0},
+    ]  # fmt: skip
+    model = lines.measured("k", rows, {})
+    assert model.warps == 64.0
+    by = {x.line: x for x in model.lines}
+    loads = lambda op: op.startswith("LDG")  # noqa: E731
+    assert model.rounds(by[5], loads) == pytest.approx(8.0)  # 1024 executions of 2 instructions by 64 warps
+    assert model.rounds(by[7], loads) == pytest.approx(1.0)
+    assert model.rounds(by[9], loads) is None  # no load on it
+    assert lines.LineModel("k", lines.STATIC, model.lines).rounds(by[5], loads) is None  # no warps counted

@@ -41,6 +41,7 @@ class Line:
     stalls: dict[str, float] = field(default_factory=dict)  # reason (ratio names) -> samples, "selected" excluded
     looped: float = 0.0  # static: instructions inside a loop body
     guards: tuple[str, ...] = ()  # the conditions naming constexpr flags of the `if` blocks it sits in
+    written: dict[str, float] = field(default_factory=dict)  # measured: opcode -> its instructions that executed
 
     @property
     def pipes(self) -> dict[str, float]:
@@ -73,6 +74,15 @@ class LineModel:
     kernel: str
     source: str  # MEASURED or STATIC
     lines: tuple[Line, ...]  # hottest first
+    warps: float | None = None  # measured: the warps launched (the executions of the kernel's first instruction)
+
+    def rounds(self, x: Line, keep: Callable[[str], bool]) -> float | None:
+        """How many times each warp ran line ``x``'s instructions of the opcodes ``keep`` takes, on average: their
+        executions over the instructions written and the warps launched (1: each ran once, none re-issued by a
+        loop). None where the model counted no warps or the line has none of them."""
+        written = sum(n for op, n in x.written.items() if keep(op))
+        executed = sum(n for op, n in x.opcodes.items() if keep(op))
+        return executed / written / self.warps if self.warps and written else None
 
     @property
     def static(self) -> bool:
@@ -202,6 +212,7 @@ class _Sum:
     samples: float = 0.0
     opcodes: dict[str, float] = field(default_factory=dict)
     stalls: dict[str, float] = field(default_factory=dict)
+    written: dict[str, float] = field(default_factory=dict)
 
 
 def _add(into: dict[str, float], key: str, n: float) -> None:
@@ -213,26 +224,31 @@ def _ranked(counts: dict[str, float]) -> dict[str, float]:
 
 
 def measured(kernel: str, rows: Iterable[Mapping[str, Any]], sources: Mapping[str, list[str]]) -> LineModel:
-    """From ncu_source.sass_rows (with SASS text and per-reason ``stalls``) and the report's source files."""
+    """From ncu_source.sass_rows (with SASS text and per-reason ``stalls``, in address order: the first is the
+    kernel's entry, which every warp runs once) and the report's source files."""
     acc: dict[tuple[str, int], _Sum] = {}
+    warps: float | None = None
     for r in rows:
         a = acc.setdefault((str(r["file"]), int(r["line"])), _Sum())
         executed = float(r["inst_executed"])
+        warps = executed if warps is None else warps
         a.instructions += executed
         a.samples += float(r["stall_samples"])
         if r.get("sass"):
             _add(a.opcodes, oc.sass_opcode(str(r["sass"])), executed)
+            if executed > 0:
+                _add(a.written, oc.sass_opcode(str(r["sass"])), 1.0)
         for reason, n in (r.get("stalls") or {}).items():
             if reason != "selected":  # the warp that issued: time on the line, but no stall
                 _add(a.stalls, REASON_NAMES.get(reason, reason), float(n))
     lines = [
         Line(file=f, line=n, code=_code(lambda p: list(sources.get(p, [])), f, n), instructions=a.instructions,
              opcodes=_ranked(a.opcodes), samples=a.samples, stalls=_ranked(a.stalls),
-             guards=guards(sources.get(f, ()), n))
+             guards=guards(sources.get(f, ()), n), written=a.written)
         for (f, n), a in acc.items()
     ]  # fmt: skip
     lines.sort(key=lambda x: (-(x.samples or 0.0), -x.instructions))
-    return LineModel(kernel=kernel, source=MEASURED, lines=tuple(lines))
+    return LineModel(kernel=kernel, source=MEASURED, lines=tuple(lines), warps=warps or None)
 
 
 # SASS instructions one PTX integer division or remainder by a run-time value becomes, inside a loop: 104 SASS

@@ -39,6 +39,7 @@ class Cause:
     costly: bool = False  # special functions, conversions, division, atomics: unusual in a hot loop
     memory: bool = False  # loads and stores: the work of a memory-bound stage
     gluon: str | None = None  # the same in a Gluon kernel's terms (None: the change says it in both)
+    rounds: float | None = None  # the loads waited on: how many times each warp issued them (LineModel.rounds)
 
     def lever(self, gluon: bool) -> str:
         """The change in the kernel's own language's terms."""
@@ -197,6 +198,7 @@ def carried(e: Evidence, reason: str) -> tuple[str, Cause | None, Line | None]:
 # the stall reason whose warps wait on the L1TEX path's results (global and local memory, textures), its instructions
 L1TEX_WAITS = ("long_scoreboard",)
 L1TEX_OPS = ("LDG", "LDL", "TEX", "TLD", "LD", "ld.global", "ld.local")  # the loads (a store returns nothing)
+ONE_ROUND = 1.0 + 1e-6  # loads each warp issued at most this many times: issued once, none re-issued by a loop
 
 
 def _l1tex_load(op: str) -> bool:
@@ -219,15 +221,25 @@ def waited_on(reason: str, x: Line, found: Cause | None, model: LineModel | None
         return found  # an atomic with a result is itself an L1TEX operation waited on
     if ops := [op for op in x.opcodes if _l1tex_load(op)]:
         what = f"global or local memory instructions ({', '.join(ops)}), which the stalled warps wait on"
+        waited = [x]
     else:
         loading = [] if model is None else sorted((y for y in model.lines if _loads(y)), key=_loads, reverse=True)
         if not loading:
             return found
+        waited = loading[:2]
         issued = "; ".join(
             f"{y.quoted} ({', '.join(f'{op} x{n:.0f}' for op, n in y.opcodes.items() if _l1tex_load(op))})"
-            for y in loading[:2]
+            for y in waited
         )
         what = f"a use of global or local loads' results, which the stalled warps wait on (the loads: {issued})"
+    counted = [] if model is None else [r for y in waited if (r := model.rounds(y, _l1tex_load)) is not None]
+    rounds = max(counted) if counted else None
+    if rounds is not None:
+        what += (
+            f"; each warp issued them {rounds:.1f} times over"
+            if rounds > ONE_ROUND
+            else ("; each warp issued them once, all before their first use (no loop re-issued them)")
+        )
     return Cause(
         what,
         "more independent loads in flight before their first use (a larger BLOCK per thread, loads of later "
@@ -237,6 +249,7 @@ def waited_on(reason: str, x: Line, found: Cause | None, model: LineModel | None
         gluon="more independent loads in flight before their first use (more elements per thread in the loads' "
         "layouts, loads of later iterations issued before the arithmetic on earlier ones, or TMA copies into a "
         "ring of shared-memory stages), more CTAs per SM (fewer registers, a grid of several waves), or fewer loads",
+        rounds=rounds,
     )
 
 

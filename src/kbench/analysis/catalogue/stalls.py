@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kbench.analysis.catalogue import pipeline
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, entry
-from kbench.analysis.catalogue.lines import MBARRIER, carried
+from kbench.analysis.catalogue.lines import MBARRIER, ONE_ROUND, carried
 from kbench.analysis.lines import FLAG, Line, holds
 
 DOMINANT_SHARE = 0.25  # a stall reason holding at least this share of a stage's stalled warps is named
@@ -225,6 +225,10 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
             continue  # the reason is the mbarrier wait's, already an item of its own (pipeline.starved)
         s = STALLS.get(reason, Stall(f"warps stall on {reason}", "see ncu mode's report-verbose.md"))
         line, found, at = carried(e, reason)  # the line(s) that carry the reason, what they are, the first
+        rounds = found.rounds if found is not None else None
+        if rounds is not None and rounds <= ONE_ROUND:
+            continue  # loads each warp issued once, together: no later round to bring forward (the distance keeps it)
+        issued = {} if rounds is None else {"rounds": rounds}  # the waits come in that many rounds: one is left
         if found is not None and found.what.startswith(MBARRIER):  # its try-wait counts as a long-scoreboard wait
             s = replace(s, mechanism="warps wait at an mbarrier for its phase to complete")
         where = line or (f" (hottest: {'; '.join(e.hot_executing)})" if e.hot_executing else "")
@@ -239,7 +243,7 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
         item = Opportunity(
             name=f"Stall on {reason} in {e.where}: {s.mechanism} ({per:.{digits}f} of {total:.{digits}f} "
             f"{e.stall_unit}, {100 * share:.0f}%)" + (f"; the line is {found.what}" if found else ""),
-            gain_pct=left_pct * share,
+            gain_pct=left_pct * share * (1.0 - 1.0 / rounds if rounds is not None else 1.0),
             metric=f"{e.name}.stall_{reason}",
             value=f"{per:.{digits}f}",
             change=f"{found.lever(e.gluon) if found else _lever(s, e)}{where}",
@@ -247,8 +251,8 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
             stage=e.name,
             kernel=e.kernel_name,
             unit=e.stall_unit,
-            formula=f"left_pct * {reason} / all_stalls",
-            inputs={"left_pct": left_pct, reason: per, "all_stalls": total},
+            formula=f"left_pct * {reason} / all_stalls" + (" * (1 - 1 / rounds)" if issued else ""),
+            inputs={"left_pct": left_pct, reason: per, "all_stalls": total, **issued},
         ).at(at)
         # one cause: the same line (where it is known) and the same change its instructions call for
         key = f"{line.split(' (')[0]}|{found.change}" if found is not None and line else None
@@ -266,8 +270,8 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
                     f"{total:.{digits}f} {e.stall_unit} ({100 * both / total:.0f}%)"
                     + (f"; the line is {found.what}" if found else ""),
                     "gain_pct": first.gain_pct + item.gain_pct,
-                    "formula": f"left_pct * ({reasons.replace(' and ', ' + ')}) / all_stalls",
-                    "inputs": {**first.inputs, reason: per},
+                    "formula": f"{first.formula} + {item.formula}",  # one line: the same rounds, if any
+                    "inputs": {**first.inputs, **item.inputs},
                 }
             ),
             key,
