@@ -513,7 +513,7 @@ def test_mla_decode_v7s_gluon_kernel_matches_the_reference(dtype: str) -> None:
 )
 @pytest.mark.parametrize("version", ["v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16"])
 def test_mla_decode_v9s_work_items_match_the_reference(dtype: str, point: dict[str, int], version: str) -> None:
-    """v9-v15 at the real widths: each tuned cut of the batch (split or not, ragged, paged) and, for v11-v13, each
+    """v9-v16 at the real widths: each tuned cut of the batch (split or not, ragged, paged) and, for v11-v13, each
     of the seesaw's variants, within the plan's tolerance of a float64 reference taken sequence by sequence; v10's
     and v12's in-kernel merge run twice per cut (the arrival counters must be back at zero for the next launch), as
     does v13's combine chained in one stage (launched as the attention kernel's programmatic dependent, partials in

@@ -64,7 +64,7 @@ def test_the_paged_pool_holds_each_sequence_once_in_a_shuffled_order() -> None:
     ("version", "args", "fragment"),
     [
         ("v7", ["--page=64"], "this version's kernels take one contiguous cache of t rows per sequence"),
-        ("v3", ["--t_min=100"], "ragged (t_min) and paged (page) batches run on base and v9-v15"),
+        ("v3", ["--t_min=100"], "ragged (t_min) and paged (page) batches run on base and v9-v16"),
         ("base", ["--t_min=8", "--s=16"], "t_min=8: a ragged batch's shortest cache lies in [s, t] = [16, 4096]"),
         ("v9", ["--page=48"], "page=48: this version's paged cache takes blocks of a multiple of 64 rows"),
         ("v9", ["--dtype=float32"], "ragged and paged batches run on the Gluon kernel (16-bit types"),

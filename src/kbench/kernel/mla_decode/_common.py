@@ -79,7 +79,7 @@ class MlaDecode(KernelPlan):
         if self.serving() and not self.SERVES:
             raise ValueError(
                 f"t_min={self.t_min}, page={self.page}: this version's kernels take one contiguous cache of t rows "
-                "per sequence; ragged (t_min) and paged (page) batches run on base and v9-v15"
+                "per sequence; ragged (t_min) and paged (page) batches run on base and v9-v16"
             )
         if self.t_min and not self.s <= self.t_min <= self.t:
             raise ValueError(f"t_min={self.t_min}: a ragged batch's shortest cache lies in [s, t] = [{self.s}, "

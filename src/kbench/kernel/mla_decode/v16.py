@@ -10,7 +10,15 @@ in combine ... the line is a use of global or local loads' results ... more inde
 first use (loads of later iterations issued before the arithmetic on earlier ones ...)", est. 8.1% (v12) and 10.1%
 (v14). Here the chunks are one axis of the loaded tile: ``CHUNKS`` chunks' log-sum-exps and partials are loaded by one
 instruction stream, none waiting on another, and merged with a rescale per group of ``CHUNKS`` (one group wherever a
-sequence has at most ``CHUNKS`` chunks)."""
+sequence has at most ``CHUNKS`` chunks).
+
+Measured on the H100 (2026-11-28 02:21-02:26 UTC, docs/benchmarks/mla_decode-serving-h100.txt, docs/examples/
+issue52-h100): a small step. Each load instruction of the combine runs once per warp (v12's: 8 times, v14's: 4), and
+ncu timed the combine at 9.25 us at b=4 s=16 (8.90 at MTP), against 10.21 for v12's (captured at 00:46, the same
+H100). Benchmark against v12 in the same run: b=4 s=16 h=16 34.21 us against 35.71, h=128 b=4 29.63 against 32.53,
+b=8 s=16 48.32 against 49.23, t=1024 24.99 against 25.47; MTP 68.98 against 68.72 and t=4096 61.97 against 62.07
+(no change). The combine still waits on its loads (84% of its stalls): one round of 16.8 MB from DRAM, a one-wave
+kernel's start and drain; what is left of its distance is bytes (fp32 partials) and the launch, not loads in flight."""
 
 from __future__ import annotations
 
