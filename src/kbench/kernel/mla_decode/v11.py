@@ -43,7 +43,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from kbench.plan.base import Config
 
 from .v7 import _cta_barrier, _softmax, _tma_load
-from .v9 import COOP_SLICE, MlaDecodeServe, _chunk_weights, _operands, _tile_row, _work_item
+from .v9 import MlaDecodeServe, _chunk_weights, _operands, _tile_row, _work_item
 
 # the mbarriers: Q landed; each stage's two pieces landed (X: its first 256 value columns, with the rotary columns in
 # stage 1; Y: the other 256, with the rotary columns in stage 0) and released (X by the first warpgroup, Y by the
@@ -179,7 +179,7 @@ def _merge_loop(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D: gl.const
 
 
 COOP_SPINS = gl.constexpr(4096)  # v17: polls of the generation before a chunk leaves its columns to the last one
-SLICE = gl.constexpr(COOP_SLICE)  # v17: the columns of one slice of a cooperative merge (v9 sizes their claims)
+SLICE = gl.constexpr(32)  # v17: the columns of one slice of a cooperative merge
 
 
 @gluon.jit
@@ -202,28 +202,26 @@ def _coop_weights(lse_ptr, first, count, R, rows, rmask, BLOCK_M: gl.constexpr, 
 @gluon.jit
 def _merge_slice(part_ptr, lse_ptr, o_ptr, seq, first, count, R, rows, rmask, top, inv, c0, D: gl.constexpr,  # type: ignore[no-untyped-def]
                  BLOCK_M: gl.constexpr, MOST: gl.constexpr, layout: gl.constexpr):  # fmt: skip
-    """SLICE columns from ``c0`` of one row block: its chunks' partials (up to MOST, their loads issued together)
+    """64 columns from ``c0`` of one row block: its chunks' partials (up to MOST, their loads issued together)
     merged by their log-sum-exps into the output."""
     cols = c0 + gl.arange(0, SLICE, layout=gl.SliceLayout(0, layout))
     at = rows[:, None] * D + cols[None, :]
-    inside = rmask[:, None] & (cols[None, :] < D)  # the last slice of a d that is not a multiple of SLICE
     acc = gl.zeros([BLOCK_M, SLICE], gl.float32, layout)
     for c in gl.static_range(MOST):
         seen = rmask & (c < count)
         w = gl.exp2(
             gl.load(lse_ptr + (first + c) * R + rows, mask=seen, other=float("-inf"), cache_modifier=".cg") - top
         )
-        at_c = part_ptr + (first + c) * R * D + at
-        part = gl.load(at_c, mask=inside & (c < count), other=0.0, cache_modifier=".cg")
+        part = gl.load(part_ptr + (first + c) * R * D + at, mask=seen[:, None], other=0.0, cache_modifier=".cg")
         acc += w[:, None] * part.to(gl.float32)
-    gl.store(o_ptr + seq * R * D + at, (acc * inv[:, None]).to(o_ptr.dtype.element_ty), mask=inside)
+    gl.store(o_ptr + seq * R * D + at, (acc * inv[:, None]).to(o_ptr.dtype.element_ty), mask=rmask[:, None])
 
 
 @gluon.jit
 def _cooperate(part_ptr, lse_ptr, o_ptr, arrived_ptr, gen_ptr, claimed_ptr, seq, pid, slot, first, count, R,  # type: ignore[no-untyped-def]
                D: gl.constexpr, BLOCK_M: gl.constexpr, ROW_BLOCKS: gl.constexpr, MOST: gl.constexpr,
                num_warps: gl.constexpr):  # fmt: skip
-    """v17: a split row block's chunks merge it together, each its own SLICE-column slices (slice i: chunk i mod
+    """v17: a split row block's chunks merge it together, each its own 64-column slices (slice i: chunk i mod
     count), once all have arrived: a chunk reads the row block's generation, arrives, and polls the generation until
     the last to arrive advances it (up to COOP_SPINS polls: a chunk whose siblings are not resident gives up). A
     slice is claimed by a compare-and-swap of its generation, so each is merged once: the last to arrive claims
@@ -236,7 +234,7 @@ def _cooperate(part_ptr, lse_ptr, o_ptr, arrived_ptr, gen_ptr, claimed_ptr, seq,
     if last:
         gl.atomic_xchg(arrived_ptr + at, 0, sem="relaxed", scope="gpu")  # ready for the next launch
         now = gl.atomic_add(gen_ptr + at, 1, sem="release", scope="gpu") + 1
-    SLICES: gl.constexpr = (D + SLICE - 1) // SLICE
+    SLICES: gl.constexpr = D // SLICE
     owns = slot - first < SLICES  # a chunk past the slices' count has none of its own: it leaves them to the last
     spins = 0
     while (now == g0) & (spins < COOP_SPINS) & owns:

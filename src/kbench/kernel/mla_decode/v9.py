@@ -46,7 +46,6 @@ ITEM_US = 4.0  # a CTA's prologue (Q's 72 KB, two tiles in flight) and epilogue,
 COMBINE_GBPS = 2500.0  # the combine's partials, written once and read once (v3's combine: 1744-2900 GB/s measured)
 COMBINE_US = 3.0  # the combine's launch and tail
 COMBINE = "mla_v9_combine_kernel"
-COOP_SLICE = 32  # v17: the columns of one slice of a cooperative merge (each claimed and merged once)
 COMBINE_TILE: Config = {"BLOCK_D": 64, "num_warps": 4}
 
 
@@ -57,7 +56,7 @@ class SplitServingWorkspace(ServingWorkspace):
     meta: Any  # [b, 2] int32: each sequence's first slot and chunk count, written by the attention kernel
     arrived: Any  # [b, row blocks] int32: the chunks of each split row block done so far (v10's merge; zero between)
     gen: Any  # [b, row blocks] int32: each row block's merges so far (v17's cooperative merge)
-    claimed: Any  # [b, row blocks, d / COOP_SLICE] int32: the generation that last merged each slice (v17)
+    claimed: Any  # [b, row blocks, d / 64] int32: the generation that last merged each 64-column slice (v17)
 
 
 @gluon.jit
@@ -399,7 +398,7 @@ class MlaDecodeServe(MlaDecodeGluon):
             meta=torch.zeros(self.b, 2, device=device, dtype=torch.int32),
             arrived=torch.zeros(self.b, self.row_blocks(), device=device, dtype=torch.int32),
             gen=torch.zeros(self.b, self.row_blocks(), device=device, dtype=torch.int32),
-            claimed=torch.zeros(self.b, self.row_blocks(), -(-self.d // COOP_SLICE), device=device, dtype=torch.int32),
+            claimed=torch.zeros(self.b, self.row_blocks(), max(1, self.d // 64), device=device, dtype=torch.int32),
         )
 
     def tiles_tuned(self) -> list[Config]:
