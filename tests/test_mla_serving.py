@@ -143,7 +143,6 @@ def test_v9s_gluon_kernel_compiles_at_ragged_paged_and_split_shapes(cli: Callabl
         ("v14", [], 9),  # as v11, with v14's combine, a Gluon kernel, compiled too
         ("v15", ["--t_min=0", "--page=0", "--b=32", "--s=4", "--t=1000", "--h=16"], 6),  # merged: 4 and 3 chunks
         ("v16", [], 11),  # as v11: 9 cuts and variants, and v16's 3 combines (2 more checks)
-        ("v17", [], 9),  # every cut merged in the kernel, cooperatively (the grid fits the SMs): one stage
     ],
 )
 def test_the_seesaw_kernel_compiles_with_the_combine_and_with_its_merge(

@@ -178,85 +178,6 @@ def _merge_loop(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D: gl.const
         gl.store(o_ptr + seq * R * D + at, (acc * inv[:, None]).to(o_ptr.dtype.element_ty), mask=rmask[:, None])
 
 
-COOP_SPINS = gl.constexpr(4096)  # v17: polls of the generation before a chunk leaves its columns to the last one
-SLICE = gl.constexpr(32)  # v17: the columns of one slice of a cooperative merge
-
-
-@gluon.jit
-def _coop_weights(lse_ptr, first, count, R, rows, rmask, BLOCK_M: gl.constexpr, MOST: gl.constexpr,  # type: ignore[no-untyped-def]
-                  row_l: gl.constexpr):  # fmt: skip
-    """The largest of a row block's chunks' log-sum-exps (0 where none saw anything) and the reciprocal of their
-    weights' sum: up to MOST chunks, every load of a pass issued before any is used (read past L1)."""
-    top = gl.full([BLOCK_M], float("-inf"), gl.float32, row_l)
-    for c in gl.static_range(MOST):
-        at = lse_ptr + (first + c) * R + rows
-        top = gl.maximum(top, gl.load(at, mask=rmask & (c < count), other=float("-inf"), cache_modifier=".cg"))
-    top = gl.where(top == float("-inf"), 0.0, top)
-    weight = gl.zeros([BLOCK_M], gl.float32, row_l)
-    for c in gl.static_range(MOST):
-        at = lse_ptr + (first + c) * R + rows
-        weight += gl.exp2(gl.load(at, mask=rmask & (c < count), other=float("-inf"), cache_modifier=".cg") - top)
-    return top, 1.0 / gl.where(weight > 0, weight, 1.0)
-
-
-@gluon.jit
-def _merge_slice(part_ptr, lse_ptr, o_ptr, seq, first, count, R, rows, rmask, top, inv, c0, D: gl.constexpr,  # type: ignore[no-untyped-def]
-                 BLOCK_M: gl.constexpr, MOST: gl.constexpr, layout: gl.constexpr):  # fmt: skip
-    """64 columns from ``c0`` of one row block: its chunks' partials (up to MOST, their loads issued together)
-    merged by their log-sum-exps into the output."""
-    cols = c0 + gl.arange(0, SLICE, layout=gl.SliceLayout(0, layout))
-    at = rows[:, None] * D + cols[None, :]
-    acc = gl.zeros([BLOCK_M, SLICE], gl.float32, layout)
-    for c in gl.static_range(MOST):
-        seen = rmask & (c < count)
-        w = gl.exp2(
-            gl.load(lse_ptr + (first + c) * R + rows, mask=seen, other=float("-inf"), cache_modifier=".cg") - top
-        )
-        part = gl.load(part_ptr + (first + c) * R * D + at, mask=seen[:, None], other=0.0, cache_modifier=".cg")
-        acc += w[:, None] * part.to(gl.float32)
-    gl.store(o_ptr + seq * R * D + at, (acc * inv[:, None]).to(o_ptr.dtype.element_ty), mask=rmask[:, None])
-
-
-@gluon.jit
-def _cooperate(part_ptr, lse_ptr, o_ptr, arrived_ptr, gen_ptr, claimed_ptr, seq, pid, slot, first, count, R,  # type: ignore[no-untyped-def]
-               D: gl.constexpr, BLOCK_M: gl.constexpr, ROW_BLOCKS: gl.constexpr, MOST: gl.constexpr,
-               num_warps: gl.constexpr):  # fmt: skip
-    """v17: a split row block's chunks merge it together, each its own 64-column slices (slice i: chunk i mod
-    count), once all have arrived: a chunk reads the row block's generation, arrives, and polls the generation until
-    the last to arrive advances it (up to COOP_SPINS polls: a chunk whose siblings are not resident gives up). A
-    slice is claimed by a compare-and-swap of its generation, so each is merged once: the last to arrive claims
-    every slice its owner has not (one that gave up, or has not yet looked). Nothing is reset but the arrivals; the
-    generations run on from launch to launch."""
-    at = seq * ROW_BLOCKS + pid
-    g0 = gl.atomic_add(gen_ptr + at, 0, sem="acquire", scope="gpu")
-    last = gl.atomic_add(arrived_ptr + at, 1, sem="acq_rel", scope="gpu") == count - 1
-    now = g0
-    if last:
-        gl.atomic_xchg(arrived_ptr + at, 0, sem="relaxed", scope="gpu")  # ready for the next launch
-        now = gl.atomic_add(gen_ptr + at, 1, sem="release", scope="gpu") + 1
-    SLICES: gl.constexpr = D // SLICE
-    owns = slot - first < SLICES  # a chunk past the slices' count has none of its own: it leaves them to the last
-    spins = 0
-    while (now == g0) & (spins < COOP_SPINS) & owns:
-        now = gl.atomic_add(gen_ptr + at, 0, sem="acquire", scope="gpu")
-        spins += 1
-    if now != g0:
-        layout: gl.constexpr = gl.BlockedLayout([1, 4], [32 * 4 // SLICE, SLICE // 4], [num_warps, 1], [1, 0])
-        rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, layout))
-        rmask = rows < R
-        top, inv = _coop_weights(lse_ptr, first, count, R, rows, rmask, BLOCK_M, MOST, gl.SliceLayout(1, layout))
-        claims = claimed_ptr + at * SLICES
-        for sl in range(slot - first, SLICES, count):  # this chunk's slices
-            if gl.atomic_cas(claims + sl, g0, g0 + 1, sem="acq_rel", scope="gpu") == g0:
-                _merge_slice(part_ptr, lse_ptr, o_ptr, seq, first, count, R, rows, rmask, top, inv, sl * SLICE, D,
-                             BLOCK_M, MOST, layout)  # fmt: skip
-        if last:  # and every slice no other chunk claimed
-            for sl in range(0, SLICES):
-                if gl.atomic_cas(claims + sl, g0, g0 + 1, sem="acq_rel", scope="gpu") == g0:
-                    _merge_slice(part_ptr, lse_ptr, o_ptr, seq, first, count, R, rows, rmask, top, inv, sl * SLICE, D,
-                                 BLOCK_M, MOST, layout)  # fmt: skip
-
-
 @gluon.jit
 def _take_p0(bars, x_s, ph, acc, p0_s, v0, row_l: gl.constexpr, orow_l: gl.constexpr, IS_ASYNC: gl.constexpr):  # type: ignore[no-untyped-def]
     """Warpgroup 1, once warpgroup 0 published: its running maximum m0 and factor a0, and this half's output rescaled
@@ -273,8 +194,7 @@ def _take_p0(bars, x_s, ph, acc, p0_s, v0, row_l: gl.constexpr, orow_l: gl.const
 def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n,  # type: ignore[no-untyped-def]
               seq, pid, slot, R, H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               STAGGER: gl.constexpr, EARLY_Y: gl.constexpr, MERGE: gl.constexpr, arrived_ptr, first, count,
-              ROW_BLOCKS: gl.constexpr, PDL: gl.constexpr, COOP: gl.constexpr, gen_ptr, claimed_ptr,
-              MOST: gl.constexpr):  # fmt: skip
+              ROW_BLOCKS: gl.constexpr, PDL: gl.constexpr):  # fmt: skip
     """Warpgroup W: the score tiles of stage W (tiles 2i + W of the chunk) and the W-th half of the output's
     columns, over both stages' values."""
     D: gl.constexpr = kv_s.shape[2]
@@ -389,10 +309,6 @@ def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s
             _cta_barrier()  # this warpgroup's stores done (a barrier of its own partition)
             if W == 1:
                 mbarrier.arrive(bars.index(STORED))
-            elif COOP:  # v17: the chunks merge the row block together
-                mbarrier.wait(bars.index(STORED), 0)
-                _cooperate(part_ptr, lse_ptr, o_ptr, arrived_ptr, gen_ptr, claimed_ptr, seq, pid, slot, first, count,
-                           R, D, BLOCK_M, ROW_BLOCKS, MOST, 4)  # fmt: skip
             else:
                 mbarrier.wait(bars.index(STORED), 0)  # and warpgroup 1's: the whole partial before the release
                 counter = arrived_ptr + seq * ROW_BLOCKS + pid
@@ -409,8 +325,7 @@ def mla_v11_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr
                    table_ptr, scale, s, t, R, MAX_PAGES, H: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, PAGE: gl.constexpr, REGS: gl.constexpr, STAGGER: gl.constexpr,
                    EARLY_Y: gl.constexpr, num_warps: gl.constexpr, MERGE: gl.constexpr = False,
-                   arrived_ptr=None, ROW_BLOCKS: gl.constexpr = 1, PDL: gl.constexpr = False,
-                   COOP: gl.constexpr = False, gen_ptr=None, claimed_ptr=None, MOST: gl.constexpr = 1):  # fmt: skip
+                   arrived_ptr=None, ROW_BLOCKS: gl.constexpr = 1, PDL: gl.constexpr = False):  # fmt: skip
     """One work item (a chunk of one sequence's tiles) for one 64-row block, on the seesaw schedule (``kv_desc``:
     half of a tile's value columns)."""
     D: gl.constexpr = 2 * kv_desc.block_type.shape[1]
@@ -429,10 +344,10 @@ def mla_v11_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr
         [
             (_v11_half, (0, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n, seq, pid,
                          slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y, MERGE, arrived_ptr, first, count, ROW_BLOCKS,
-                         PDL, COOP, gen_ptr, claimed_ptr, MOST)),
+                         PDL)),
             (_v11_half, (1, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n, seq, pid,
                          slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y, MERGE, arrived_ptr, first, count, ROW_BLOCKS,
-                         PDL, COOP, gen_ptr, claimed_ptr, MOST)),
+                         PDL)),
             (_v11_loader, (q_desc, qpe_desc, kv_desc, kpe_desc, q_s, qpe_s, kv_s, kpe_s, bars, table_ptr, seq, j0, n, t,
                            row0, MAX_PAGES, PAGE, BLOCK_N)),
         ],

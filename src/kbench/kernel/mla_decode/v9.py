@@ -55,8 +55,6 @@ class SplitServingWorkspace(ServingWorkspace):
     lse: Any  # [slots, s*h] fp32: each chunk's base-2 log-sum-exp (-inf where its rows saw nothing)
     meta: Any  # [b, 2] int32: each sequence's first slot and chunk count, written by the attention kernel
     arrived: Any  # [b, row blocks] int32: the chunks of each split row block done so far (v10's merge; zero between)
-    gen: Any  # [b, row blocks] int32: each row block's merges so far (v17's cooperative merge)
-    claimed: Any  # [b, row blocks, d / 64] int32: the generation that last merged each 64-column slice (v17)
 
 
 @gluon.jit
@@ -310,9 +308,6 @@ class MlaDecodeServe(MlaDecodeGluon):
     # v10: where no sequence is cut into more than MERGE chunks, the last chunk of a split row block merges them in
     # the kernel (no combine); 0: never
     MERGE: ClassVar[int] = 0
-    # v17: the chunks of a split row block merge it together (each its share of the columns, once all have arrived),
-    # where every CTA of the grid can be resident at once; else the combine
-    COOP: ClassVar[bool] = False
     # v13: a split batch's attention and combine in one stage, the combine launched as the attention kernel's
     # programmatic dependent (PDL), and the partials in the output's type (a convex combination of the values' rows,
     # so within their range; fp32 before)
@@ -377,10 +372,8 @@ class MlaDecodeServe(MlaDecodeGluon):
         return self.torch_dtype() if self.CHAINED else torch.float32
 
     def merged(self, cut: Cut) -> bool:
-        """Whether the kernel merges ``cut``'s split sequences itself (v10, at most MERGE chunks to a sequence; v17,
-        cooperatively: only where the grid is at most one CTA per SM, so that a row block's chunks run together)."""
-        fits = not self.COOP or len(cut.items) * self.row_blocks() <= sm_count()
-        return bool(cut.slots) and max(count for *_, count in cut.items) <= self.MERGE and fits
+        """Whether the kernel merges ``cut``'s split sequences itself (v10, at most MERGE chunks to a sequence)."""
+        return bool(cut.slots) and max(count for *_, count in cut.items) <= self.MERGE
 
     def setup(self, device: str, seed: int) -> Any:
         import torch
@@ -397,8 +390,6 @@ class MlaDecodeServe(MlaDecodeGluon):
             lse=torch.empty(slots, self.rows, device=device, dtype=torch.float32),
             meta=torch.zeros(self.b, 2, device=device, dtype=torch.int32),
             arrived=torch.zeros(self.b, self.row_blocks(), device=device, dtype=torch.int32),
-            gen=torch.zeros(self.b, self.row_blocks(), device=device, dtype=torch.int32),
-            claimed=torch.zeros(self.b, self.row_blocks(), max(1, self.d // 64), device=device, dtype=torch.int32),
         )
 
     def tiles_tuned(self) -> list[Config]:
@@ -436,9 +427,6 @@ class MlaDecodeServe(MlaDecodeGluon):
         args = {"H": self.h, "PAGE": self.page, **{k: v for k, v in cfg.items() if k != "CHUNK"}}
         if self.merged(cut):
             args.update(MERGE=self.MERGE, arrived_ptr=ws.arrived, ROW_BLOCKS=self.row_blocks())
-            if self.COOP:
-                most = max(count for *_, count in cut.items)
-                args.update(COOP=True, gen_ptr=ws.gen, claimed_ptr=ws.claimed, MOST=most)
         elif self.CHAINED and cut.slots:
             args.update(PDL=True)  # the combine follows as its programmatic dependent
         bufs = (ws.out, ws.partial, ws.lse, ws.meta, work, ws.lens, table)
