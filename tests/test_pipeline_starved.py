@@ -105,7 +105,7 @@ def test_the_warps_in_no_partition_are_no_barrier_stall(tmp_path: Path, monkeypa
     assert opps[0].metric == "attention.stall_long_scoreboard" and "an mbarrier wait" in opps[0].name
     barrier = next(o for o in opps if o.metric == "attention.stall_barrier")
     assert "2.2 of 7.2 stalled warps per issued instruction, 31%" in barrier.name
-    monkeypatch.setattr(stalls, "_idle_share", lambda e, reason: 0.0)  # counted as before: the idle warps' barrier
+    monkeypatch.setattr(stalls, "idle_share", lambda e, reason: 0.0)  # counted as before: the idle warps' barrier
     counted, _ = top("h100_gluon/mla_decode-v8", "annotation", tmp_path)
     assert counted[0].metric == "attention.stall_barrier" and "5.1 of 10.1" in counted[0].name
 

@@ -181,3 +181,18 @@ def test_the_busiest_units_headroom_is_held_to_the_distance(tmp_path: Path) -> N
     (o,) = [o for o in f.opportunities if o.metric == "mm.compute_pct"]
     assert o.gain_pct == pytest.approx(w.gap_points) and 19.0 < o.gain_pct < 20.5
     assert _evaluate(o.formula, o.inputs) == pytest.approx(o.gain_pct)
+
+
+def test_the_warps_in_no_partition_take_no_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    # mla_decode v16 at b=4 s=16 (annotation, the H100): its attention kernel launches 12 warps, 9 in partitions; the
+    # other 3 wait at a barrier on the kernel's def line for the whole run (35% of all its stall samples). As the stall
+    # items leave them out, so does the distance: before, "stall on barrier" took 5.17 us of partial's 16.1 us
+    run = "validation_h100_serving/mla_decode-v16-b4"
+
+    def barrier_us() -> float:
+        (fall,) = [w for w in analysed(run, "annotation").waterfalls if w.stage == "partial"]
+        return next(s.us for s in fall.steps if s.name.startswith("stall on barrier"))
+
+    without = barrier_us()
+    monkeypatch.setattr("kbench.analysis.waterfall.idle_share", lambda e, reason: 0.0)  # counted as before
+    assert barrier_us() == pytest.approx(5.17, abs=0.01) and without == pytest.approx(2.30, abs=0.01)

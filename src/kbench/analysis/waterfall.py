@@ -31,7 +31,7 @@ from kbench.analysis import roofline as rl
 from kbench.analysis.catalogue.evidence import GAIN, Evidence, Opportunity, finding, roof_words
 from kbench.analysis.catalogue.lines import XU_BUSY_PCT
 from kbench.analysis.catalogue.programs import EVEN_CHANGE
-from kbench.analysis.catalogue.stalls import STALLS
+from kbench.analysis.catalogue.stalls import STALLS, idle_share
 from kbench.analysis.sampling import moved_bytes
 from kbench.model import Model
 
@@ -228,8 +228,11 @@ def _idle_item(e: Evidence) -> Opportunity | None:
 
 
 def _stall_steps(e: Evidence, named: set[str]) -> list[tuple[str, float]]:
-    """Every stall reason no item names, with its share of those reasons' stalls (small ones together)."""
-    left = {r: v for r, v in e.stalls.items() if r not in named and v > 0}
+    """Every stall reason no item names, with its share of those reasons' stalls (small ones together); the stalls
+    of a warp-specialized kernel's warps in no partition left out (they wait at a barrier for the whole run: padding
+    to whole warpgroups, no time of the stage's), as the stall items leave them out."""
+    left = {r: v * (1.0 - idle_share(e, r)) for r, v in e.stalls.items() if r not in named and v > 0}
+    left = {r: v for r, v in left.items() if v > 0}
     total = sum(left.values())
     if total <= 0:
         return []

@@ -150,7 +150,7 @@ def _lever(s: Stall, e: Evidence) -> str:
     return s.gluon.format(blocks=e.larger_blocks) if e.gluon and s.gluon else s.change
 
 
-def _idle_share(e: Evidence, reason: str) -> float:
+def idle_share(e: Evidence, reason: str) -> float:
     """The share of ``reason``'s samples held by the warps of a warp-specialized kernel that are in no partition:
     they wait at a barrier on the kernel's own line for the whole run (padding to whole warpgroups), which no edit of
     the partitions' code changes. 0 where the kernel has no such warps or no per-line samples."""
@@ -210,7 +210,7 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
     """The stage's dominant stall reasons, each with ``left_pct`` (the share of the plan the named mechanisms leave
     of the stage's distance to its roof) times its share of the stalls; two reasons one line carries, whose
     instructions call for one change, are one item with both shares (one cause, not two items splitting it)."""
-    stalls = {reason: per * (1.0 - _idle_share(e, reason)) for reason, per in e.stalls.items()}
+    stalls = {reason: per * (1.0 - idle_share(e, reason)) for reason, per in e.stalls.items()}
     total = sum(stalls.values())
     if total <= 0 or left_pct <= 0:
         return []
