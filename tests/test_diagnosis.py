@@ -492,6 +492,24 @@ def test_loads_issued_once_per_warp_get_no_loads_in_flight_item(monkeypatch: pyt
 
 
 @pytest.mark.parametrize(
+    ("run", "stage"),
+    [(f"{I42}/hostsync-no_sync", "axpb"), (f"{I42}/hostsync-per_chunk", "axpb"), (f"{I42}/ragged-chunked", "segsum")],
+)
+def test_a_one_wave_grid_whose_warps_load_once_gets_no_loads_in_flight_item(
+    run: str, stage: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the healthy "after" kernels of issue 42's pairs: one wave, each warp's loads issued once. The stall item asked
+    # for more loads in flight (est. 33.2%, 26.7%, 22.7%); once it was gone, the hot-line item named the line's
+    # FP32 arithmetic and asked for tensor cores. Neither is left
+    opps = every_item(run, "annotation", monkeypatch)
+    assert not [
+        o
+        for o in opps
+        if o.metric == f"{stage}.stall_long_scoreboard" or ("_share" in o.metric and "line_" in o.metric)
+    ]
+
+
+@pytest.mark.parametrize(
     ("run", "metric", "saved_pct"),
     [
         ("mla_decode-v11-s16", "attention.mbarrier_wait_share", 1.46),  # 140.29 us against 138.24

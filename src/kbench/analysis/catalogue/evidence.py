@@ -209,6 +209,13 @@ class Evidence:
         return f"larger block constexprs (now {own})" if own else "larger block constexprs"
 
     @property
+    def waves(self) -> float | None:
+        """CTAs over the slots the SMs hold at once (SMs x resident CTAs per SM)."""
+        if not self.ctas or not self.sm_count:
+            return None
+        return self.ctas / (self.sm_count * (self.ctas_per_sm or 1.0))
+
+    @property
     def hot_executing(self) -> tuple[str, ...]:
         """The hottest source lines but a function's own line (``def``: the entry, where no statement executes)."""
         return tuple(h for h in self.hot_lines if not entry(h.split("`", 2)[1] if h.count("`") >= 2 else ""))

@@ -201,6 +201,15 @@ L1TEX_OPS = ("LDG", "LDL", "TEX", "TLD", "LD", "ld.global", "ld.local")  # the l
 ONE_ROUND = 1.0 + 1e-6  # loads each warp issued at most this many times: issued once, none re-issued by a loop
 
 
+def settled(found: Cause | None, e: Evidence) -> bool:
+    """Whether the loads a line waits on (``found``: ``waited_on``'s cause) leave nothing to bring forward: each warp
+    issued them once, all before their first use, and every CTA of the grid was resident at once (one wave or less):
+    no later round, no later warp. Their wait is one round trip of the memory's; the distance keeps it."""
+    if found is None or found.rounds is None or found.rounds > ONE_ROUND:
+        return False
+    return e.waves is not None and e.waves <= 1.0
+
+
 def _l1tex_load(op: str) -> bool:
     return op.split(".")[0] in L1TEX_OPS or op in L1TEX_OPS
 
@@ -277,6 +286,10 @@ def hottest(e: Evidence, left_pct: float, explained_pct: float) -> Opportunity |
         x = max(lines.lines, key=lambda y: y.looped if (c := cause(y)) is not None and c.costly else -1.0)
     share = model.time_share(x)
     found = cause(x, e.shared_conflicts, model)
+    if x.top_stall is not None:  # a line whose warps wait on loads is their use, whatever else it computes
+        found = waited_on(x.top_stall, x, found, model)
+    if settled(found, e):
+        return None  # its loads issued once, together, in one wave: the stall items name nothing there either
     if found is None or (found.memory and e.memory_limited):
         return None  # no cheaper way to name, or the loads and stores a memory-bound stage exists to make
     if model.static:

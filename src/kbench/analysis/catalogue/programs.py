@@ -13,13 +13,6 @@ from kbench.analysis.catalogue.evidence import Evidence, Opportunity, finding
 from kbench.analysis.catalogue.issue import roof_fractions
 
 
-def waves(e: Evidence) -> float | None:
-    """CTAs over the slots the SMs hold at once (SMs x resident CTAs per SM)."""
-    if not e.ctas or not e.sm_count:
-        return None
-    return e.ctas / (e.sm_count * (e.ctas_per_sm or 1.0))
-
-
 def loss(spread: float, w: float | None) -> float:
     """The share of the stage's time that evened work would save. One wave or less: the stage ends with its longest
     program, evened it would end with the mean one (1 - mean / max). More waves (the makespan model): today the
@@ -37,7 +30,7 @@ def uneven_programs(e: Evidence) -> Opportunity | None:
     compute, memory = roof_fractions(e)
     if max(compute, memory) >= b.UNIT_SETS_TIME_PCT:
         return None
-    w = waves(e)
+    w = e.waves
     model = "one wave: 1 - mean / max" if w is None or w <= 1.0 else f"{w:.2f} waves: the makespan model"
     longest = f"; largest {', '.join(p.longest_programs)}" if p.longest_programs else ""
     occ, cap = e.stage.occ_pct, e.theoretical_occupancy_pct
@@ -72,7 +65,7 @@ def idle_sms(e: Evidence) -> Opportunity | None:
         return None
     if not e.ctas or not e.sm_count or e.ctas < e.sm_count:
         return None
-    w = waves(e)
+    w = e.waves
     allowed = 100.0 * (w / math.ceil(w) if w is not None and w > 1.0 else 1.0)
     if busy >= b.SM_BUSY_SHARE * allowed:
         return None
