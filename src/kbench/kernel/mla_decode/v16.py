@@ -29,6 +29,7 @@ import triton.language as tl
 
 from kbench.plan.base import Config
 
+from .v9 import combine_block
 from .v12 import MlaDecodeSeesawMerged
 
 
@@ -37,13 +38,8 @@ def mla_v16_combine_kernel(part_ptr, lse_ptr, meta_ptr, o_ptr, R, D: tl.constexp
                            BLOCK_D: tl.constexpr, CHUNKS: tl.constexpr):  # fmt: skip
     """BLOCK_M rows x BLOCK_D columns of a split sequence: its chunks' partials, CHUNKS at a time, each group's loads
     issued together, merged by their log-sum-exps (a running maximum rescales the groups before)."""
-    b = tl.program_id(2)
-    first = tl.load(meta_ptr + 2 * b)
-    count = tl.load(meta_ptr + 2 * b + 1)
+    b, first, count, rows, dd, rmask = combine_block(meta_ptr, R, BLOCK_M, BLOCK_D)
     if count > 1:
-        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-        dd = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-        rmask = rows < R
         top = tl.full((BLOCK_M,), float("-inf"), tl.float32)
         acc = tl.zeros((BLOCK_M, BLOCK_D), tl.float32)
         weight = tl.zeros((BLOCK_M,), tl.float32)

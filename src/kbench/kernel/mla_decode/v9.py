@@ -231,13 +231,8 @@ def mla_v9_combine_kernel(part_ptr, lse_ptr, meta_ptr, o_ptr, R, D: tl.constexpr
     ``PDL`` (v13): launched as the attention kernel's programmatic dependent, it waits here for that grid's stores."""
     if PDL:
         gdc_wait()
-    b = tl.program_id(2)
-    first = tl.load(meta_ptr + 2 * b)
-    count = tl.load(meta_ptr + 2 * b + 1)
+    b, first, count, rows, dd, rmask = combine_block(meta_ptr, R, BLOCK_M, BLOCK_D)
     if count > 1:
-        rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-        dd = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-        rmask = rows < R
         top = tl.full((BLOCK_M,), float("-inf"), tl.float32)
         for i in range(0, count):
             top = tl.maximum(top, tl.load(lse_ptr + (first + i) * R + rows, mask=rmask, other=float("-inf")))
@@ -450,3 +445,14 @@ class MlaDecodeServe(MlaDecodeGluon):
 
 
 PLAN = MlaDecodeServe
+
+
+@triton.jit
+def combine_block(meta_ptr, R, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):  # type: ignore[no-untyped-def]
+    """A combine program's block (grid: row blocks, column blocks, sequences): its sequence, the sequence's first
+    slot and chunk count (the attention kernel wrote them), its rows, its columns and which rows lie in the
+    sequence."""
+    b = tl.program_id(2)
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    dd = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    return b, tl.load(meta_ptr + 2 * b), tl.load(meta_ptr + 2 * b + 1), rows, dd, rows < R
