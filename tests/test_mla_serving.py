@@ -240,6 +240,7 @@ def test_v16s_combine_merges_every_group_of_chunks_as_v9s_does(chunks: int) -> N
     lse[0:3, :3] = float("-inf")  # the second sequence's rows 0-2 saw nothing in any chunk: their output is 0
     lse[4, :7] = float("-inf")  # the third's rows saw nothing in some chunks
     lse[5, 3:9] = float("-inf")
+    lse[8:10, 10:14] = float("-inf")  # the fourth's rows 10-13 see nothing in its first two chunks, then something
     part[lse == float("-inf")] = 0.0
     meta = torch.tensor([[f, c] for f, c in zip(firsts, counts, strict=True)], dtype=torch.int32)
     want = torch.zeros(len(counts), rows, d)

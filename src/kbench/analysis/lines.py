@@ -41,7 +41,8 @@ class Line:
     stalls: dict[str, float] = field(default_factory=dict)  # reason (ratio names) -> samples, "selected" excluded
     looped: float = 0.0  # static: instructions inside a loop body
     guards: tuple[str, ...] = ()  # the conditions naming constexpr flags of the `if` blocks it sits in
-    written: dict[str, float] = field(default_factory=dict)  # measured: opcode -> its instructions that executed
+    written: dict[str, float] = field(default_factory=dict)  # measured: opcode -> its distinct SASS instructions on
+    # the line that executed at least once
 
     @property
     def pipes(self) -> dict[str, float]:

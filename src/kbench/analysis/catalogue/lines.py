@@ -198,16 +198,25 @@ def carried(e: Evidence, reason: str) -> tuple[str, Cause | None, Line | None]:
 # the stall reason whose warps wait on the L1TEX path's results (global and local memory, textures), its instructions
 L1TEX_WAITS = ("long_scoreboard",)
 L1TEX_OPS = ("LDG", "LDL", "TEX", "TLD", "LD", "ld.global", "ld.local")  # the loads (a store returns nothing)
-ONE_ROUND = 1.0 + 1e-6  # loads each warp issued at most this many times: issued once, none re-issued by a loop
+ONE_ROUND = 1e-6  # how far from exactly one a count of issues per warp may lie and still be "once"
+
+
+def one_wave(e: Evidence) -> bool:
+    """Whether every CTA of the stage's kernel was resident at once (one wave or less), counted for the kernel its
+    line model describes (a stage's launch facts may be another kernel's)."""
+    if e.lines is not None and e.kernel and e.lines.kernel != e.kernel:
+        return False
+    return e.waves is not None and e.waves <= 1.0
 
 
 def settled(found: Cause | None, e: Evidence) -> bool:
     """Whether the loads a line waits on (``found``: ``waited_on``'s cause) leave nothing to bring forward: each warp
-    issued them once, all before their first use, and every CTA of the grid was resident at once (one wave or less):
-    no later round, no later warp. Their wait is one round trip of the memory's; the distance keeps it."""
-    if found is None or found.rounds is None or found.rounds > ONE_ROUND:
+    issued them exactly once (no loop re-issued them), in a kernel that is not warp-specialized (there a count per
+    warp launched averages its partitions' loops with warps that never run them), and every CTA of the grid was
+    resident at once: no later round, no later warp. Their wait stays a step of the distance."""
+    if found is None or found.rounds is None or abs(found.rounds - 1.0) > ONE_ROUND or e.partition_warps:
         return False
-    return e.waves is not None and e.waves <= 1.0
+    return one_wave(e)
 
 
 def _l1tex_load(op: str) -> bool:
@@ -228,7 +237,7 @@ def waited_on(reason: str, x: Line, found: Cause | None, model: LineModel | None
     what they are; a line the catalogue names nothing for keeps the stall's own words."""
     if reason not in L1TEX_WAITS or found is None or found.what.startswith((MBARRIER, "atomics")) or found.memory:
         return found  # an atomic with a result is itself an L1TEX operation waited on
-    if ops := [op for op in x.opcodes if _l1tex_load(op)]:
+    if ops := [op for op, n in x.opcodes.items() if _l1tex_load(op) and n > 0]:
         what = f"global or local memory instructions ({', '.join(ops)}), which the stalled warps wait on"
         waited = [x]
     else:
@@ -245,9 +254,9 @@ def waited_on(reason: str, x: Line, found: Cause | None, model: LineModel | None
     rounds = max(counted) if counted else None
     if rounds is not None:
         what += (
-            f"; each warp issued them {rounds:.1f} times over"
-            if rounds > ONE_ROUND
-            else ("; each warp issued them once, all before their first use (no loop re-issued them)")
+            "; each warp issued them once (no loop re-issued them)"
+            if abs(rounds - 1.0) <= ONE_ROUND
+            else f"; each warp issued them {rounds:.2f} times over, on average over the warps launched"
         )
     return Cause(
         what,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kbench.analysis.catalogue import pipeline
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, entry
-from kbench.analysis.catalogue.lines import MBARRIER, ONE_ROUND, carried, settled
+from kbench.analysis.catalogue.lines import MBARRIER, ONE_ROUND, carried, one_wave, settled
 from kbench.analysis.lines import FLAG, Line, holds
 
 DOMINANT_SHARE = 0.25  # a stall reason holding at least this share of a stage's stalled warps is named
@@ -226,8 +226,11 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
         s = STALLS.get(reason, Stall(f"warps stall on {reason}", "see ncu mode's report-verbose.md"))
         line, found, at = carried(e, reason)  # the line(s) that carry the reason, what they are, the first
         if settled(found, e):
-            continue  # every CTA resident at once, its loads issued once, together: nothing to bring forward
-        rounds = found.rounds if found is not None and found.rounds and found.rounds > ONE_ROUND else None
+            continue  # every CTA resident at once, its loads issued once: nothing to bring forward
+        # in one wave, loads a loop issued in several rounds wait that many times; issued at once, once (over
+        # several waves, or in a warp-specialized kernel, the stall's share stays: more warps hide the rounds)
+        several = found is not None and found.rounds is not None and found.rounds > 1.0 + ONE_ROUND
+        rounds = found.rounds if several and found is not None and not e.partition_warps and one_wave(e) else None
         issued = {} if rounds is None else {"rounds": rounds}  # the waits come in that many rounds: one is left
         if found is not None and found.what.startswith(MBARRIER):  # its try-wait counts as a long-scoreboard wait
             s = replace(s, mechanism="warps wait at an mbarrier for its phase to complete")
