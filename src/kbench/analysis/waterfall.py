@@ -231,8 +231,7 @@ def _stall_steps(e: Evidence, named: set[str]) -> list[tuple[str, float]]:
     """Every stall reason no item names, with its share of those reasons' stalls (small ones together); the stalls
     of a warp-specialized kernel's warps in no partition left out (they wait at a barrier for the whole run: padding
     to whole warpgroups, no time of the stage's), as the stall items leave them out."""
-    left = {r: v * (1.0 - idle_share(e, r)) for r, v in e.stalls.items() if r not in named and v > 0}
-    left = {r: v for r, v in left.items() if v > 0}
+    left = {r: w for r, v in e.stalls.items() if r not in named and (w := v * (1.0 - idle_share(e, r))) > 0}
     total = sum(left.values())
     if total <= 0:
         return []

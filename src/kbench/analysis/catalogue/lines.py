@@ -201,22 +201,24 @@ L1TEX_OPS = ("LDG", "LDL", "TEX", "TLD", "LD", "ld.global", "ld.local")  # the l
 ONE_ROUND = 1e-6  # how far from exactly one a count of issues per warp may lie and still be "once"
 
 
-def one_wave(e: Evidence) -> bool:
-    """Whether every CTA of the stage's kernel was resident at once (one wave or less), counted for the kernel its
-    line model describes (a stage's launch facts may be another kernel's)."""
+def load_rounds(found: Cause | None, e: Evidence) -> float | None:
+    """The rounds a wait's loads came in (``found``: ``waited_on``'s cause), where they say what a change could bring
+    forward: in a kernel that is not warp-specialized (there a count per warp launched averages its partitions' loops
+    with warps that never run them) whose CTAs were all resident at once (one wave or less, counted for the kernel
+    its line model describes: a stage's launch facts may be another kernel's). None elsewhere."""
+    if found is None or found.rounds is None or e.partition_warps:
+        return None
     if e.lines is not None and e.kernel and e.lines.kernel != e.kernel:
-        return False
-    return e.waves is not None and e.waves <= 1.0
+        return None
+    return found.rounds if e.waves is not None and e.waves <= 1.0 else None
 
 
 def settled(found: Cause | None, e: Evidence) -> bool:
-    """Whether the loads a line waits on (``found``: ``waited_on``'s cause) leave nothing to bring forward: each warp
-    issued them exactly once (no loop re-issued them), in a kernel that is not warp-specialized (there a count per
-    warp launched averages its partitions' loops with warps that never run them), and every CTA of the grid was
-    resident at once: no later round, no later warp. Their wait stays a step of the distance."""
-    if found is None or found.rounds is None or abs(found.rounds - 1.0) > ONE_ROUND or e.partition_warps:
-        return False
-    return one_wave(e)
+    """Whether the loads a line waits on leave nothing to bring forward: each warp issued them exactly once (no loop
+    re-issued them) in one wave (``load_rounds``): no later round, no later warp. Their wait stays a step of the
+    distance."""
+    rounds = load_rounds(found, e)
+    return rounds is not None and abs(rounds - 1.0) <= ONE_ROUND
 
 
 def _l1tex_load(op: str) -> bool:

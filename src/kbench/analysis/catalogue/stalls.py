@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kbench.analysis.catalogue import pipeline
 from kbench.analysis.catalogue.evidence import Evidence, Opportunity, entry
-from kbench.analysis.catalogue.lines import MBARRIER, ONE_ROUND, carried, one_wave, settled
+from kbench.analysis.catalogue.lines import MBARRIER, ONE_ROUND, carried, load_rounds, settled
 from kbench.analysis.lines import FLAG, Line, holds
 
 DOMINANT_SHARE = 0.25  # a stall reason holding at least this share of a stage's stalled warps is named
@@ -227,10 +227,10 @@ def stalled(e: Evidence, left_pct: float) -> list[Opportunity]:
         line, found, at = carried(e, reason)  # the line(s) that carry the reason, what they are, the first
         if settled(found, e):
             continue  # every CTA resident at once, its loads issued once: nothing to bring forward
-        # in one wave, loads a loop issued in several rounds wait that many times; issued at once, once (over
-        # several waves, or in a warp-specialized kernel, the stall's share stays: more warps hide the rounds)
-        several = found is not None and found.rounds is not None and found.rounds > 1.0 + ONE_ROUND
-        rounds = found.rounds if several and found is not None and not e.partition_warps and one_wave(e) else None
+        # loads a loop issued in several rounds wait that many times; issued at once, once (where load_rounds counts
+        # none, the stall's share stays: more warps hide the rounds)
+        rounds = load_rounds(found, e)
+        rounds = rounds if rounds is not None and rounds > 1.0 + ONE_ROUND else None
         issued = {} if rounds is None else {"rounds": rounds}  # the waits come in that many rounds: one is left
         if found is not None and found.what.startswith(MBARRIER):  # its try-wait counts as a long-scoreboard wait
             s = replace(s, mechanism="warps wait at an mbarrier for its phase to complete")

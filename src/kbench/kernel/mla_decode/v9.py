@@ -12,8 +12,6 @@ them as longest-processing-time-first does), C from a model of the makespan that
 
 from __future__ import annotations
 
-import functools
-import heapq
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -34,17 +32,12 @@ from triton.language.extra.cuda import gdc_wait
 from kbench.plan.base import Config, Launch, Stage
 
 from ._common import MlaDecode, ServingWorkspace
+from ._work_items import Cut as Cut
+from ._work_items import ranked_cuts
 from .v3 import sm_count
 from .v7 import MlaDecodeGluon, _cta_barrier, _load_tile, _publish, _scores, _softmax, _tma_load
 
 BLOCK_N = 64  # cache rows per tile (v7's)
-# the makespan model's constants, from v7 on the H100 (issue 44): 157.4 us for 64 tiles of 64 rows at one CTA per SM
-TILE_US = 2.4  # one 64-row tile of a 64-row block, compute-bound
-TILE_BYTES = 64 * 576 * 2  # one tile from DRAM: read once by the row blocks of its chunk, which run together
-COPY_GBPS = 3000.0  # the copy ceiling measured on the H100 (bench_mla_decode: 2940-3013 GB/s)
-ITEM_US = 4.0  # a CTA's prologue (Q's 72 KB, two tiles in flight) and epilogue, about two tiles' time (estimated)
-COMBINE_GBPS = 2500.0  # the combine's partials, written once and read once (v3's combine: 1744-2900 GB/s measured)
-COMBINE_US = 3.0  # the combine's launch and tail
 COMBINE = "mla_v9_combine_kernel"
 COMBINE_TILE: Config = {"BLOCK_D": 64, "num_warps": 4}
 
@@ -249,48 +242,6 @@ def mla_v9_combine_kernel(part_ptr, lse_ptr, meta_ptr, o_ptr, R, D: tl.constexpr
         tl.store(o_ptr + (b * R + rows[:, None]) * D + dd[None, :], out.to(o_ptr.dtype.element_ty), mask=rmask[:, None])
 
 
-@dataclass(frozen=True)
-class Cut:
-    """Each sequence's tiles cut into chunks of at most ``bound`` tiles: the work items (longest first) and what the
-    makespan model says of them."""
-
-    bound: int
-    items: list[tuple[int, int, int, int, int, int]]  # sequence, first tile, end tile, slot (-1: direct), first, count
-    slots: int
-    est_us: float
-
-    @classmethod
-    def of(cls, tiles: list[int], bound: int, row_blocks: int, rows: int, d: int, sms: int) -> Cut:
-        items: list[tuple[int, int, int, int, int, int]] = []
-        slot = 0  # the next free slot: a split sequence's chunks take consecutive ones
-        for seq, n in enumerate(tiles):
-            parts = math.ceil(n / bound)
-            first = slot if parts > 1 else -1
-            for k in range(parts):
-                items.append((seq, k * n // parts, (k + 1) * n // parts, first + k if parts > 1 else -1, first, parts))
-            slot += parts if parts > 1 else 0
-        items.sort(key=lambda it: it[1] - it[2])  # longest first
-        # a tile's time: its MMAs, or its share of DRAM where the SMs' distinct chunks outrun the copy ceiling
-        tile_us = max(TILE_US, TILE_BYTES * sms / row_blocks / (COPY_GBPS * 1e3))
-        free = [0.0] * sms  # each SM's finish time under greedy placement, one CTA at a time
-        for _, a, z, *_ in items:
-            for _ in range(row_blocks):
-                heapq.heapreplace(free, free[0] + ITEM_US + tile_us * (z - a))
-        combine = COMBINE_US + 2 * 4.0 * slot * rows * d / (COMBINE_GBPS * 1e3) if slot else 0.0
-        return cls(bound, items, slot, max(free) + combine)
-
-
-@functools.lru_cache(maxsize=64)
-def _cuts(tiles: tuple[int, ...], row_blocks: int, rows: int, d: int, sms: int) -> list[Cut]:
-    every: dict[tuple[int, ...], Cut] = {}
-    for bound in range(max(tiles), 0, -1):  # the largest bound of each distinct cut
-        key = tuple(math.ceil(n / bound) for n in tiles)
-        if key not in every:
-            every[key] = Cut.of(list(tiles), bound, row_blocks, rows, d, sms)
-    ranked = sorted(every.values(), key=lambda c: (c.est_us, -c.bound))
-    return [c for c in ranked if bool(c.slots) == bool(ranked[0].slots)]
-
-
 class MlaDecodeServe(MlaDecodeGluon):
     """One Gluon kernel over work items (split-KV, ragged, paged) and, where a sequence is split, a combine."""
 
@@ -329,7 +280,7 @@ class MlaDecodeServe(MlaDecodeGluon):
         """The chunk bounds the model ranks best, each cutting the batch differently, all of one kind (all split or
         none: the stages differ)."""
         tiles = tuple(math.ceil(n / BLOCK_N) for n in self.lens())
-        return _cuts(tiles, self.row_blocks(), self.rows, self.d, sm_count())[: self.CANDIDATES]
+        return ranked_cuts(tiles, self.row_blocks(), self.rows, self.d, sm_count())[: self.CANDIDATES]
 
     def stages(self) -> list[Stage]:
         if not self.gluon():
