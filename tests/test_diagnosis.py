@@ -609,6 +609,21 @@ def test_fusing_a_reduction_of_partial_results_saves_only_the_reducing_stages_la
     assert 0.5 <= fuse.gain_pct / realized(before, after, "event") <= 1.5
 
 
+@pytest.mark.slow
+def test_a_cooperative_merge_in_the_kernel_realizes_the_fusion_items_estimate_at_mtp() -> None:
+    # mla_decode v16 at MTP (b=32 s=4 t=4096 h=16: four chunks a sequence, a combine kernel of 8.90 us). Item 2 of
+    # its annotation report, "Fuse stages partial, combine", priced the combine's launch and tail; v17 merges each
+    # row block in the attention kernel, its chunks together, the grid launched cooperatively: 64.29 + 8.90 -> 71.14
+    # us under ncu (H100, 2026-11-28; 68.75 -> 67.75 us in the benchmark run, which times v16's kernels one by one)
+    before, after = f"{S52}/mla_decode-v16-mtp", f"{S52}/mla_decode-v17-mtp"
+    f = analysed(before, "annotation")
+    (fuse,) = [o for o in f.opportunities if o.name.startswith("Fuse stages partial, combine")]
+    assert "launch and tail" in fuse.name
+    gain = realized(before, after, "annotation")
+    assert gain == pytest.approx(100 * (1 - 71.14 / (64.29 + 8.90)), abs=0.05)
+    assert 0.5 <= fuse.gain_pct / gain <= 1.5
+
+
 def test_kbench_analyze_reads_the_launch_records_beside_a_capture(tmp_path: Path) -> None:
     # an annotation capture analysed offline with its plan: tiling/ beside it gives the catalogue the compiled kernel's
     # instruction mix, so the product both warpgroups repeat is named as it was live

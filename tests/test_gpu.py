@@ -511,14 +511,14 @@ def test_mla_decode_v7s_gluon_kernel_matches_the_reference(dtype: str) -> None:
         {"b": 2, "s": 16, "t": 4096, "h": 16},  # more chunks a sequence than v16's combine loads at once
     ],
 )
-@pytest.mark.parametrize("version", ["v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16"])
+@pytest.mark.parametrize("version", ["v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17"])
 def test_mla_decode_v9s_work_items_match_the_reference(dtype: str, point: dict[str, int], version: str) -> None:
     """v9-v16 at the real widths: each tuned cut of the batch (split or not, ragged, paged) and, for v11-v13, each
     of the seesaw's variants, within the plan's tolerance of a float64 reference taken sequence by sequence; v10's
     and v12's in-kernel merge run twice per cut (the arrival counters must be back at zero for the next launch), as
     does v13's combine chained in one stage (launched as the attention kernel's programmatic dependent, partials in
-    the output's type), v14's Gluon combine, v15's merge of up to four chunks in the kernel and each of v16's
-    combines (every chunk of a group loaded at once)."""
+    the output's type), v14's Gluon combine, v15's merge of up to four chunks in the kernel, each of v16's
+    combines (every chunk of a group loaded at once) and v17's cooperative merge (its generations run on)."""
     from kbench.plan.discovery import load_version
 
     cls = load_version("mla_decode", version)
@@ -536,3 +536,32 @@ def test_mla_decode_v9s_work_items_match_the_reference(dtype: str, point: dict[s
                 stages[1].build(ws, merge).fn()
             err = float((plan.output(ws).float() - ref).abs().max() / ref.abs().max())
             assert err < plan.tolerance[dtype], (cfg, merge, err)
+
+
+def test_mla_decode_v17s_cooperative_merge_repeats_exactly() -> None:
+    """v17 at MTP (128 CTAs launched cooperatively, four chunks a row block merging it together) launched 50 times,
+    the output cleared between: each is the first's to the bit (every slice merged once a launch, the generations
+    running on), and the arrivals are back at zero after each."""
+    import torch
+
+    from kbench.plan.discovery import load_version
+
+    cls: Any = load_version("mla_decode", "v17")
+    plan = cls(b=32, s=4, t=4096, h=16, dtype="bfloat16")
+    (stage,) = plan.stages()
+    cut = plan.cuts()[0]
+    assert plan.merged(cut) and len(cut.items) * plan.row_blocks() <= 132
+    ws = plan.setup("cuda", 0)
+    ref = plan.reference(ws).float()
+    launch = stage.build(ws, next(c for c in stage.tuning if c["CHUNK"] == cut.bound))
+    outs = []
+    for _ in range(50):
+        ws.out.zero_()
+        launch.fn()
+        outs.append(plan.output(ws).clone())
+    torch.cuda.synchronize()
+    err = float((outs[0].float() - ref).abs().max() / ref.abs().max())
+    assert err < plan.tolerance["bfloat16"], err
+    assert all(torch.equal(o, outs[0]) for o in outs[1:])
+    assert int(ws.coop[..., 0].abs().sum()) == 0  # each row block's arrivals back at zero for the next launch
+    assert int(ws.coop[..., 1].min()) == 50  # each row block merged once a launch

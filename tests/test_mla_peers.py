@@ -216,3 +216,22 @@ def test_flashmla_buffers_are_sized_for_the_schedule(
         "o_accum": ((b + parts) * s * h * 512, torch.float32),
     }
     assert decode["bt_stride"] == 3 and decode["causal"] == int(s > 1)
+
+
+def test_the_goal_lines_say_na_where_the_row_they_compare_with_was_not_run() -> None:
+    """A run without b=32's row (``--only``) has nothing for the small batches to be within 10 points of: the line
+    gives the share and says n/a, never "met" against 0%; with the row, the target is b=32's share less 10."""
+    from tests.benchmark import bench_mla_decode as bm
+    from tests.benchmark._bench import Row
+
+    def row(version: str, b: int, us: float, tflops: float) -> Row:
+        params = bm.slug({"b": b, "s": 16, "t": 4096, "h": 16})
+        return Row(version, params, us, tflops, 0.0, 0.0, 1.0, tflops, 0.0)
+
+    small = [row("v16", 4, 34.7, 263.0)]
+    lines = [line for line in bm.goals(small, 752.7, 3011.0) if line.startswith("small batch b=4 s=16")]
+    assert lines == ["small batch b=4 s=16 h=16: 34.9% of the bf16 mm ceiling; b=32's row is not in this run, so the "
+                     "target (within 10 points of it) is n/a"]  # fmt: skip
+    lines = [line for line in bm.goals([*small, row("v12", 32, 135.0, 530.0)], 752.7, 3011.0) if "b=4 s=16" in line]
+    assert lines == ["small batch b=4 s=16 h=16, within 10 points of b=32's 70.4%: v16 34.70 us = 34.9% of the bf16 mm "
+                     "ceiling, target 60%: NOT met"]  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -143,6 +144,7 @@ def test_v9s_gluon_kernel_compiles_at_ragged_paged_and_split_shapes(cli: Callabl
         ("v14", [], 9),  # as v11, with v14's combine, a Gluon kernel, compiled too
         ("v15", ["--t_min=0", "--page=0", "--b=32", "--s=4", "--t=1000", "--h=16"], 6),  # merged: 4 and 3 chunks
         ("v16", [], 11),  # as v11: 9 cuts and variants, and v16's 3 combines (2 more checks)
+        ("v17", [], 9),  # every cut merged in the kernel, cooperatively (the grid fits the SMs): one stage
     ],
 )
 def test_the_seesaw_kernel_compiles_with_the_combine_and_with_its_merge(
@@ -265,3 +267,35 @@ def test_v16_tunes_its_combine_and_passes_chunks_to_it() -> None:
     _, combine = plan.stages()
     assert combine.kernels == ["mla_v16_combine_kernel"] and len(combine.tuning) == 3
     assert all(cfg["CHUNKS"] in (4, 8) for cfg in combine.tuning)
+
+
+@pytest.mark.parametrize("version", ["v9", "v10", "v11", "v12", "v13", "v15", "v16", "v17"])
+def test_every_serving_kernel_reads_the_block_table_at_its_row_stride(
+    version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attention kernel's MAX_PAGES is the block table's row stride at every tuned cut of a ragged paged batch
+    (v17's first cut passed the most chunks of a sequence there: sequence 0 read its pages, every other sequence
+    another's where the two differ, and a contiguous cache, which reads no table, hid it); v17's merge gets that
+    count as MOST."""
+    cls: Any = load_version("mla_decode", version)
+    plan = cls(b=5, s=3, t=1000, h=16, t_min=65, page=64)
+    ws = plan.setup("cpu", 0)
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    class Recorder:
+        def __getitem__(self, grid: Any) -> Callable[..., None]:
+            return lambda *args, **kwargs: calls.append((args, kwargs))
+
+    monkeypatch.setattr(type(plan), "attention_kernel", lambda self: Recorder())
+    stage = plan.stages()[0]
+    for cfg in stage.tuning:
+        stage.build(ws, cfg).fn()
+    assert len(calls) == len(stage.tuning) > 1
+    for (args, kwargs), cfg in zip(calls, stage.tuning, strict=True):
+        cut = next(c for c in plan.cuts() if c.bound == cfg["CHUNK"])
+        assert args[-1] == ws.table.shape[1], cfg  # MAX_PAGES
+        if kwargs.get("COOP"):
+            assert kwargs["MOST"] == max(count for *_, count in cut.items) and kwargs["arrived_ptr"] is ws.coop
+    assert any(kw.get("COOP") for _, kw in calls) == (version == "v17")
+    # the cuts tell the two apart (at one-tile chunks the most chunks of a sequence is the table's width: 16)
+    assert {max(count for *_, count in c.items) for c in plan.cuts()} - {ws.table.shape[1]}

@@ -42,6 +42,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from kbench.plan.base import Config
 
+from ._coop_merge import _cooperate
 from .v7 import _cta_barrier, _softmax, _tma_load
 from .v9 import MlaDecodeServe, _chunk_weights, _operands, _tile_row, _work_item
 
@@ -194,7 +195,7 @@ def _take_p0(bars, x_s, ph, acc, p0_s, v0, row_l: gl.constexpr, orow_l: gl.const
 def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n,  # type: ignore[no-untyped-def]
               seq, pid, slot, R, H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               STAGGER: gl.constexpr, EARLY_Y: gl.constexpr, MERGE: gl.constexpr, arrived_ptr, first, count,
-              ROW_BLOCKS: gl.constexpr, PDL: gl.constexpr):  # fmt: skip
+              ROW_BLOCKS: gl.constexpr, PDL: gl.constexpr, COOP: gl.constexpr, MOST: gl.constexpr):  # fmt: skip
     """Warpgroup W: the score tiles of stage W (tiles 2i + W of the chunk) and the W-th half of the output's
     columns, over both stages' values."""
     D: gl.constexpr = kv_s.shape[2]
@@ -309,6 +310,10 @@ def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s
             _cta_barrier()  # this warpgroup's stores done (a barrier of its own partition)
             if W == 1:
                 mbarrier.arrive(bars.index(STORED))
+            elif COOP:  # v17: the chunks merge the row block together
+                mbarrier.wait(bars.index(STORED), 0)
+                _cooperate(part_ptr, lse_ptr, o_ptr, arrived_ptr, seq, pid, slot, first, count, R, D, BLOCK_M,
+                           ROW_BLOCKS, MOST, 4)  # fmt: skip
             else:
                 mbarrier.wait(bars.index(STORED), 0)  # and warpgroup 1's: the whole partial before the release
                 counter = arrived_ptr + seq * ROW_BLOCKS + pid
@@ -325,7 +330,8 @@ def mla_v11_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr
                    table_ptr, scale, s, t, R, MAX_PAGES, H: gl.constexpr, BLOCK_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, PAGE: gl.constexpr, REGS: gl.constexpr, STAGGER: gl.constexpr,
                    EARLY_Y: gl.constexpr, num_warps: gl.constexpr, MERGE: gl.constexpr = False,
-                   arrived_ptr=None, ROW_BLOCKS: gl.constexpr = 1, PDL: gl.constexpr = False):  # fmt: skip
+                   arrived_ptr=None, ROW_BLOCKS: gl.constexpr = 1, PDL: gl.constexpr = False,
+                   COOP: gl.constexpr = False, MOST: gl.constexpr = 1):  # fmt: skip
     """One work item (a chunk of one sequence's tiles) for one 64-row block, on the seesaw schedule (``kv_desc``:
     half of a tile's value columns)."""
     D: gl.constexpr = 2 * kv_desc.block_type.shape[1]
@@ -344,10 +350,10 @@ def mla_v11_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr
         [
             (_v11_half, (0, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n, seq, pid,
                          slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y, MERGE, arrived_ptr, first, count, ROW_BLOCKS,
-                         PDL)),
+                         PDL, COOP, MOST)),
             (_v11_half, (1, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s, x_s, bars, scale, s, L, c0, n, seq, pid,
                          slot, R, H, BLOCK_M, BLOCK_N, STAGGER, EARLY_Y, MERGE, arrived_ptr, first, count, ROW_BLOCKS,
-                         PDL)),
+                         PDL, COOP, MOST)),
             (_v11_loader, (q_desc, qpe_desc, kv_desc, kpe_desc, q_s, qpe_s, kv_s, kpe_s, bars, table_ptr, seq, j0, n, t,
                            row0, MAX_PAGES, PAGE, BLOCK_N)),
         ],

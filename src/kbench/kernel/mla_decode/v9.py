@@ -48,6 +48,8 @@ class SplitServingWorkspace(ServingWorkspace):
     lse: Any  # [slots, s*h] fp32: each chunk's base-2 log-sum-exp (-inf where its rows saw nothing)
     meta: Any  # [b, 2] int32: each sequence's first slot and chunk count, written by the attention kernel
     arrived: Any  # [b, row blocks] int32: the chunks of each split row block done so far (v10's merge; zero between)
+    coop: Any  # [b, row blocks, 2] int32 (v17): each row block's arrivals (zero between launches) and generation (its
+    # merges so far)
 
 
 @gluon.jit
@@ -254,6 +256,9 @@ class MlaDecodeServe(MlaDecodeGluon):
     # v10: where no sequence is cut into more than MERGE chunks, the last chunk of a split row block merges them in
     # the kernel (no combine); 0: never
     MERGE: ClassVar[int] = 0
+    # v17: the chunks of a split row block merge it together (each its share of the columns, once all have arrived),
+    # where every CTA of the grid can be resident at once; else the combine
+    COOP: ClassVar[bool] = False
     # v13: a split batch's attention and combine in one stage, the combine launched as the attention kernel's
     # programmatic dependent (PDL), and the partials in the output's type (a convex combination of the values' rows,
     # so within their range; fp32 before)
@@ -318,8 +323,11 @@ class MlaDecodeServe(MlaDecodeGluon):
         return self.torch_dtype() if self.CHAINED else torch.float32
 
     def merged(self, cut: Cut) -> bool:
-        """Whether the kernel merges ``cut``'s split sequences itself (v10, at most MERGE chunks to a sequence)."""
-        return bool(cut.slots) and max(count for *_, count in cut.items) <= self.MERGE
+        """Whether the kernel merges ``cut``'s split sequences itself (v10, at most MERGE chunks to a sequence; v17,
+        cooperatively: only where the grid is at most one CTA per SM, launched so that every CTA is resident at
+        once)."""
+        fits = not self.COOP or len(cut.items) * self.row_blocks() <= sm_count()
+        return bool(cut.slots) and max(count for *_, count in cut.items) <= self.MERGE and fits
 
     def setup(self, device: str, seed: int) -> Any:
         import torch
@@ -336,6 +344,7 @@ class MlaDecodeServe(MlaDecodeGluon):
             lse=torch.empty(slots, self.rows, device=device, dtype=torch.float32),
             meta=torch.zeros(self.b, 2, device=device, dtype=torch.int32),
             arrived=torch.zeros(self.b, self.row_blocks(), device=device, dtype=torch.int32),
+            coop=torch.zeros(self.b, self.row_blocks(), 2, device=device, dtype=torch.int32),
         )
 
     def tiles_tuned(self) -> list[Config]:
@@ -369,14 +378,18 @@ class MlaDecodeServe(MlaDecodeGluon):
         table = ws.table if ws.table is not None else ws.lens  # a contiguous cache reads no table
         grid = (triton.cdiv(self.rows, m), len(cut.items))
         kernel = self.attention_kernel()[grid]
-        most = int(table.shape[1]) if ws.table is not None else 0
+        max_pages = int(table.shape[1]) if ws.table is not None else 0
         args = {"H": self.h, "PAGE": self.page, **{k: v for k, v in cfg.items() if k != "CHUNK"}}
         if self.merged(cut):
             args.update(MERGE=self.MERGE, arrived_ptr=ws.arrived, ROW_BLOCKS=self.row_blocks())
+            if self.COOP:  # MOST: the most chunks of a sequence (not the table's row stride, MAX_PAGES); every CTA
+                # resident at once (a cooperative launch), so that a row block's chunks can wait for each other
+                most = max(count for *_, count in cut.items)
+                args.update(COOP=True, arrived_ptr=ws.coop, MOST=most, launch_cooperative_grid=True)
         elif self.CHAINED and cut.slots:
             args.update(PDL=True)  # the combine follows as its programmatic dependent
         bufs = (ws.out, ws.partial, ws.lse, ws.meta, work, ws.lens, table)
-        shape = (self.scale, self.s, self.t, self.rows, most)
+        shape = (self.scale, self.s, self.t, self.rows, max_pages)
         return Launch(lambda: kernel(q_desc, qpe_desc, kv_desc, kpe_desc, *bufs, *shape, **args), grid)
 
     def _merge(self, ws: SplitServingWorkspace, cfg: Config, pdl: bool = False) -> Launch:
