@@ -499,6 +499,28 @@ def test_mla_decode_v7s_gluon_kernel_matches_the_reference(dtype: str) -> None:
         assert err < plan.tolerance[dtype], (pv_first, err)
 
 
+def _every_cut_matches_the_reference(version: str, point: dict[str, int], dtype: str) -> None:
+    """Each tuned cut of the batch and each of the combine's configurations, launched twice (the in-kernel merges'
+    counters must be back at zero for the next launch), within the plan's tolerance of the float64 reference."""
+    from kbench.plan.discovery import load_version
+
+    cls = load_version("mla_decode", version)
+    assert "MlaDecodeServe" in [k.__name__ for k in cls.__mro__]  # by name: discovery may have reloaded v9
+    plan = cls(**point, dtype=dtype)
+    stages = plan.stages()
+    ws = plan.setup("cuda", 0)
+    ref = plan.reference(ws).float()
+    merges = stages[1].tuning if len(stages) > 1 else [{}]
+    for cfg, merge in itertools.product(stages[0].tuning, merges):
+        for _ in range(2):
+            ws.out.zero_()
+            stages[0].build(ws, cfg).fn()
+            if len(stages) > 1:
+                stages[1].build(ws, merge).fn()
+            err = float((plan.output(ws).float() - ref).abs().max() / ref.abs().max())
+            assert err < plan.tolerance[dtype], (cfg, merge, err)
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize(
     "point",
@@ -519,23 +541,7 @@ def test_mla_decode_v9s_work_items_match_the_reference(dtype: str, point: dict[s
     does v13's combine chained in one stage (launched as the attention kernel's programmatic dependent, partials in
     the output's type), v14's Gluon combine, v15's merge of up to four chunks in the kernel, each of v16's
     combines (every chunk of a group loaded at once) and v17's cooperative merge (its generations run on)."""
-    from kbench.plan.discovery import load_version
-
-    cls = load_version("mla_decode", version)
-    assert "MlaDecodeServe" in [k.__name__ for k in cls.__mro__]  # by name: discovery may have reloaded v9
-    plan = cls(**point, dtype=dtype)
-    stages = plan.stages()
-    ws = plan.setup("cuda", 0)
-    ref = plan.reference(ws).float()
-    merges = stages[1].tuning if len(stages) > 1 else [{}]
-    for cfg, merge in itertools.product(stages[0].tuning, merges):
-        for _ in range(2):
-            ws.out.zero_()
-            stages[0].build(ws, cfg).fn()
-            if len(stages) > 1:
-                stages[1].build(ws, merge).fn()
-            err = float((plan.output(ws).float() - ref).abs().max() / ref.abs().max())
-            assert err < plan.tolerance[dtype], (cfg, merge, err)
+    _every_cut_matches_the_reference(version, point, dtype)
 
 
 def test_mla_decode_v17s_cooperative_merge_repeats_exactly() -> None:
@@ -565,3 +571,23 @@ def test_mla_decode_v17s_cooperative_merge_repeats_exactly() -> None:
     assert all(torch.equal(o, outs[0]) for o in outs[1:])
     assert int(ws.coop[..., 0].abs().sum()) == 0  # each row block's arrivals back at zero for the next launch
     assert int(ws.coop[..., 1].min()) == 50  # each row block merged once a launch
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize(
+    "point",
+    [
+        {"b": 5, "s": 1, "t": 1000, "h": 16, "t_min": 65, "page": 64},  # ragged, paged, split: v16's combine
+        {"b": 4, "s": 2, "t": 3000, "h": 8, "t_min": 100, "page": 64},  # two tokens: a row sees its prefix only
+        {"b": 66, "s": 1, "t": 2000, "h": 16},  # two chunks a sequence: merged in the kernel
+        {"b": 100, "s": 1, "t": 1000, "h": 16},  # one chunk a sequence: written directly
+    ],
+)
+def test_mla_decode_v18s_transposed_product_matches_the_reference(dtype: str, point: dict[str, int]) -> None:
+    """v18 where a sequence has 16 query rows or fewer (S^T = K Q^T, O^T += V^T P^T: the cache rows as the wgmma's
+    M), at every tuned cut, split or not, ragged and paged, merged in the kernel or by the combine."""
+    from kbench.plan.discovery import load_version
+
+    cls: Any = load_version("mla_decode", "v18")
+    assert cls(**point, dtype=dtype).few_rows()
+    _every_cut_matches_the_reference("v18", point, dtype)

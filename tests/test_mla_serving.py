@@ -299,3 +299,33 @@ def test_every_serving_kernel_reads_the_block_table_at_its_row_stride(
     assert any(kw.get("COOP") for _, kw in calls) == (version == "v17")
     # the cuts tell the two apart (at one-tile chunks the most chunks of a sequence is the table's width: 16)
     assert {max(count for *_, count in c.items) for c in plan.cuts()} - {ws.table.shape[1]}
+
+
+def test_v18_transposes_the_product_only_where_a_sequence_has_sixteen_query_rows_or_fewer() -> None:
+    """s * h <= 16: one warpgroup, BLOCK_M = 16 query rows as the wgmma's N, one row block, the whole latent width per
+    tile, v12's merge of two chunks (not v17's cooperative one); more rows: v17 exactly."""
+    from kbench.kernel.mla_decode.v17 import MlaDecodeSeesawCooperative
+    from kbench.kernel.mla_decode.v18 import MlaDecodeTransposed, mla_v18_kernel
+
+    few = MlaDecodeTransposed(b=32, s=1, t=4096, h=16)
+    assert few.few_rows() and few.row_blocks() == 1 and few.merge_bound() == 2 and not few.cooperative()
+    assert few.attention_kernel() is mla_v18_kernel
+    assert [s.kernels for s in few.stages()] == [["mla_v18_kernel"], ["mla_v16_combine_kernel"]]
+    assert {c["BLOCK_M"] for c in few.stages()[0].tuning} == {16}
+    two = MlaDecodeTransposed(b=66, s=1, t=2000, h=16)  # two chunks a sequence: merged in the kernel, one stage
+    assert [s.kernels for s in two.stages()] == [["mla_v18_kernel"]] and two.merged(two.cuts()[0])
+    for point in ({"b": 32, "s": 4, "t": 4096, "h": 16}, {"b": 32, "s": 1, "t": 4096, "h": 128}):
+        v17, v18 = MlaDecodeSeesawCooperative(**point), MlaDecodeTransposed(**point)
+        assert not v18.few_rows()
+        assert [(s.name, s.kernels, s.tuning) for s in v18.stages()] == [
+            (s.name, s.kernels, s.tuning) for s in v17.stages()
+        ]
+
+
+@pytest.mark.slow
+def test_v18s_transposed_kernel_compiles_at_the_checks_ragged_paged_point(cli: Callable[..., Ran]) -> None:
+    # the check's point has 12 query rows (s=3 h=4): the transposed kernel at its three cuts, and v16's combines
+    done = cli("check", "mla_decode", "v18")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "COMPILED, NOT RUN: mla_v18_kernel compiled for sm_90a" in done.stdout
+    assert "5 with Gluon kernels compiled for sm_90 and not run" in done.stdout

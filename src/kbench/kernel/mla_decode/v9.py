@@ -295,19 +295,20 @@ class MlaDecodeServe(MlaDecodeGluon):
         if merged or self.CHAINED:  # tuned among the cuts merged the same way (in the kernel, or chained)
             cuts = [c for c in cuts if self.merged(c) == merged]
         tuning = [{**tile, "CHUNK": c.bound} for c in cuts for tile in self.tiles_tuned()]
-        attention = self.attention_stage(self._attend, tuning, [self.KERNEL])
+        attention = self.attention_stage(self._attend, tuning, [self.kernel_name()])
         if not cuts[0].slots:
             return [attention]
         partial = cuts[0].slots * self.rows * (self.partial_bytes() * self.d + 4.0)  # and the log-sum-exps
         if merged or self.CHAINED:  # the partials written, then read back by each row block's last chunk (one
             # kernel) or by the combine chained to the attention kernel
             moved = attention.dram_bytes + 2 * partial
-            build, kernels = (self._attend, [self.KERNEL]) if merged else (self._chain, [self.KERNEL, self.COMBINE])
+            name = self.kernel_name()
+            build, kernels = (self._attend, [name]) if merged else (self._chain, [name, self.COMBINE])
             return [Stage(attention.name, flops=attention.flops, dram_bytes=moved, precision=self.precision,
                           build=build, tuning=tuning, kernels=kernels)]  # fmt: skip
         return [
             Stage("partial", flops=attention.flops, dram_bytes=attention.dram_bytes + partial,
-                  precision=self.precision, build=self._attend, tuning=tuning, kernels=[self.KERNEL]),
+                  precision=self.precision, build=self._attend, tuning=tuning, kernels=[self.kernel_name()]),
             Stage("combine", flops=3.0 * cuts[0].slots * self.rows * self.d, dram_bytes=partial + self.out_bytes(),
                   precision="fp32", build=self._merge, tuning=self.COMBINE_TUNING,
                   kernels=[self.COMBINE]),
@@ -322,12 +323,24 @@ class MlaDecodeServe(MlaDecodeGluon):
 
         return self.torch_dtype() if self.CHAINED else torch.float32
 
+    def kernel_name(self) -> str:
+        """The attention kernel's name (v18's where its product is transposed)."""
+        return self.KERNEL
+
+    def merge_bound(self) -> int:
+        """The most chunks of a sequence the kernel merges itself (MERGE; v18: two where its product is transposed)."""
+        return self.MERGE
+
+    def cooperative(self) -> bool:
+        """Whether the chunks of a split row block merge it together (COOP, v17; not v18's transposed kernel)."""
+        return self.COOP
+
     def merged(self, cut: Cut) -> bool:
         """Whether the kernel merges ``cut``'s split sequences itself (v10, at most MERGE chunks to a sequence; v17,
         cooperatively: only where the grid is at most one CTA per SM, launched so that every CTA is resident at
         once)."""
-        fits = not self.COOP or len(cut.items) * self.row_blocks() <= sm_count()
-        return bool(cut.slots) and max(count for *_, count in cut.items) <= self.MERGE and fits
+        fits = not self.cooperative() or len(cut.items) * self.row_blocks() <= sm_count()
+        return bool(cut.slots) and max(count for *_, count in cut.items) <= self.merge_bound() and fits
 
     def setup(self, device: str, seed: int) -> Any:
         import torch
@@ -381,9 +394,9 @@ class MlaDecodeServe(MlaDecodeGluon):
         max_pages = int(table.shape[1]) if ws.table is not None else 0
         args = {"H": self.h, "PAGE": self.page, **{k: v for k, v in cfg.items() if k != "CHUNK"}}
         if self.merged(cut):
-            args.update(MERGE=self.MERGE, arrived_ptr=ws.arrived, ROW_BLOCKS=self.row_blocks())
-            if self.COOP:  # MOST: the most chunks of a sequence (not the table's row stride, MAX_PAGES); every CTA
-                # resident at once (a cooperative launch), so that a row block's chunks can wait for each other
+            args.update(MERGE=self.merge_bound(), arrived_ptr=ws.arrived, ROW_BLOCKS=self.row_blocks())
+            if self.cooperative():  # MOST: the most chunks of a sequence (not the table's row stride, MAX_PAGES);
+                # every CTA resident at once (a cooperative launch): a row block's chunks can wait for one another
                 most = max(count for *_, count in cut.items)
                 args.update(COOP=True, arrived_ptr=ws.coop, MOST=most, launch_cooperative_grid=True)
         elif self.CHAINED and cut.slots:
