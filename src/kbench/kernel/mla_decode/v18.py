@@ -26,8 +26,8 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 
 from kbench.plan.base import Config
 
-from .v7 import _cta_barrier, _load_tile, _tma_load
-from .v9 import BLOCK_N, MlaDecodeServe, _merge_chunks, _operands, _tile_row, _work_item
+from .v7 import _cta_barrier, _load_tile
+from .v9 import BLOCK_N, MlaDecodeServe, _item_prologue, _merge_chunks, _tile_row, _work_item
 from .v17 import MlaDecodeSeesawCooperative
 
 QUERIES = 16  # the wgmma's N: a sequence's query rows (s * h) at most
@@ -52,21 +52,9 @@ def mla_v18_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr
     oq_l: gl.constexpr = gl.SliceLayout(0, o_layout)
 
     pid, seq, j0, n, slot, first, count, L, row0 = _work_item(work_ptr, meta_ptr, lens_ptr, R, BLOCK_M)
-    q_s, qpe_s, kv_s, kpe_s = _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D, BLOCK_M, BLOCK_N)
-    p_s = gl.allocate_shared_memory(  # P: query rows x cache rows (K-major for the product's B)
-        dtype, [BLOCK_M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
-    )
-    bars = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())  # Q, stage 0, stage 1
-    for i in gl.static_range(3):
-        mbarrier.init(bars.index(i), count=1)
-    fence_async_shared()
-
-    mbarrier.expect(bars.index(0), q_desc.block_type.nbytes + qpe_desc.block_type.nbytes)
-    _tma_load(q_desc, [row0, 0], bars.index(0), q_s)
-    _tma_load(qpe_desc, [row0, 0], bars.index(0), qpe_s)
-    for i in gl.static_range(2):  # the chunk's tiles 0 and 1
-        r = _tile_row(table_ptr, seq, j0 + i, t, MAX_PAGES, PAGE, BLOCK_N, i < n)
-        _load_tile(kv_desc, kpe_desc, bars.index(1 + i), kv_s.index(i), kpe_s.index(i), r, i < n)
+    # P is query rows x cache rows: K-major for the product's B
+    q_s, qpe_s, kv_s, kpe_s, p_s, bars = _item_prologue(q_desc, qpe_desc, kv_desc, kpe_desc, table_ptr, seq, j0, n, t,
+                                                        row0, MAX_PAGES, PAGE, BLOCK_M, BLOCK_N)  # fmt: skip
 
     rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=q_l)
     zero_s = gl.zeros([BLOCK_N, BLOCK_M], gl.float32, s_layout)

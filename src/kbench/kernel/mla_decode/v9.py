@@ -98,6 +98,31 @@ def _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D: gl.constexpr, BLOCK_M: gl.
 
 
 @gluon.jit
+def _item_prologue(q_desc, qpe_desc, kv_desc, kpe_desc, table_ptr, seq, j0, n, t, row0, MAX_PAGES,  # type: ignore[no-untyped-def]
+                   PAGE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr):  # fmt: skip
+    """A work item's shared memory (Q, two stages of cache tiles, the probabilities [BLOCK_M, BLOCK_N]) and its
+    mbarriers (Q, stage 0, stage 1), with the copies of Q and of the chunk's tiles 0 and 1 issued."""
+    D: gl.constexpr = kv_desc.block_type.shape[1]
+    dtype: gl.constexpr = kv_desc.dtype
+    q_s, qpe_s, kv_s, kpe_s = _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D, BLOCK_M, BLOCK_N)
+    p_s = gl.allocate_shared_memory(
+        dtype, [BLOCK_M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
+    )
+    bars = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())  # Q, stage 0, stage 1
+    for i in gl.static_range(3):
+        mbarrier.init(bars.index(i), count=1)
+    fence_async_shared()
+
+    mbarrier.expect(bars.index(0), q_desc.block_type.nbytes + qpe_desc.block_type.nbytes)
+    _tma_load(q_desc, [row0, 0], bars.index(0), q_s)
+    _tma_load(qpe_desc, [row0, 0], bars.index(0), qpe_s)
+    for i in gl.static_range(2):  # the chunk's tiles 0 and 1
+        r = _tile_row(table_ptr, seq, j0 + i, t, MAX_PAGES, PAGE, BLOCK_N, i < n)
+        _load_tile(kv_desc, kpe_desc, bars.index(1 + i), kv_s.index(i), kpe_s.index(i), r, i < n)
+    return q_s, qpe_s, kv_s, kpe_s, p_s, bars
+
+
+@gluon.jit
 def _chunk_weights(lse_ptr, first, count, R, rows, rmask, BLOCK_M: gl.constexpr, row_l: gl.constexpr):  # type: ignore[no-untyped-def]
     """The largest of a row block's ``count`` chunks' log-sum-exps (0 where none saw anything) and the reciprocal of
     their weights' sum, each chunk's weight exp2(lse - top) (read past L1: other SMs wrote them)."""
@@ -143,7 +168,6 @@ def mla_v9_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr,
     ``MERGE`` (v10): a split sequence's chunk, its partial written, counts itself in at ``arrived_ptr`` (one counter
     per sequence and row block); the last of them to arrive merges them all into the output (no combine kernel)."""
     D: gl.constexpr = kv_desc.block_type.shape[1]
-    dtype: gl.constexpr = kv_desc.dtype
     gl.static_assert(num_warps == 8, "two warpgroups: one per half of the scores' columns and of the output's")
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 2],
                                                        instr_shape=[16, BLOCK_N // 2, 16])  # fmt: skip
@@ -152,21 +176,8 @@ def mla_v9_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr,
     o_rows_layout: gl.constexpr = gl.SliceLayout(1, o_layout)
 
     pid, seq, j0, n, slot, first, count, L, row0 = _work_item(work_ptr, meta_ptr, lens_ptr, R, BLOCK_M)
-    q_s, qpe_s, kv_s, kpe_s = _operands(q_desc, qpe_desc, kv_desc, kpe_desc, D, BLOCK_M, BLOCK_N)
-    p_s = gl.allocate_shared_memory(
-        dtype, [BLOCK_M, BLOCK_N], gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
-    )
-    bars = gl.allocate_shared_memory(gl.int64, [3, 1], mbarrier.MBarrierLayout())  # Q, stage 0, stage 1
-    for i in gl.static_range(3):
-        mbarrier.init(bars.index(i), count=1)
-    fence_async_shared()
-
-    mbarrier.expect(bars.index(0), q_desc.block_type.nbytes + qpe_desc.block_type.nbytes)
-    _tma_load(q_desc, [row0, 0], bars.index(0), q_s)
-    _tma_load(qpe_desc, [row0, 0], bars.index(0), qpe_s)
-    for i in gl.static_range(2):  # the chunk's tiles 0 and 1
-        r = _tile_row(table_ptr, seq, j0 + i, t, MAX_PAGES, PAGE, BLOCK_N, i < n)
-        _load_tile(kv_desc, kpe_desc, bars.index(1 + i), kv_s.index(i), kpe_s.index(i), r, i < n)
+    q_s, qpe_s, kv_s, kpe_s, p_s, bars = _item_prologue(q_desc, qpe_desc, kv_desc, kpe_desc, table_ptr, seq, j0, n, t,
+                                                        row0, MAX_PAGES, PAGE, BLOCK_M, BLOCK_N)  # fmt: skip
 
     rows = pid * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, s_layout))
     zero_s = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
