@@ -578,6 +578,7 @@ def test_mla_decode_v17s_cooperative_merge_repeats_exactly() -> None:
     "point",
     [
         {"b": 5, "s": 1, "t": 1000, "h": 16, "t_min": 65, "page": 64},  # ragged, paged, split: v16's combine
+        {"b": 5, "s": 3, "t": 1000, "h": 4, "t_min": 65, "page": 64},  # 12 rows: a block's last 4 read past them
         {"b": 4, "s": 2, "t": 3000, "h": 8, "t_min": 100, "page": 64},  # two tokens: a row sees its prefix only
         {"b": 66, "s": 1, "t": 2000, "h": 16},  # two chunks a sequence: merged in the kernel
         {"b": 100, "s": 1, "t": 1000, "h": 16},  # one chunk a sequence: written directly

@@ -269,16 +269,18 @@ def test_v16_tunes_its_combine_and_passes_chunks_to_it() -> None:
     assert all(cfg["CHUNKS"] in (4, 8) for cfg in combine.tuning)
 
 
-@pytest.mark.parametrize("version", ["v9", "v10", "v11", "v12", "v13", "v15", "v16", "v17"])
+@pytest.mark.parametrize(
+    ("version", "h"), [*((v, 16) for v in ("v9", "v10", "v11", "v12", "v13", "v15", "v16", "v17")), ("v18", 4)]
+)
 def test_every_serving_kernel_reads_the_block_table_at_its_row_stride(
-    version: str, monkeypatch: pytest.MonkeyPatch
+    version: str, h: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The attention kernel's MAX_PAGES is the block table's row stride at every tuned cut of a ragged paged batch
     (v17's first cut passed the most chunks of a sequence there: sequence 0 read its pages, every other sequence
     another's where the two differ, and a contiguous cache, which reads no table, hid it); v17's merge gets that
-    count as MOST."""
+    count as MOST; v18 at 12 query rows (its transposed kernel) gets neither MOST nor a cooperative launch."""
     cls: Any = load_version("mla_decode", version)
-    plan = cls(b=5, s=3, t=1000, h=16, t_min=65, page=64)
+    plan = cls(b=5, s=3, t=1000, h=h, t_min=65, page=64)
     ws = plan.setup("cpu", 0)
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
@@ -297,6 +299,9 @@ def test_every_serving_kernel_reads_the_block_table_at_its_row_stride(
         if kwargs.get("COOP"):
             assert kwargs["MOST"] == max(count for *_, count in cut.items) and kwargs["arrived_ptr"] is ws.coop
     assert any(kw.get("COOP") for _, kw in calls) == (version == "v17")
+    if version == "v18":
+        assert plan.few_rows() and all("MOST" not in kw and kw.get("MERGE", 2) == 2 for _, kw in calls)
+        assert {kw["BLOCK_M"] for _, kw in calls} == {16}
     # the cuts tell the two apart (at one-tile chunks the most chunks of a sequence is the table's width: 16)
     assert {max(count for *_, count in c.items) for c in plan.cuts()} - {ws.table.shape[1]}
 
@@ -310,6 +315,8 @@ def test_v18_transposes_the_product_only_where_a_sequence_has_sixteen_query_rows
     few = MlaDecodeTransposed(b=32, s=1, t=4096, h=16)
     assert few.few_rows() and few.row_blocks() == 1 and few.merge_bound() == 2 and not few.cooperative()
     assert few.attention_kernel() is mla_v18_kernel
+    # a latent width that is not whole 64-row tiles (d=32: the transposed output's M) stays with v17's kernel
+    assert not MlaDecodeTransposed(b=2, s=1, t=256, h=16, d=32, p=64).few_rows()
     assert [s.kernels for s in few.stages()] == [["mla_v18_kernel"], ["mla_v16_combine_kernel"]]
     assert {c["BLOCK_M"] for c in few.stages()[0].tuning} == {16}
     two = MlaDecodeTransposed(b=66, s=1, t=2000, h=16)  # two chunks a sequence: merged in the kernel, one stage

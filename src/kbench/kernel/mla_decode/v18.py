@@ -114,8 +114,9 @@ class MlaDecodeTransposed(MlaDecodeSeesawCooperative):
     TRANSPOSED: ClassVar[Config] = {"BLOCK_M": QUERIES, "BLOCK_N": BLOCK_N, "num_warps": 4}
 
     def few_rows(self) -> bool:
-        """Whether the transposed kernel serves: a sequence's query rows fit its N (16)."""
-        return self.rows <= QUERIES
+        """Whether the transposed kernel serves: a sequence's query rows fit its N (16), and the latent width, its
+        output's M, is whole 64-row wgmma tiles (d=32 is v17's)."""
+        return self.rows <= QUERIES and self.d % 64 == 0 and self.gluon()
 
     def kernel_name(self) -> str:
         return "mla_v18_kernel" if self.few_rows() else super().kernel_name()
