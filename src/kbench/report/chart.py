@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import textwrap
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,7 +48,9 @@ def save_png(fig: Any, path: Path, dpi: int) -> Path:
     """``fig`` as a PNG at ``path`` (its folder made), whole or not at all (kbench.fsutil.write_atomic), then closed;
     a write the machine refuses (a full disk, a read-only folder, a folder in its place) is WriteRefused (exit 1)."""
     try:
-        write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=dpi))
+        with warnings.catch_warnings():  # a label's character the font lacks is drawn as a box, not a warning
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
+            write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=dpi))
     except OSError as e:
         raise WriteRefused(f"cannot write {path}: {e.strerror or e}") from None
     finally:
