@@ -44,7 +44,7 @@ from kbench.plan.base import Config
 
 from ._coop_merge import _cooperate
 from .v7 import _cta_barrier, _softmax, _tma_load
-from .v9 import MlaDecodeServe, _chunk_weights, _operands, _tile_row, _work_item
+from .v9 import MlaDecodeServe, _chunk_weights, _last_to_arrive, _operands, _tile_row, _work_item
 
 # the mbarriers: Q landed; each stage's two pieces landed (X: its first 256 value columns, with the rotary columns in
 # stage 1; Y: the other 256, with the rotary columns in stage 0) and released (X by the first warpgroup, Y by the
@@ -316,9 +316,7 @@ def _v11_half(W: gl.constexpr, o_ptr, part_ptr, lse_ptr, q_s, qpe_s, kv_s, kpe_s
                            ROW_BLOCKS, MOST, 4)  # fmt: skip
             else:
                 mbarrier.wait(bars.index(STORED), 0)  # and warpgroup 1's: the whole partial before the release
-                counter = arrived_ptr + seq * ROW_BLOCKS + pid
-                if gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == count - 1:
-                    gl.store(counter, 0)  # the last to arrive: the counter ready for the next launch
+                if _last_to_arrive(arrived_ptr, seq, pid, count, ROW_BLOCKS):
                     if MERGE == 2:
                         _merge_pair(part_ptr, lse_ptr, o_ptr, seq, pid, first, R, D, BLOCK_M, 4)
                     else:  # v15: up to MERGE chunks

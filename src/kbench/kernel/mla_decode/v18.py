@@ -27,7 +27,7 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 from kbench.plan.base import Config
 
 from .v7 import _cta_barrier, _load_tile
-from .v9 import BLOCK_N, MlaDecodeServe, _item_prologue, _merge_chunks, _tile_row, _work_item
+from .v9 import BLOCK_N, MlaDecodeServe, _item_prologue, _last_to_arrive, _merge_chunks, _tile_row, _work_item
 from .v17 import MlaDecodeSeesawCooperative
 
 QUERIES = 16  # the wgmma's N: a sequence's query rows (s * h) at most
@@ -102,9 +102,7 @@ def mla_v18_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr
         gl.store(lse_ptr + slot * R + o_rows, lse, mask=o_rows < R)
         if MERGE:  # v12's merge (a sequence cut in two): the last chunk of the row block to arrive merges both
             _cta_barrier()  # every thread's partial stored before the release below
-            counter = arrived_ptr + seq * ROW_BLOCKS + pid
-            if gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == count - 1:
-                gl.store(counter, 0)  # the last to arrive: the counter ready for the next launch
+            if _last_to_arrive(arrived_ptr, seq, pid, count, ROW_BLOCKS):
                 _merge_chunks(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D, BLOCK_M, num_warps)
 
 

@@ -123,6 +123,18 @@ def _item_prologue(q_desc, qpe_desc, kv_desc, kpe_desc, table_ptr, seq, j0, n, t
 
 
 @gluon.jit
+def _last_to_arrive(arrived_ptr, seq, pid, count, ROW_BLOCKS: gl.constexpr):  # type: ignore[no-untyped-def]
+    """A split row block's chunk, its partial stored, counts itself in at ``arrived_ptr`` (one counter per sequence
+    and row block; acq_rel: its partial released, the earlier chunks' acquired). True for the last of the ``count``
+    chunks to arrive, which sets the counter back to zero for the next launch (v10, v12, v15, v18)."""
+    counter = arrived_ptr + seq * ROW_BLOCKS + pid
+    last = gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == count - 1
+    if last:
+        gl.store(counter, 0)
+    return last
+
+
+@gluon.jit
 def _chunk_weights(lse_ptr, first, count, R, rows, rmask, BLOCK_M: gl.constexpr, row_l: gl.constexpr):  # type: ignore[no-untyped-def]
     """The largest of a row block's ``count`` chunks' log-sum-exps (0 where none saw anything) and the reciprocal of
     their weights' sum, each chunk's weight exp2(lse - top) (read past L1: other SMs wrote them)."""
@@ -224,9 +236,7 @@ def mla_v9_kernel(q_desc, qpe_desc, kv_desc, kpe_desc, o_ptr, part_ptr, lse_ptr,
         gl.store(lse_ptr + slot * R + o_rows, lse, mask=o_rows < R)
         if MERGE:
             _cta_barrier()  # every thread's partial stored before the release below
-            counter = arrived_ptr + seq * ROW_BLOCKS + pid
-            if gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == count - 1:
-                gl.store(counter, 0)  # the last to arrive: the counter ready for the next launch
+            if _last_to_arrive(arrived_ptr, seq, pid, count, ROW_BLOCKS):
                 _merge_chunks(part_ptr, lse_ptr, o_ptr, seq, pid, first, count, R, D, BLOCK_M, num_warps)
 
 
